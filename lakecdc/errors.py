@@ -1,0 +1,39 @@
+"""Error types shared by every layer: each one says what is wrong and what to do about it."""
+
+
+class LakeCdcError(Exception):
+    """Base class of every error lakecdc raises on purpose."""
+
+
+class PipelineConfigError(LakeCdcError):
+    """The pipeline YAML is invalid. The message names the file and the key path."""
+
+    def __init__(self, message: str, *, file: str | None = None, path: str | None = None):
+        self.file = file
+        self.path = path
+        where = ""
+        if file:
+            where += f"{file}: "
+        if path:
+            where += f"{path}: "
+        super().__init__(f"{where}{message}")
+
+
+class ExpressionError(LakeCdcError):
+    """A transform expression cannot be parsed or type-checked."""
+
+
+class SourceError(LakeCdcError):
+    """The MySQL source is misconfigured or unreachable."""
+
+
+class BinlogPurgedError(SourceError):
+    """The checkpoint's binlog file is gone from the server: the table needs a new snapshot."""
+
+
+class SinkError(LakeCdcError):
+    """The Paimon sink cannot create, write or commit a table."""
+
+
+class TableLockedError(SinkError):
+    """Another writer holds the lock of a Paimon table."""

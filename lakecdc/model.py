@@ -1,0 +1,147 @@
+"""The few types every layer shares: table ids, binlog offsets, source schemas and batches of changes.
+
+A batch of changes is an Arrow table holding the source columns (in source order) plus two system columns:
+``OP_COLUMN`` (the row kind: ``+I``, ``-U``, ``+U``, ``-D``) and ``OP_TS_COLUMN`` (epoch milliseconds of the
+change; 0 for snapshot rows). An UPDATE is always two consecutive rows, ``-U`` (before image) then ``+U``
+(after image). Rows are in binlog order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+OP_COLUMN = "__lakecdc_op__"
+OP_TS_COLUMN = "__lakecdc_op_ts__"
+SYSTEM_COLUMNS = (OP_COLUMN, OP_TS_COLUMN)
+
+INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = "+I", "-U", "+U", "-D"
+ROW_KINDS = (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)
+
+
+@dataclass(frozen=True, order=True)
+class TableId:
+    """A MySQL or Paimon table: database plus table name (MySQL has no namespace level)."""
+
+    database: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    @classmethod
+    def parse(cls, text: str) -> "TableId":
+        database, sep, table = text.partition(".")
+        if not sep or not database or not table:
+            raise ValueError(f"expected 'database.table', got {text!r}")
+        return cls(database, table)
+
+
+_BINLOG_INDEX = re.compile(r"\.(\d+)$")
+
+
+@dataclass(frozen=True)
+class BinlogOffset:
+    """A position in the server's binlog: the file, the byte position where the next event starts, and the
+    GTID set executed up to there (MariaDB ``domain-server-seq`` list or MySQL ``uuid:1-N``; may be empty)."""
+
+    file: str
+    pos: int
+    gtid: str = ""
+
+    @property
+    def sort_key(self) -> tuple[int, str, int]:
+        match = _BINLOG_INDEX.search(self.file)
+        index = int(match.group(1)) if match else -1
+        return (index, self.file, self.pos)
+
+    def __lt__(self, other: "BinlogOffset") -> bool:
+        return self.sort_key < other.sort_key
+
+    def __le__(self, other: "BinlogOffset") -> bool:
+        return self.sort_key <= other.sort_key
+
+    def __gt__(self, other: "BinlogOffset") -> bool:
+        return self.sort_key > other.sort_key
+
+    def __ge__(self, other: "BinlogOffset") -> bool:
+        return self.sort_key >= other.sort_key
+
+    def same_position(self, other: "BinlogOffset") -> bool:
+        return self.sort_key == other.sort_key
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.pos}"
+
+
+@dataclass(frozen=True)
+class SourceColumn:
+    """One column of a MySQL table as the pipeline sees it."""
+
+    name: str
+    column_type: str  # information_schema COLUMN_TYPE, e.g. "decimal(10,2)", "int(10) unsigned"
+    arrow_type: pa.DataType
+    nullable: bool = True
+    comment: str = ""
+
+    def arrow_field(self) -> pa.Field:
+        return pa.field(self.name, self.arrow_type, nullable=self.nullable)
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    """The schema of one captured MySQL table."""
+
+    table_id: TableId
+    columns: tuple[SourceColumn, ...]
+    primary_keys: tuple[str, ...] = ()
+    comment: str = ""
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> SourceColumn:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def arrow_schema(self) -> pa.Schema:
+        """The source columns only."""
+        return pa.schema([c.arrow_field() for c in self.columns])
+
+    def change_schema(self) -> pa.Schema:
+        """The source columns plus the two system columns of a change batch."""
+        return change_schema(self.arrow_schema())
+
+
+def change_schema(columns: pa.Schema) -> pa.Schema:
+    return pa.schema(
+        list(columns)
+        + [pa.field(OP_COLUMN, pa.string(), nullable=False), pa.field(OP_TS_COLUMN, pa.int64(), nullable=False)]
+    )
+
+
+@dataclass
+class ChangeBatch:
+    """Changes of one table, in binlog order (see the module docstring for the layout of ``data``)."""
+
+    table: SourceTable
+    data: pa.Table
+
+    @property
+    def num_rows(self) -> int:
+        return self.data.num_rows
+
+
+@dataclass
+class TableCounts:
+    """How many source changes of each kind a run applied to one table."""
+
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    extra: dict = field(default_factory=dict)
