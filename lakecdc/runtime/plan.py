@@ -1,0 +1,108 @@
+"""Resolves a pipeline against the live source: which MySQL tables are captured, how each is transformed and
+which Paimon table it lands in. Everything here runs before any data is read or written, so every
+configuration error surfaces first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from lakecdc.config import PipelineConfig, transform_context
+from lakecdc.errors import PipelineConfigError
+from lakecdc.model import SourceTable, TableId
+from lakecdc.selectors import TableSelector
+from lakecdc.source import MySqlSource, MySqlSourceOptions
+from lakecdc.transform import CompiledTransform, compile_transform, select_rule
+from lakecdc.transform.routes import Router
+
+
+@dataclass
+class SourcePlan:
+    """One captured MySQL table and its compiled transform."""
+
+    source: SourceTable
+    transform: CompiledTransform
+    targets: list[TableId]
+
+
+@dataclass
+class TargetPlan:
+    """One Paimon table and the source tables that feed it."""
+
+    target: TableId
+    schema: pa.Schema
+    primary_keys: list[str]
+    partition_keys: list[str]
+    options: dict[str, str]
+    comment: str
+    sources: list[SourcePlan] = field(default_factory=list)
+
+
+@dataclass
+class PipelinePlan:
+    sources: dict[TableId, SourcePlan]
+    targets: dict[TableId, TargetPlan]
+
+    def restrict(self, targets: set[TableId]) -> "PipelinePlan":
+        """Only the given Paimon tables (a Dagster asset subset); unknown names are an error."""
+        unknown = targets - set(self.targets)
+        if unknown:
+            raise PipelineConfigError(f"the pipeline does not write {', '.join(sorted(map(str, unknown)))}")
+        kept_targets = {t: p for t, p in self.targets.items() if t in targets}
+        kept_sources = {}
+        for source_id, plan in self.sources.items():
+            wanted = [t for t in plan.targets if t in targets]
+            if wanted:
+                kept_sources[source_id] = SourcePlan(plan.source, plan.transform, wanted)
+        return PipelinePlan(kept_sources, kept_targets)
+
+
+def source_options(config: PipelineConfig) -> MySqlSourceOptions:
+    src = config.source
+    return MySqlSourceOptions(
+        hostname=src.hostname, port=src.port, username=src.username, password=src.password,
+        server_id=src.server_id, server_time_zone=src.server_time_zone, connect_timeout=src.connect_timeout,
+        treat_tinyint1_as_boolean=src.treat_tinyint1_as_boolean)
+
+
+def captured_tables(config: PipelineConfig, available: list[TableId]) -> list[TableId]:
+    """The tables matched by ``tables`` minus ``tables.exclude``, in a stable order."""
+    include = TableSelector(config.source.tables)
+    exclude = TableSelector(config.source.tables_exclude) if config.source.tables_exclude else None
+    found = sorted(t for t in available if include.matches(t) and not (exclude and exclude.matches(t)))
+    if not found:
+        raise PipelineConfigError(
+            f"cannot find any table by the option 'tables' ({config.source.tables!r}"
+            + (f", minus 'tables.exclude' {config.source.tables_exclude!r}" if exclude else "")
+            + "): check the database and table names, and that the user may read them",
+            file=config.path, path="source.tables")
+    return found
+
+
+def build_plan(config: PipelineConfig, source: MySqlSource) -> PipelinePlan:
+    ctx = transform_context(config)
+    router = Router(config.routes, mode=config.route_mode, file=config.path)
+    sources: dict[TableId, SourcePlan] = {}
+    targets: dict[TableId, TargetPlan] = {}
+    for table_id in captured_tables(config, source.list_tables()):
+        table = source.describe_table(table_id)
+        transform = compile_transform(select_rule(config.transforms, table_id), table, ctx)
+        plan = SourcePlan(table, transform, router.targets(table_id))
+        sources[table_id] = plan
+        for target in plan.targets:
+            partition_keys = config.sink.partition_keys.get(target, transform.partition_keys)
+            existing = targets.get(target)
+            if existing is None:
+                targets[target] = TargetPlan(target, transform.output_schema, list(transform.primary_keys),
+                                             list(partition_keys), dict(transform.table_options), table.comment,
+                                             [plan])
+                continue
+            if not existing.schema.equals(transform.output_schema):
+                raise PipelineConfigError(
+                    f"tables {existing.sources[0].source.table_id} and {table_id} are routed into {target} with "
+                    "different schemas; merging different schemas is not supported yet: make the projections "
+                    "produce the same columns", file=config.path, path="route")
+            existing.sources.append(plan)
+    return PipelinePlan(sources, targets)

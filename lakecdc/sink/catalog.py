@@ -1,0 +1,53 @@
+"""Opening the Paimon catalog from the sink's ``catalog.properties.*`` and locating the warehouse on disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from lakecdc.errors import SinkError
+from lakecdc.model import TableId
+
+SUPPORTED_METASTORES = ("filesystem", "jdbc")
+
+
+def normalize_catalog_options(catalog_options: dict[str, str]) -> dict[str, str]:
+    """Validate the catalog options and return them with a plain relative warehouse path made absolute."""
+    options = {str(k): str(v) for k, v in (catalog_options or {}).items()}
+    metastore = options.get("metastore", "filesystem")
+    if metastore not in SUPPORTED_METASTORES:
+        raise SinkError(
+            f"catalog.properties.metastore: {metastore!r} is not supported by lakecdc's Paimon sink "
+            f"(supported: {', '.join(SUPPORTED_METASTORES)}; pypaimon has no hive catalog)"
+        )
+    warehouse = options.get("warehouse", "").strip()
+    if not warehouse:
+        raise SinkError("catalog.properties.warehouse is required")
+    if "://" not in warehouse:
+        warehouse = os.path.abspath(os.path.expanduser(warehouse))
+    options["warehouse"] = warehouse
+    return options
+
+
+def local_warehouse_path(warehouse: str) -> Path | None:
+    """The local directory of a plain-path or ``file://`` warehouse; None for object stores, HDFS, ..."""
+    if "://" not in warehouse:
+        return Path(warehouse)
+    parsed = urlparse(warehouse)
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        return Path(unquote(parsed.path))
+    return None
+
+
+def create_catalog(options: dict[str, str]):
+    from pypaimon import CatalogFactory
+
+    try:
+        return CatalogFactory.create(dict(options))
+    except Exception as error:  # pypaimon raises ValueError/KeyError/OSError/... for bad options
+        raise SinkError(f"cannot open the Paimon catalog {options.get('warehouse')!r}: {error}") from error
+
+
+def identifier(table_id: TableId) -> str:
+    return f"{table_id.database}.{table_id.table}"

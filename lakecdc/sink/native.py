@@ -1,0 +1,120 @@
+"""The one place that touches pypaimon internals: the native (Rust) writer, row kinds and the commit user.
+
+Why private attributes at all (see /work/shared/reference/paimon-python.md §2, §3 and its addenda):
+
+* pypaimon's pure-Python primary-key writer records ``delete_row_count=0`` for files holding ``-D``/``-U`` rows, so
+  readers return deleted rows as live rows. Only the Rust writer (pypaimon-rust, behind ``write.native.enabled``)
+  is correct, and pypaimon falls back to the Python writer *silently* when the native path is unavailable. We
+  therefore check the writer's concrete type and its internals and refuse to write otherwise.
+* Flink CDC's tables have no row-kind column. The Rust writer takes the row kind of every row from an extra int8
+  column ``_VALUE_KIND`` appended after the table's columns, but pypaimon's public ``NativeTableWrite.write_arrow``
+  rejects any column the table does not have, so batches go straight to ``NativeTableWrite._native_writer``.
+* Flink CDC's commit user is ``prefix + uuid`` (no separator); pypaimon only sets an explicit commit user through
+  the private ``WriteBuilder._with_commit_user``.
+
+Everything here is verified against exactly the versions in ``VERIFIED_VERSIONS`` by tests/test_sink.py (which reads
+the results back through pypaimon-rust's standalone reader). Any other version is refused with a SinkError: re-run
+those tests against the new version, then update ``VERIFIED_VERSIONS``.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import pyarrow as pa
+
+from lakecdc.errors import SinkError
+
+VERIFIED_VERSIONS = {"pypaimon": "2.1.0", "pypaimon-rust": "0.4.0"}
+
+# Dynamic options (table.copy) applied whenever we use a table; never persisted in the table's schema.
+NATIVE_OPTIONS = {
+    "write.native.enabled": "true",
+    "commit.native.enabled": "true",
+    "read.native.enabled": "true",
+    "scan.native-plan.enabled": "true",
+}
+
+VALUE_KIND_COLUMN = "_VALUE_KIND"  # int8: 0 +I, 1 -U, 2 +U, 3 -D (Paimon RowKind byte values)
+VALUE_KIND_TYPE = pa.int8()
+
+_versions_checked = False
+
+
+def check_library_versions() -> None:
+    """Refuse library versions whose internals were not verified (see the module docstring)."""
+    global _versions_checked
+    if _versions_checked:
+        return
+    for dist, expected in VERIFIED_VERSIONS.items():
+        try:
+            found = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            raise SinkError(
+                f"{dist}=={expected} is required by the Paimon sink (the native writer is the only correct "
+                f"primary-key writer) but it is not installed"
+            ) from None
+        if found != expected:
+            raise SinkError(
+                f"{dist} {found} is installed but the Paimon sink's use of its internals was verified with "
+                f"{dist}=={expected} only: install {expected}, or re-run tests/test_sink.py against {found} and "
+                f"update VERIFIED_VERSIONS in {__name__}"
+            )
+    _versions_checked = True
+
+
+def new_native_write(table, commit_user: str, table_id) -> tuple[object, object]:
+    """A batch write builder carrying ``commit_user`` and its write; SinkError unless the write is the Rust one."""
+    builder = table.new_batch_write_builder()
+    builder._with_commit_user(commit_user)
+    write = builder.new_write()
+    problem = _native_problem(write)
+    if problem is None and getattr(write, "commit_user", None) != commit_user:
+        problem = f"the writer's commit user is {getattr(write, 'commit_user', None)!r}, not {commit_user!r}"
+    if problem is not None:
+        _close_quietly(write)
+        raise SinkError(
+            f"table {table_id}: the native (Rust) Paimon writer is not active ({problem}). pypaimon's Python "
+            f"writer makes deleted rows visible again, so lakecdc refuses to write. Causes: pypaimon-rust missing "
+            f"or broken, or a table setting the native writer does not support (file.format other than parquet, "
+            f"float/binary partition keys, deletion vectors with partial-update/aggregation, ...)."
+        )
+    return builder, write
+
+
+def _native_problem(write) -> str | None:
+    if type(write).__name__ != "NativeTableWrite" or type(write).__module__ != "pypaimon.write.native_write":
+        return f"pypaimon returned {type(write).__module__}.{type(write).__qualname__}"
+    d = vars(write)
+    if "_native_writer" not in d or "_python_writer" not in d or "_written" not in d:
+        return "NativeTableWrite no longer has _native_writer/_python_writer/_written: pypaimon changed"
+    if d["_python_writer"] is not None:
+        return "NativeTableWrite switched to its Python writer"
+    if d["_native_writer"] is None or not callable(getattr(d["_native_writer"], "write_arrow", None)):
+        return "NativeTableWrite has no Rust writer"
+    return None
+
+
+def assert_native(write, table_id) -> None:
+    """Fail unless ``write`` is still backed by the Rust writer (checked before every write and the commit)."""
+    problem = _native_problem(write)
+    if problem is not None:
+        raise SinkError(f"table {table_id}: the native Paimon writer is no longer active ({problem})")
+
+
+def write_with_row_kinds(write, batch: pa.RecordBatch, table_id) -> None:
+    """Hand a batch = table columns in table order + int8 ``_VALUE_KIND`` to the Rust writer."""
+    assert_native(write, table_id)
+    if batch.schema.names[-1] != VALUE_KIND_COLUMN or batch.schema.field(-1).type != VALUE_KIND_TYPE:
+        raise SinkError(f"table {table_id}: internal error: batch must end with an int8 {VALUE_KIND_COLUMN} column")
+    # From now on pypaimon must never switch this write to its Python writer (that would drop the Rust writer's
+    # buffered rows); NativeTableWrite refuses to switch once _written is set, as after its own write_arrow.
+    write._written = True
+    write._native_writer.write_arrow(batch, None)
+
+
+def _close_quietly(write) -> None:
+    try:
+        write.close()
+    except Exception:  # noqa: BLE001 - best effort while reporting the real problem
+        pass

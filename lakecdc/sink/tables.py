@@ -1,0 +1,188 @@
+"""Paimon table creation as Flink CDC's Paimon sink does it (flink-cdc-semantics.md §6.2), Arrow → Paimon type
+mapping, option validation, and the description of an existing table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from lakecdc.errors import SinkError
+from lakecdc.model import SYSTEM_COLUMNS, TableId
+
+
+@dataclass
+class TableDescription:
+    """A Paimon table as stored."""
+
+    table_id: TableId
+    schema: pa.Schema  # as stored (PK columns non-nullable)
+    primary_keys: list[str]
+    partition_keys: list[str]
+    options: dict[str, str]
+    comment: str
+    created: bool  # True when ensure_table created it just now
+
+    @property
+    def is_primary_key_table(self) -> bool:
+        return bool(self.primary_keys)
+
+
+# Options that decide the table layout: set through the transform's primary-keys/partition-keys instead.
+_LAYOUT_OPTIONS = ("primary-key", "partition")
+
+
+def paimon_arrow_type(table_id: TableId, name: str, arrow_type: pa.DataType) -> pa.DataType:
+    """The Arrow type to store for a source column: Paimon has no unsigned integers, so they are widened the way
+    Flink CDC maps MySQL unsigned types (TINYINT UNSIGNED → SMALLINT, SMALLINT UNSIGNED → INT, INT UNSIGNED →
+    BIGINT, BIGINT UNSIGNED → DECIMAL(20, 0)); dictionary columns are stored as their value type. Types Paimon
+    cannot store raise SinkError naming the table and the column."""
+    t = arrow_type
+    if pa.types.is_dictionary(t):
+        return paimon_arrow_type(table_id, name, t.value_type)
+    widen = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(),
+             pa.uint64(): pa.decimal128(20, 0)}
+    if t in widen:
+        return widen[t]
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(t.value_field.with_type(paimon_arrow_type(table_id, name, t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(paimon_arrow_type(table_id, f"{name}.{f.name}", f.type))
+                          for f in (t.field(i) for i in range(t.num_fields))])
+    if pa.types.is_map(t):
+        return pa.map_(paimon_arrow_type(table_id, name, t.key_type), paimon_arrow_type(table_id, name, t.item_type))
+    if pa.types.is_float16(t):
+        return pa.float32()
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.binary()
+    from pypaimon.schema.data_types import PyarrowFieldParser
+
+    try:
+        PyarrowFieldParser.to_paimon_type(t, True)
+    except Exception as error:
+        raise SinkError(f"table {table_id}, column {name!r}: type {t} cannot be stored in Paimon ({error})") from None
+    return t
+
+
+def build_schema(table_id: TableId, schema: pa.Schema, primary_keys: list[str], partition_keys: list[str],
+                 options: dict[str, str], comment: str):
+    """The pypaimon Schema of a new table (Flink CDC §6.2 steps 2-6)."""
+    from pypaimon import Schema
+
+    names = schema.names
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise SinkError(f"table {table_id}: duplicate column(s) {', '.join(dup)}")
+    for n in names:
+        if n in SYSTEM_COLUMNS or n == "_VALUE_KIND" or n.startswith("_KEY_") or n in ("_SEQUENCE_NUMBER",):
+            raise SinkError(f"table {table_id}, column {n!r}: reserved name, cannot be a table column")
+    for kind, keys in (("primary key", primary_keys), ("partition key", partition_keys)):
+        for k in keys:
+            if k not in names:
+                raise SinkError(f"table {table_id}: {kind} column {k!r} is not a column of the table "
+                                f"(columns: {', '.join(names)})")
+        if len(set(keys)) != len(keys):
+            raise SinkError(f"table {table_id}: duplicate {kind} columns {keys}")
+    # Flink CDC: PK = schema PK + every partition column not already in it; no PK → append table.
+    pk = list(primary_keys) + [p for p in partition_keys if p not in primary_keys] if primary_keys else []
+    for k in _LAYOUT_OPTIONS:
+        if k in options:
+            raise SinkError(f"table {table_id}: option {k!r} is not allowed; set primary-keys / partition-keys "
+                            f"in the transform (or partition.key in the sink) instead")
+    fields = []
+    for f in schema:
+        metadata = dict(f.metadata or {})
+        if b"comment" in metadata and b"description" not in metadata:
+            metadata[b"description"] = metadata[b"comment"]
+        metadata = {k: v for k, v in metadata.items() if k == b"description"} or None
+        fields.append(pa.field(f.name, paimon_arrow_type(table_id, f.name, f.type),
+                               nullable=f.nullable and f.name not in pk, metadata=metadata))
+    for p in partition_keys:
+        t = next(f.type for f in fields if f.name == p)
+        if pa.types.is_floating(t) or pa.types.is_binary(t) or pa.types.is_fixed_size_binary(t) \
+                or pa.types.is_nested(t):
+            raise SinkError(f"table {table_id}, partition column {p!r}: type {t} cannot be a partition key "
+                            f"(the native Paimon writer cannot encode float, binary or nested partition values)")
+    validate_options(table_id, options, has_primary_key=bool(pk))
+    try:
+        paimon_schema = Schema.from_pyarrow_schema(pa.schema(fields), partition_keys=list(partition_keys),
+                                                   primary_keys=pk, options=dict(options), comment=comment or None)
+    except Exception as error:
+        raise SinkError(f"table {table_id}: invalid table definition: {error}") from error
+    _keep_time_precision(paimon_schema, fields)
+    return paimon_schema
+
+
+_TIME_PRECISION = {"s": 0, "ms": 3, "us": 6, "ns": 9}
+
+
+def _keep_time_precision(paimon_schema, fields: list[pa.Field]) -> None:
+    """pypaimon declares every Arrow time type as TIME(0); declare TIME(p) like Flink CDC does. (Paimon stores TIME
+    values as milliseconds of the day whatever p is, and pypaimon reads them back as time32[ms].)"""
+    from pypaimon.schema.data_types import AtomicType
+
+    by_name = {f.name: f for f in fields}
+    for data_field in paimon_schema.fields:
+        arrow_field = by_name.get(data_field.name)
+        if arrow_field is not None and pa.types.is_time(arrow_field.type) and isinstance(data_field.type, AtomicType):
+            precision = _TIME_PRECISION[arrow_field.type.unit]
+            data_field.type = AtomicType(f"TIME({precision})", data_field.type.nullable)
+
+
+def validate_options(table_id: TableId, options: dict[str, str], has_primary_key: bool) -> None:
+    """Parse every option pypaimon knows with its declared type (pypaimon itself accepts e.g.
+    ``merge-engine: foo`` at creation and fails on the first write), and refuse settings with which the data
+    would be written by the wrong writer or stay invisible (reference paimon-python.md §2, §6)."""
+    from pypaimon.common.options.config_option import ConfigOption
+    from pypaimon.common.options.core_options import CoreOptions, MergeEngine
+    from pypaimon.common.options.options import Options
+
+    for key, value in options.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise SinkError(f"table {table_id}: option {key!r}={value!r}: keys and values must be strings")
+    parsed = Options(dict(options))
+    for attr in vars(CoreOptions).values():
+        if isinstance(attr, ConfigOption) and attr.key() in options:
+            try:
+                parsed.get(attr)
+            except Exception as error:
+                raise SinkError(f"table {table_id}: invalid option {attr.key()}={options[attr.key()]!r}: {error}") \
+                    from None
+    core = CoreOptions(parsed)
+
+    def refuse(key: str, why: str) -> None:
+        raise SinkError(f"table {table_id}: option {key}={options.get(key)!r} is not supported: {why}")
+
+    if "file.format" in options and core.file_format() != "parquet":
+        refuse("file.format", "only parquet is written by the native Paimon writer (the Python writer loses deletes)")
+    if "changelog-file.format" in options and core.changelog_file_format() not in (None, "parquet"):
+        refuse("changelog-file.format", "only parquet is written by the native Paimon writer")
+    if "bucket" in options:
+        bucket = core.bucket()
+        if bucket == 0 or bucket < -1:
+            refuse("bucket", "use -1 (dynamic, the default) or a fixed bucket count > 0; postpone buckets (-2) "
+                             "stay invisible until a Flink/Java compaction runs")
+    if has_primary_key and core.deletion_vectors_enabled():
+        refuse("deletion-vectors.enabled", "pypaimon/pypaimon-rust only write level-0 files, which deletion-vector "
+                                           "tables do not read until a compaction runs (reads stay empty)")
+    if has_primary_key and "merge-engine" in options and core.merge_engine() == MergeEngine.FIRST_ROW:
+        refuse("merge-engine", "first-row tables do not read level-0 files, the only files pypaimon writes, so reads "
+                               "stay empty until a Flink/Java compaction runs")
+
+
+def describe_table(table_id: TableId, table, created: bool) -> TableDescription:
+    """The TableDescription of a pypaimon FileStoreTable."""
+    from pypaimon.schema.data_types import PyarrowFieldParser
+
+    schema = PyarrowFieldParser.from_paimon_schema(table.table_schema.fields)
+    return TableDescription(
+        table_id=table_id,
+        schema=schema,
+        primary_keys=list(table.primary_keys),
+        partition_keys=list(table.partition_keys),
+        options={str(k): str(v) for k, v in (table.table_schema.options or {}).items() if v is not None},
+        comment=table.comment() or "",
+        created=created,
+    )

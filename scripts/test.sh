@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs the whole test suite on a fresh machine: set-up, then pytest. The tests start their own private
+# MariaDB (binlog on, ROW, FULL image) on a free loopback port in a temp dir.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+scripts/setup.sh
+exec .venv/bin/python -m pytest -q "$@"

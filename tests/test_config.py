@@ -1,0 +1,121 @@
+"""Pipeline YAML validation: every error names the file and the key path, and secrets never leak."""
+
+from pathlib import Path
+
+import pytest
+
+from lakecdc.config import load_pipeline, parse_pipeline
+from lakecdc.errors import PipelineConfigError
+from lakecdc.model import TableId
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BASE = """
+source:
+  type: mysql
+  hostname: localhost
+  port: 3306
+  username: root
+  password: ${SECRET_PW}
+  tables: inventory.orders
+sink:
+  type: paimon
+  catalog.properties.metastore: filesystem
+  catalog.properties.warehouse: /tmp/wh
+pipeline:
+  name: test
+"""
+
+
+def parse(text, **env):
+    return parse_pipeline(text, path="p.yaml", env={"SECRET_PW": "hunter2", **env})
+
+
+def error_of(text, **env) -> str:
+    with pytest.raises(PipelineConfigError) as info:
+        parse(text, **env)
+    message = str(info.value)
+    assert "hunter2" not in message
+    return message
+
+
+def test_tutorial_yaml_loads():
+    config = load_pipeline(ROOT / "assets" / "tutorial.yaml")
+    assert config.name == "Enrich MySQL orders with soft deletes"
+    assert config.source.tables == "inventory.orders"
+    assert config.source.server_id == 5400
+    assert config.source.metadata_list == frozenset({"op_ts"})
+    assert config.schema_change_behavior == "evolve"
+    assert config.transforms[0].primary_keys == "id, order_day"
+    assert config.transforms[0].converter_after_transform == "SOFT_DELETE"
+    assert config.sink.catalog_options["metastore"] == "filesystem"
+    assert config.slug == "enrich_mysql_orders_with_soft_deletes"
+
+
+def test_env_substitution_and_defaults():
+    config = parse(BASE.replace("port: 3306", "port: ${PORT:-3307}"))
+    assert config.source.password == "hunter2"
+    assert config.source.port == 3307
+    assert "hunter2" not in repr(config.source)
+    config = parse(BASE.replace("port: 3306", "port: ${PORT:-3307}"), PORT="4000")
+    assert config.source.port == 4000
+
+
+def test_missing_env_variable_names_key_path():
+    message = error_of(BASE.replace("${SECRET_PW}", "${NOT_SET_ANYWHERE}"))
+    assert "p.yaml: source.password:" in message and "NOT_SET_ANYWHERE" in message
+
+
+@pytest.mark.parametrize("change, expected", [
+    (("  tables: inventory.orders\n", "  tables: inventory.orders\n  tabels: x\n"),
+     "source.tabels: unknown option (did you mean 'tables'?)"),
+    (("  hostname: localhost\n", ""), "source.hostname: required option is missing"),
+    (("port: 3306", "port: abc"), "source.port: expected an integer"),
+    (("type: mysql", "type: postgres"), "source.type: only the 'mysql' source"),
+    (("type: paimon", "type: kafka"), "sink.type: only the 'paimon' sink"),
+    (("  catalog.properties.metastore: filesystem\n", ""), "sink.catalog.properties.metastore: required"),
+    (("  name: test\n", "  name: test\n  schema.change.behavior: sometimes\n"),
+     "pipeline.schema.change.behavior: unknown value"),
+    (("  name: test\n", "  name: test\n  local-time-zone: Mars/Olympus\n"), "pipeline.local-time-zone"),
+    (("pipeline:\n  name: test\n", "pipelines:\n  name: test\n"), "pipelines: unknown option"),
+    (("  tables: inventory.orders\n", "  tables: inventory.orders\n  server-id: 54x\n"), "source.server-id"),
+    (("  tables: inventory.orders\n", "  tables: inventory.orders\n  metadata.list: op_ts,row_time\n"),
+     "[row_time] cannot be found in mysql metadata"),
+    (("  tables: inventory.orders\n", "  tables: inventory.orders\n  scan.startup.mode: latest-offset\n"),
+     "not supported yet"),
+])
+def test_errors_name_file_and_path(change, expected):
+    old, new = change
+    assert old in BASE
+    message = error_of(BASE.replace(old, new))
+    assert message.startswith("p.yaml: ")
+    assert expected in message
+
+
+def test_transform_errors_name_rule_and_key():
+    text = BASE + """
+transform:
+  - source-table: inventory.orders
+    projection: "*, NO_SUCH_FUNCTION(product) AS x"
+"""
+    message = error_of(text)
+    assert "transform[0].projection" in message and "NO_SUCH_FUNCTION" in message.upper()
+    message = error_of(BASE + """
+transform:
+  - source-table: inventory.orders
+    projetcion: "*"
+""")
+    assert "transform[0].projetcion: unknown option" in message
+
+
+def test_bad_yaml_names_line():
+    message = error_of("source: [unclosed\n")
+    assert message.startswith("p.yaml: not valid YAML at line")
+
+
+def test_partition_key_option():
+    config = parse(BASE.replace("  catalog.properties.warehouse: /tmp/wh\n",
+                                "  catalog.properties.warehouse: /tmp/wh\n  partition.key: a.b:c1,c2;d.e:f\n"))
+    assert config.sink.partition_keys == {TableId("a", "b"): ["c1", "c2"], TableId("d", "e"): ["f"]}
+    assert "sink.partition.key" in error_of(BASE.replace(
+        "  catalog.properties.warehouse: /tmp/wh\n", "  catalog.properties.warehouse: /tmp/wh\n  partition.key: ab\n"))
