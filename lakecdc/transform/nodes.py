@@ -1,0 +1,105 @@
+"""Compiled expression nodes: each has an output type, a declared nullability and evaluates a whole column.
+
+``EvalEnv`` carries one batch's columns (source columns, metadata, and for filters the projected columns);
+``Node.eval`` returns a ``pa.Array`` of ``env.num_rows`` values of ``Node.dtype``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pyarrow as pa
+
+NO_CONST = object()
+
+
+@dataclass
+class EvalEnv:
+    """The columns one evaluation can read, all of length ``num_rows``."""
+
+    num_rows: int
+    source: dict[str, pa.Array]
+    metadata: dict[str, Callable[[], pa.Array]]
+    outputs: dict[str, pa.Array] = field(default_factory=dict)
+    zone: str = "UTC"
+    _meta_cache: dict[str, pa.Array] = field(default_factory=dict)
+
+    def meta(self, name: str) -> pa.Array:
+        if name not in self._meta_cache:
+            self._meta_cache[name] = self.metadata[name]()
+        return self._meta_cache[name]
+
+
+class Node:
+    """A compiled expression."""
+
+    dtype: pa.DataType
+    nullable: bool = True
+    const: Any = NO_CONST  # the Python value when the expression is a literal
+    sql: str = ""
+
+    @property
+    def is_const(self) -> bool:
+        return self.const is not NO_CONST
+
+    def eval(self, env: EvalEnv) -> pa.Array:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class Literal(Node):
+    def __init__(self, value: Any, dtype: pa.DataType, sql: str = ""):
+        self.const = value
+        self.dtype = dtype
+        self.nullable = value is None
+        self.sql = sql
+        self._scalar = pa.scalar(value, dtype)
+
+    def eval(self, env: EvalEnv) -> pa.Array:
+        if self.const is None:
+            return pa.nulls(env.num_rows, self.dtype)
+        return pa.repeat(self._scalar, env.num_rows)
+
+
+class ColumnRef(Node):
+    """A reference to a source column, a metadata column or (in filters) a projected column."""
+
+    def __init__(self, kind: str, name: str, dtype: pa.DataType, nullable: bool):
+        self.kind = kind  # "source" | "metadata" | "output"
+        self.name = name
+        self.dtype = dtype
+        self.nullable = nullable
+        self.sql = name
+
+    def eval(self, env: EvalEnv) -> pa.Array:
+        if self.kind == "source":
+            return env.source[self.name]
+        if self.kind == "output":
+            return env.outputs[self.name]
+        return env.meta(self.name)
+
+
+class Call(Node):
+    """A function or operator applied to argument nodes: ``fn(env, [arg arrays]) -> array``."""
+
+    def __init__(self, fn: Callable[[EvalEnv, list[pa.Array]], pa.Array], args: list[Node], dtype: pa.DataType,
+                 sql: str = "", nullable: bool = True, lazy: bool = False):
+        self.fn = fn
+        self.args = args
+        self.dtype = dtype
+        self.nullable = nullable
+        self.sql = sql
+        self.lazy = lazy  # lazy calls receive the argument nodes instead of evaluated arrays
+
+    def eval(self, env: EvalEnv) -> pa.Array:
+        if self.lazy:
+            result = self.fn(env, self.args)
+        else:
+            result = self.fn(env, [a.eval(env) for a in self.args])
+        if isinstance(result, pa.ChunkedArray):
+            result = result.combine_chunks()
+        if isinstance(result, pa.Scalar):
+            result = pa.repeat(result, env.num_rows) if result.is_valid else pa.nulls(env.num_rows, result.type)
+        if result.type != self.dtype:
+            result = result.cast(self.dtype)
+        return result

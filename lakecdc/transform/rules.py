@@ -1,0 +1,381 @@
+"""Transform rules (the YAML ``transform:`` list): rule selection, validation, compilation and batch application.
+
+Semantics follow Flink CDC 3.6+ (see the reference spec §3): the first rule whose ``source-table`` matches is the
+table's only rule; the projection is evaluated per image, then the filter on the projected row (names resolve to
+projected columns, then source columns, then metadata), then UPDATE splitting (an UPDATE whose before image alone
+passes becomes a DELETE, whose after image alone passes becomes an INSERT), then the ``SOFT_DELETE`` converter
+(a DELETE becomes an INSERT of the projected before image; ``__data_event_type__`` keeps the original kind).
+
+Deviations (for the compatibility table): ``__namespace_name__`` is declared nullable (it is NULL for MySQL; Flink
+declares it NOT NULL); a source column named ``op_ts`` shadows the ``op_ts`` metadata column; a projection that
+drops an upstream primary-key column without ``primary-keys`` is rejected (Flink produces an inconsistent
+schema); a NULL value in a primary-key column fails the batch with a message.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakecdc.errors import ExpressionError, LakeCdcError, PipelineConfigError
+from lakecdc.model import (DELETE, INSERT, OP_COLUMN, OP_TS_COLUMN, UPDATE_AFTER, UPDATE_BEFORE, ChangeBatch,
+                           SourceTable, TableId)
+from lakecdc.selectors import TableSelector
+from lakecdc.transform.expressions import (METADATA_COLUMNS, OP_TS, Compiler, ProjectionItem, check_tree,
+                                           parse_filter, parse_projection)
+from lakecdc.transform.nodes import Call, ColumnRef, EvalEnv, Node
+from lakecdc.transform.types import family, flink_name, resolve_zone
+
+SOFT_DELETE = "SOFT_DELETE"
+
+
+@dataclass
+class TransformRuleConfig:
+    """One item of the YAML ``transform:`` list (keys already checked by the config layer)."""
+
+    index: int
+    source_table: str
+    projection: str | None = None
+    filter: str | None = None
+    primary_keys: str | None = None
+    partition_keys: str | None = None
+    table_options: str | None = None
+    table_options_delimiter: str = ","
+    converter_after_transform: str | None = None
+    description: str | None = None
+
+    @property
+    def path(self) -> str:
+        return f"transform[{self.index}]"
+
+
+@dataclass
+class TransformContext:
+    """Pipeline-level settings the rules are validated and compiled with."""
+
+    local_time_zone: str = "UTC"
+    metadata_list: frozenset[str] = frozenset()
+    udfs: dict[str, Callable] = field(default_factory=dict)
+    source_file: str | None = None
+
+
+@functools.lru_cache(maxsize=256)
+def _selector(text: str) -> TableSelector:
+    return TableSelector(text)
+
+
+def select_rule(rules: list[TransformRuleConfig], table_id: TableId) -> TransformRuleConfig | None:
+    """The first rule (YAML order) whose ``source-table`` matches ``table_id``; None = pass-through."""
+    for rule in rules:
+        if _selector(rule.source_table).matches(table_id):
+            return rule
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ validation
+
+def _error(ctx: TransformContext, path: str, message: str) -> PipelineConfigError:
+    return PipelineConfigError(message, file=ctx.source_file, path=path)
+
+
+def _key_list(text: str | None) -> list[str] | None:
+    if text is None or not text.strip():
+        return None
+    return [k.strip() for k in text.split(",")]
+
+
+def parse_table_options(text: str | None, delimiter: str = ",") -> dict[str, str]:
+    """``k1=v1,k2=v2`` → dict (split on the delimiter, then on the first ``=``; both sides trimmed)."""
+    options: dict[str, str] = {}
+    if text is None or not text.strip():
+        return options
+    for item in text.split(delimiter or ","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"table option {item.strip()!r} is not 'key=value' (options are separated by "
+                             f"{delimiter!r}; set table-options.delimiter if values contain it)")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def _converter(rule: TransformRuleConfig, ctx: TransformContext) -> str | None:
+    value = rule.converter_after_transform
+    if value is None or not value.strip():
+        return None
+    if value.strip().upper() != SOFT_DELETE:
+        raise _error(ctx, f"{rule.path}.converter-after-transform",
+                     f"Failed to find the converter {value.strip()!r}; the only converter is SOFT_DELETE")
+    return SOFT_DELETE
+
+
+def _check_op_ts(names: list[str], ctx: TransformContext, path: str) -> None:
+    if OP_TS in names and OP_TS not in ctx.metadata_list:
+        raise _error(ctx, path, "op_ts is used but the source's metadata.list does not contain op_ts "
+                                "(add 'metadata.list: op_ts' to the source block)")
+
+
+def validate_rule(rule: TransformRuleConfig, ctx: TransformContext) -> None:
+    """Schema-free checks of one rule: selector, syntax, functions, aliases, metadata, converter, options."""
+    TableSelector(rule.source_table, file=ctx.source_file, path=f"{rule.path}.source-table")
+    if rule.projection is not None and rule.projection.strip():
+        path = f"{rule.path}.projection"
+        try:
+            items = parse_projection(rule.projection)
+        except ExpressionError as exc:
+            raise _error(ctx, path, str(exc)) from None
+        names: list[str] = []
+        for item in items:
+            if item.star:
+                continue
+            if item.alias in METADATA_COLUMNS and item.bare_column != item.alias:
+                raise _error(ctx, path, f"Column name {item.alias} is reserved and shading it is not allowed")
+            try:
+                names += check_tree(item.expr, ctx.udfs)
+            except ExpressionError as exc:
+                raise _error(ctx, path, str(exc)) from None
+        _check_op_ts(names, ctx, path)
+    if rule.filter is not None and rule.filter.strip():
+        path = f"{rule.path}.filter"
+        try:
+            names = check_tree(parse_filter(rule.filter), ctx.udfs)
+        except ExpressionError as exc:
+            raise _error(ctx, path, str(exc)) from None
+        _check_op_ts(names, ctx, path)
+    _converter(rule, ctx)
+    try:
+        parse_table_options(rule.table_options, rule.table_options_delimiter)
+    except ValueError as exc:
+        raise _error(ctx, f"{rule.path}.table-options", str(exc)) from None
+    for key in ("primary_keys", "partition_keys"):
+        keys = _key_list(getattr(rule, key))
+        if keys and any(not k for k in keys):
+            raise _error(ctx, f"{rule.path}.{key.replace('_', '-')}",
+                         f"empty column name in {getattr(rule, key)!r}")
+
+
+# ----------------------------------------------------------------------------------------------- compilation
+
+_META_TYPES = {"__namespace_name__": (pa.string(), True), "__schema_name__": (pa.string(), False),
+               "__table_name__": (pa.string(), False), "__data_event_type__": (pa.string(), False),
+               OP_TS: (pa.int64(), False)}
+
+
+class CompiledTransform:
+    """A rule compiled against one source schema: the output schema plus ``apply`` for change batches."""
+
+    def __init__(self, *, rule_path: str, source: SourceTable, columns: list[tuple[pa.Field, Node]],
+                 filter_node: Node | None, primary_keys: list[str], partition_keys: list[str],
+                 table_options: dict[str, str], converter: str | None, zone: str):
+        self.rule_path = rule_path
+        self.source = source
+        self._columns = columns
+        self._filter = filter_node
+        self.output_schema = pa.schema([f for f, _ in columns])
+        self.primary_keys = primary_keys
+        self.partition_keys = partition_keys
+        self.table_options = table_options
+        self.converter = converter
+        self._zone = zone
+
+    def __repr__(self) -> str:
+        return f"CompiledTransform({self.rule_path}, {self.source.table_id}, {self.output_schema.names})"
+
+    def apply(self, batch: ChangeBatch) -> pa.Table:
+        """Project, filter, split UPDATEs and convert; returns the output columns plus ``OP_COLUMN``."""
+        data = batch.data
+        n = data.num_rows
+        table_id = batch.table.table_id
+        ops = data.column(OP_COLUMN).combine_chunks().cast(pa.string())
+        source = {name: data.column(name).combine_chunks() for name in data.column_names
+                  if name not in (OP_COLUMN, OP_TS_COLUMN)}
+        metadata = {
+            "__namespace_name__": lambda: pa.nulls(n, pa.string()),
+            "__schema_name__": lambda: pa.repeat(pa.scalar(table_id.database), n),
+            "__table_name__": lambda: pa.repeat(pa.scalar(table_id.table), n),
+            "__data_event_type__": lambda: ops,
+            OP_TS: lambda: data.column(OP_TS_COLUMN).combine_chunks().cast(pa.int64()),
+        }
+        env = EvalEnv(num_rows=n, source=source, metadata=metadata, zone=self._zone)
+        arrays = []
+        try:
+            for f, node in self._columns:
+                arr = node.eval(env)
+                if arr.type != f.type:
+                    arr = arr.cast(f.type)
+                arrays.append(arr)
+                env.outputs[f.name] = arr
+            keep = None
+            if self._filter is not None:
+                keep = pc.fill_null(self._filter.eval(env).cast(pa.bool_()), False)
+        except KeyError as exc:
+            raise ExpressionError(f"{self.rule_path}: column {exc} is missing from the batch of "
+                                  f"{table_id}") from None
+        except ExpressionError as exc:
+            raise ExpressionError(f"{self.rule_path} on {table_id}: {exc}") from None
+
+        out_ops = self._row_kinds(ops, keep, table_id)
+        table = pa.Table.from_arrays(arrays + [out_ops], schema=self.output_schema.append(
+            pa.field(OP_COLUMN, pa.string(), nullable=False)))
+        if keep is not None:
+            table = table.filter(keep)
+        for name in self.primary_keys:
+            nulls = table.column(name).null_count
+            if nulls:
+                raise ExpressionError(f"{self.rule_path} on {table_id}: primary key column {name!r} is NULL in "
+                                      f"{nulls} row(s)")
+        return table
+
+    def _row_kinds(self, ops: pa.Array, keep: pa.Array | None, table_id: TableId) -> pa.Array:
+        out = ops
+        if keep is not None and len(ops):
+            is_before = pc.equal(ops, UPDATE_BEFORE)
+            is_after = pc.equal(ops, UPDATE_AFTER)
+            next_op = pa.concat_arrays([ops[1:], pa.array([""])])
+            prev_op = pa.concat_arrays([pa.array([""]), ops[:-1]])
+            paired = pc.and_(pc.or_(pc.invert(is_before), pc.equal(next_op, UPDATE_AFTER)),
+                             pc.or_(pc.invert(is_after), pc.equal(prev_op, UPDATE_BEFORE)))
+            if not pc.all(paired).as_py():
+                raise LakeCdcError(f"{self.rule_path} on {table_id}: malformed change batch, an UPDATE is not a "
+                                   "-U row immediately followed by its +U row")
+            next_keep = pa.concat_arrays([keep[1:], pa.array([False])])
+            prev_keep = pa.concat_arrays([pa.array([False]), keep[:-1]])
+            # 3.6+ UPDATE splitting: only the before image passes → DELETE; only the after image → INSERT.
+            out = pc.if_else(pc.and_(is_before, pc.invert(next_keep)), DELETE, out)
+            out = pc.if_else(pc.and_(is_after, pc.invert(prev_keep)), INSERT, out)
+        if self.converter == SOFT_DELETE:
+            out = pc.if_else(pc.equal(out, DELETE), INSERT, out)
+        return out
+
+
+def _available(source: SourceTable, ctx: TransformContext) -> str:
+    meta = list(METADATA_COLUMNS) + ([OP_TS] if OP_TS in ctx.metadata_list else [])
+    return f"available columns: {', '.join(source.column_names)}; metadata columns: {', '.join(meta)}"
+
+
+def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
+                      ctx: TransformContext) -> CompiledTransform:
+    """Compile ``rule`` (None = pass-through) against the schema of ``source``."""
+    if rule is None:
+        rule = TransformRuleConfig(index=-1, source_table=str(source.table_id))
+        rule_path = "transform (pass-through)"
+    else:
+        validate_rule(rule, ctx)
+        rule_path = rule.path
+    try:
+        zone = resolve_zone(ctx.local_time_zone)
+    except ExpressionError as exc:
+        raise PipelineConfigError(str(exc), file=ctx.source_file, path="pipeline.local-time-zone") from None
+    source_fields = {c.name: c for c in source.columns}
+
+    def metadata_ref(name: str, path: str) -> Node | None:
+        if name in METADATA_COLUMNS:
+            dtype, nullable = _META_TYPES[name]
+            return ColumnRef("metadata", name, dtype, nullable)
+        if name == OP_TS:
+            _check_op_ts([OP_TS], ctx, path)
+            return ColumnRef("metadata", OP_TS, pa.int64(), False)
+        return None
+
+    def projection_resolver(path: str):
+        def resolve(name: str) -> Node:
+            if name in source_fields:
+                c = source_fields[name]
+                return ColumnRef("source", name, c.arrow_type, c.nullable)
+            ref = metadata_ref(name, path)
+            if ref is None:
+                raise ExpressionError(f"unknown column {name!r} in {rule_path}; {_available(source, ctx)}")
+            return ref
+        return resolve
+
+    # --- projection
+    path = f"{rule_path}.projection"
+    text = rule.projection if rule.projection is not None and rule.projection.strip() else "*"
+    try:
+        items = parse_projection(text)
+    except ExpressionError as exc:
+        raise PipelineConfigError(str(exc), file=ctx.source_file, path=path) from None
+    compiler = Compiler(projection_resolver(path), ctx.udfs)
+    names: list[str] = []
+    columns: dict[str, tuple[pa.Field, Node]] = {}
+
+    def put(name: str, f: pa.Field, node: Node) -> None:
+        if name not in columns:
+            names.append(name)
+        columns[name] = (f, node)  # a later item with the same name replaces the earlier one in place
+
+    for item in items:
+        if item.star:
+            for c in source.columns:
+                put(c.name, c.arrow_field(), ColumnRef("source", c.name, c.arrow_type, c.nullable))
+            continue
+        try:
+            node = compiler.compile(item.expr)
+        except ExpressionError as exc:
+            raise PipelineConfigError(str(exc), file=ctx.source_file, path=path) from None
+        put(item.alias, _output_field(item, node), node)
+
+    # --- keys
+    pk_path = f"{rule_path}.primary-keys"
+    primary_keys = _key_list(rule.primary_keys)
+    if primary_keys is None:
+        primary_keys = list(source.primary_keys)
+        for key in primary_keys:
+            if key not in columns:
+                raise PipelineConfigError(
+                    f"the projection drops primary key column {key!r} of {source.table_id}; add it to the "
+                    f"projection or set primary-keys (output columns: {', '.join(names)})",
+                    file=ctx.source_file, path=path)
+    partition_keys = _key_list(rule.partition_keys) or []
+    for key_path, keys, what in ((pk_path, primary_keys, "primary key"),
+                                 (f"{rule_path}.partition-keys", partition_keys, "partition key")):
+        for key in keys:
+            if key not in columns:
+                raise PipelineConfigError(f"{what} column {key!r} is not an output column of the projection "
+                                          f"(output columns: {', '.join(names)})", file=ctx.source_file,
+                                          path=key_path)
+    for key in primary_keys:
+        f, node = columns[key]
+        columns[key] = (f.with_nullable(False), node)
+
+    # --- filter
+    filter_node = None
+    if rule.filter is not None and rule.filter.strip():
+        fpath = f"{rule_path}.filter"
+        outputs = {name: columns[name][0] for name in names}
+
+        def filter_resolve(name: str) -> Node:
+            if name in outputs:
+                return ColumnRef("output", name, outputs[name].type, outputs[name].nullable)
+            return projection_resolver(fpath)(name)
+
+        try:
+            filter_node = Compiler(filter_resolve, ctx.udfs).compile(parse_filter(rule.filter))
+            if family(filter_node.dtype) not in ("boolean", "null"):
+                raise ExpressionError(f"the filter must be a BOOLEAN expression, got "
+                                      f"{flink_name(filter_node.dtype)}: {rule.filter.strip()}")
+        except ExpressionError as exc:
+            raise PipelineConfigError(str(exc), file=ctx.source_file, path=fpath) from None
+
+    try:
+        options = parse_table_options(rule.table_options, rule.table_options_delimiter)
+    except ValueError as exc:
+        raise PipelineConfigError(str(exc), file=ctx.source_file, path=f"{rule_path}.table-options") from None
+    return CompiledTransform(rule_path=rule_path, source=source, columns=[columns[n] for n in names],
+                             filter_node=filter_node, primary_keys=primary_keys, partition_keys=partition_keys,
+                             table_options=options, converter=_converter(rule, ctx), zone=zone)
+
+
+def _output_field(item: ProjectionItem, node: Node) -> pa.Field:
+    """§3.2 rule 5: bare references keep type and nullability; computed columns are nullable (IFNULL excepted);
+    CHAR/VARCHAR results are STRING; an untyped NULL becomes a nullable STRING."""
+    dtype = pa.string() if pa.types.is_null(node.dtype) else node.dtype
+    if item.bare_column is not None and isinstance(node, ColumnRef):
+        return pa.field(item.alias, dtype, nullable=node.nullable)
+    nullable = node.nullable if isinstance(node, Call) else True
+    return pa.field(item.alias, dtype, nullable=nullable)
