@@ -182,7 +182,7 @@ def build_pipeline_assets(config: PipelineConfig) -> tuple[dg.AssetsDefinition, 
     def _pipeline_asset(context: dg.AssetExecutionContext):
         targets = {table_of(key) for key in context.selected_asset_keys}
         try:
-            result = run_micro_batch(config, targets=targets, run_id=context.run_id, log=context.log)
+            result = run_micro_batch(config, targets=targets, run_id=context.run.run_id, log=context.log)
         except (PipelineConfigError, TableLockedError) as exc:
             raise dg.Failure(str(exc), allow_retries=False) from None
         except LakeCdcError as exc:

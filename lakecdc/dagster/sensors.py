@@ -12,7 +12,7 @@ _ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagst
            dg.DagsterRunStatus.STARTED]
 
 
-def build_binlog_sensor(config: PipelineConfig, job: dg.UnresolvedAssetJobDefinition) -> dg.SensorDefinition:
+def build_binlog_sensor(config: PipelineConfig, job) -> dg.SensorDefinition:
     @dg.sensor(
         name=f"{config.slug}_binlog_sensor", job=job,
         minimum_interval_seconds=max(1, int(config.sensor_interval_seconds)),

@@ -206,7 +206,7 @@ def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targe
     log.info("binlog read %d row changes up to %s", reader.rows_read, reader.end_offset)
     for target in targets:
         if target in writers:
-            results[target].offset = reader.end_offset
+            results[target].offset = max(reader.end_offset, checkpoints[target])
 
 
 def _commit(config: PipelineConfig, run_id: str, target: TableId, writer: TableWriter, result: TableResult,

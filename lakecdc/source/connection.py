@@ -1,0 +1,233 @@
+"""Connections to the MySQL/MariaDB server and the server checks a CDC source needs (binlog settings, privileges,
+current binlog position)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pymysql
+
+from lakecdc.errors import SourceError
+from lakecdc.model import BinlogOffset
+from lakecdc.source.options import MySqlSourceOptions
+
+# Every session reads TIMESTAMP values as UTC instants: the server converts from its internal UTC value, so the
+# result does not depend on the server's or the client's zone (the binlog also carries UTC instants).
+SESSION_TIME_ZONE = "+00:00"
+
+
+def driver_reason(exc: BaseException) -> str:
+    """The driver's error text (PyMySQL messages never contain the password)."""
+    args = getattr(exc, "args", ())
+    if len(args) >= 2 and isinstance(args[0], int):
+        return f"({args[0]}) {args[1]}"
+    return str(exc) or type(exc).__name__
+
+
+def error_code(exc: BaseException) -> int | None:
+    args = getattr(exc, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def connection_kwargs(options: MySqlSourceOptions) -> dict[str, Any]:
+    """Keyword arguments for ``pymysql.connect`` (also used for the binlog stream)."""
+    return dict(
+        host=options.hostname,
+        port=options.port,
+        user=options.username,
+        password=options.password,
+        charset="utf8mb4",
+        connect_timeout=options.connect_timeout,
+    )
+
+
+def connect(options: MySqlSourceOptions, *, database: str | None = None, streaming: bool = False,
+            autocommit: bool = True) -> pymysql.connections.Connection:
+    """A PyMySQL connection with the session time zone set to UTC. ``streaming`` uses an unbuffered cursor class.
+
+    Connection failures raise SourceError naming host:port and the driver's reason (never the password)."""
+    kwargs = connection_kwargs(options)
+    kwargs.update(database=database, autocommit=autocommit, init_command=f"SET time_zone='{SESSION_TIME_ZONE}'")
+    if streaming:
+        kwargs["cursorclass"] = pymysql.cursors.SSCursor
+    try:
+        return pymysql.connect(**kwargs)
+    except pymysql.MySQLError as exc:
+        raise SourceError(
+            f"cannot connect to MySQL at {options.address} as user '{options.username}': {driver_reason(exc)}"
+        ) from None
+    except OSError as exc:
+        raise SourceError(f"cannot connect to MySQL at {options.address}: {exc}") from None
+
+
+def query(conn, sql: str, args: Any = None, *, options: MySqlSourceOptions | None = None) -> list[tuple]:
+    """Run one statement and fetch all rows; driver errors become SourceError."""
+    try:
+        with conn.cursor(pymysql.cursors.Cursor) as cur:
+            cur.execute(sql, args)
+            return list(cur.fetchall())
+    except pymysql.MySQLError as exc:
+        where = f" at {options.address}" if options else ""
+        raise SourceError(f"MySQL{where}: {sql.split()[0].upper()} failed: {driver_reason(exc)}") from exc
+
+
+def text(v: Any) -> Any:
+    return v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v
+
+
+def server_flavor(conn) -> str:
+    """'mariadb' or 'mysql'."""
+    return "mariadb" if "mariadb" in conn.get_server_info().lower() else "mysql"
+
+
+def server_version(conn) -> tuple[int, int, int]:
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", conn.get_server_info())
+    return tuple(int(x) for x in match.groups()) if match else (0, 0, 0)  # type: ignore[return-value]
+
+
+def _master_status(conn, options: MySqlSourceOptions) -> tuple | None:
+    try:
+        with conn.cursor(pymysql.cursors.Cursor) as cur:
+            try:
+                cur.execute("SHOW MASTER STATUS")
+            except pymysql.err.ProgrammingError as exc:  # MySQL >= 8.4 removed SHOW MASTER STATUS
+                if error_code(exc) != 1064:
+                    raise
+                cur.execute("SHOW BINARY LOG STATUS")
+            return cur.fetchone()
+    except pymysql.MySQLError as exc:
+        if error_code(exc) in (1227, 1045, 1142):
+            raise SourceError(_privilege_message(conn, options, "REPLICATION CLIENT", exc)) from None
+        raise SourceError(f"MySQL at {options.address}: SHOW MASTER STATUS failed: {driver_reason(exc)}") from exc
+
+
+def _privilege_message(conn, options: MySqlSourceOptions, what: str, exc: BaseException | None = None) -> str:
+    if what == "REPLICATION CLIENT" and server_flavor(conn) == "mariadb":
+        what = "BINLOG MONITOR"
+    reason = f" ({driver_reason(exc)})" if exc is not None else ""
+    return (
+        f"MySQL user '{options.username}' at {options.address} lacks the {what} privilege{reason}; a CDC source "
+        f"needs SELECT, REPLICATION SLAVE and {what}: GRANT SELECT, REPLICATION SLAVE, {what} ON *.* "
+        f"TO '{options.username}'@'<client host>'"
+    )
+
+
+def binlog_gtid_pos(conn, file: str, pos: int) -> str:
+    """MariaDB: the GTID position at (file, pos), '' when unknown."""
+    try:
+        rows = query(conn, "SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
+    except SourceError:
+        return ""
+    return (text(rows[0][0]) or "") if rows else ""
+
+
+def head_offset(conn, options: MySqlSourceOptions) -> BinlogOffset:
+    """The server's current binlog end (SHOW MASTER STATUS) with its GTID position."""
+    row = _master_status(conn, options)
+    if not row:
+        raise SourceError(
+            f"MySQL at {options.address}: binary logging is disabled (log_bin=OFF); start the server with "
+            "--log-bin (e.g. log-bin=mysql-bin, binlog_format=ROW in my.cnf) and restart it"
+        )
+    file, pos = text(row[0]), int(row[1])
+    if server_flavor(conn) == "mariadb":
+        gtid = binlog_gtid_pos(conn, file, pos)
+    else:
+        gtid = (text(row[4]) or "").replace("\n", "") if len(row) > 4 else ""
+    return BinlogOffset(file, pos, gtid)
+
+
+def _global_variables(conn, names: list[str]) -> dict[str, str]:
+    placeholders = ", ".join(["%s"] * len(names))
+    rows = query(conn, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({placeholders})", names)
+    return {text(k).lower(): str(text(v)) for k, v in rows}
+
+
+_GRANT_ON_ALL = re.compile(r"^GRANT\s+(.*?)\s+ON\s+\*\.\*\s+TO\s", re.IGNORECASE | re.DOTALL)
+
+
+def _granted_globally(conn) -> set[str] | None:
+    """Global privileges from SHOW GRANTS (upper case), or None when they cannot be read."""
+    try:
+        rows = query(conn, "SHOW GRANTS")
+    except SourceError:
+        return None
+    privileges: set[str] = set()
+    for (line,) in rows:
+        match = _GRANT_ON_ALL.match(text(line))
+        if match:
+            privileges.update(p.strip().upper() for p in match.group(1).split(","))
+    return privileges
+
+
+def _probe_binlog_dump(options: MySqlSourceOptions, head: BinlogOffset) -> BaseException | None:
+    """Try a non-blocking binlog dump from the head: the authoritative REPLICATION SLAVE check."""
+    from lakecdc.source.binlog import _pymysql_connect
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.event import RotateEvent
+
+    settings = connection_kwargs(options)
+    stream = BinLogStreamReader(
+        connection_settings=settings, server_id=options.server_id, log_file=head.file, log_pos=head.pos,
+        resume_stream=True, blocking=False, is_mariadb=False, only_events=[RotateEvent], enable_logging=False,
+        pymysql_wrapper=_pymysql_connect,
+    )
+    try:
+        for _ in stream:
+            pass
+    except pymysql.MySQLError as exc:
+        return exc
+    finally:
+        stream.close()
+    return None
+
+
+def check_server(conn, options: MySqlSourceOptions) -> None:
+    """Raise SourceError naming the setting and the fix when the server cannot serve as a CDC source."""
+    flavor = server_flavor(conn)
+    names = ["log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata"]
+    variables = _global_variables(conn, names)
+    where = f"MySQL at {options.address}"
+    cnf = "and in the server config ([mysqld] section of my.cnf) so it survives restarts"
+    if variables.get("log_bin", "OFF").upper() not in ("ON", "1"):
+        raise SourceError(
+            f"{where}: binary logging is disabled (log_bin=OFF); start the server with --log-bin "
+            "(log-bin=mysql-bin, binlog_format=ROW, binlog_row_image=FULL in my.cnf) and restart it"
+        )
+    fmt = variables.get("binlog_format", "").upper()
+    if fmt != "ROW":
+        raise SourceError(
+            f"{where}: binlog_format is {fmt or 'unknown'} but CDC needs ROW: run SET GLOBAL binlog_format='ROW' "
+            f"{cnf} (sessions already open keep the old format until they reconnect)"
+        )
+    image = variables.get("binlog_row_image", "FULL").upper()
+    if image != "FULL":
+        raise SourceError(
+            f"{where}: binlog_row_image is {image} but CDC needs FULL: run SET GLOBAL binlog_row_image='FULL' {cnf}"
+        )
+    metadata = variables.get("binlog_row_metadata")
+    if metadata is None:
+        need = "MariaDB 10.5" if flavor == "mariadb" else "MySQL 8.0.14"
+        raise SourceError(
+            f"{where}: server {conn.get_server_info()} has no binlog_row_metadata setting; the binlog reader "
+            f"needs column names in the binlog (binlog_row_metadata=FULL): upgrade to {need} or later"
+        )
+    if metadata.upper() != "FULL":
+        raise SourceError(
+            f"{where}: binlog_row_metadata is {metadata.upper()} but CDC needs FULL (column names in the binlog): "
+            f"run SET GLOBAL binlog_row_metadata='FULL' {cnf}"
+        )
+    # REPLICATION CLIENT / BINLOG MONITOR: SHOW MASTER STATUS
+    head = head_offset(conn, options)
+    # REPLICATION SLAVE: SHOW GRANTS, and when it does not say so (roles, proxies), a real binlog dump
+    privileges = _granted_globally(conn)
+    if privileges is not None and (
+        "ALL PRIVILEGES" in privileges or "REPLICATION SLAVE" in privileges or "REPLICATION REPLICA" in privileges
+    ):
+        return
+    failure = _probe_binlog_dump(options, head)
+    if failure is not None:
+        if error_code(failure) in (1227, 1045, 1142, 1044):
+            raise SourceError(_privilege_message(conn, options, "REPLICATION SLAVE", failure))
+        raise SourceError(f"{where}: reading the binlog failed: {driver_reason(failure)}")

@@ -1,0 +1,71 @@
+"""Table listing and table description (columns, Arrow types, primary key) from information_schema."""
+
+from __future__ import annotations
+
+from lakecdc.errors import SourceError
+from lakecdc.model import SourceColumn, SourceTable, TableId
+from lakecdc.source.connection import query, text
+from lakecdc.source.options import MySqlSourceOptions
+from lakecdc.source.types import ColumnTypeInfo, arrow_type_for
+
+SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
+
+
+def list_tables(conn, options: MySqlSourceOptions | None = None) -> list[TableId]:
+    """Base tables of all non-system databases, sorted."""
+    placeholders = ", ".join(["%s"] * len(SYSTEM_DATABASES))
+    rows = query(
+        conn,
+        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+        f"WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN ({placeholders})",
+        SYSTEM_DATABASES,
+        options=options,
+    )
+    return sorted(TableId(text(db), text(tbl)) for db, tbl in rows)
+
+
+def describe_table(conn, table_id: TableId, options: MySqlSourceOptions) -> SourceTable:
+    """The table's columns (in order, with Arrow types and nullability), primary key and comments."""
+    tables = query(
+        conn,
+        "SELECT TABLE_TYPE, TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+        (table_id.database, table_id.table),
+        options=options,
+    )
+    if not tables:
+        raise SourceError(f"MySQL table {table_id} does not exist at {options.address} (or the user cannot see it)")
+    table_type, table_comment = (text(x) for x in tables[0])
+    if table_type != "BASE TABLE":
+        raise SourceError(f"MySQL table {table_id} is a {table_type}, not a base table; only base tables can be captured")
+    rows = query(
+        conn,
+        "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLUMN_COMMENT, DATETIME_PRECISION "
+        "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+        (table_id.database, table_id.table),
+        options=options,
+    )
+    columns = []
+    for name, data_type, column_type, is_nullable, comment, dt_precision in rows:
+        info = ColumnTypeInfo(text(name), text(data_type), text(column_type),
+                              int(dt_precision) if dt_precision is not None else None)
+        try:
+            arrow_type = arrow_type_for(info, treat_tinyint1_as_boolean=options.treat_tinyint1_as_boolean)
+        except SourceError as exc:
+            raise SourceError(f"MySQL table {table_id}: {exc}") from None
+        columns.append(SourceColumn(
+            name=info.name, column_type=info.column_type, arrow_type=arrow_type,
+            nullable=text(is_nullable).upper() == "YES", comment=text(comment) or "",
+        ))
+    pk_rows = query(
+        conn,
+        "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+        "AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+        (table_id.database, table_id.table),
+        options=options,
+    )
+    return SourceTable(
+        table_id=table_id,
+        columns=tuple(columns),
+        primary_keys=tuple(text(r[0]) for r in pk_rows),
+        comment=table_comment or "",
+    )

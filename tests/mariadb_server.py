@@ -1,0 +1,166 @@
+"""A private, binlog-enabled MariaDB server for tests: a context manager that starts ``mariadbd`` on a free
+127.0.0.1 port in a temporary data directory and removes everything at exit.
+
+Never touches the shared server on port 3306 or ``/etc/mysql``: ``--no-defaults`` keeps every config file out.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pymysql
+
+SERVER_FLAGS = (
+    "--bind-address=127.0.0.1",
+    "--skip-name-resolve",
+    "--character-set-server=utf8mb4",
+    "--collation-server=utf8mb4_unicode_ci",
+    "--server-id=1",
+    "--binlog-format=ROW",
+    "--binlog-row-image=FULL",
+    "--binlog-row-metadata=FULL",
+    "--gtid-strict-mode=ON",
+    "--innodb-buffer-pool-size=64M",
+    "--innodb-log-file-size=48M",
+    "--innodb-flush-log-at-trx-commit=2",
+    "--sync-binlog=0",
+    "--max-allowed-packet=64M",
+)
+
+
+class MariaDBNotInstalled(RuntimeError):
+    """``mariadbd`` / ``mariadb-install-db`` are not on PATH."""
+
+
+def _find(binary: str) -> str:
+    path = shutil.which(binary) or next(
+        (p for p in (f"/usr/sbin/{binary}", f"/usr/bin/{binary}") if os.access(p, os.X_OK)), None
+    )
+    if not path:
+        raise MariaDBNotInstalled(
+            f"{binary} not found: install the MariaDB server (apt-get install -y mariadb-server mariadb-client)"
+        )
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MariaDBServer:
+    """``with MariaDBServer() as db: conn = db.connect()`` — root with an empty password on ``db.port``."""
+
+    def __init__(self, *, startup_timeout: float = 60.0):
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.user = "root"
+        self.password = ""
+        self.base_dir: str | None = None
+        self.startup_timeout = startup_timeout
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def datadir(self) -> str:
+        assert self.base_dir
+        return os.path.join(self.base_dir, "data")
+
+    def start(self) -> "MariaDBServer":
+        mariadbd = _find("mariadbd")
+        install_db = _find("mariadb-install-db")
+        user = getpass.getuser()
+        self.base_dir = tempfile.mkdtemp(prefix="lakecdc-mariadb-")
+        os.makedirs(self.datadir)
+        log = os.path.join(self.base_dir, "install-db.log")
+        with open(log, "wb") as out:
+            rc = subprocess.call(
+                [install_db, "--no-defaults", f"--datadir={self.datadir}", f"--user={user}",
+                 "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"],
+                stdout=out, stderr=subprocess.STDOUT,
+            )
+        if rc != 0:
+            text = open(log, errors="replace").read()
+            self._cleanup()
+            raise RuntimeError(f"mariadb-install-db failed ({rc}):\n{text[-3000:]}")
+        self.error_log = os.path.join(self.base_dir, "mysqld.err")
+        last_error: Exception | None = None
+        for _attempt in range(3):  # the free port can be taken between probe and bind: retry on a new one
+            self.port = _free_port()
+            self._proc = subprocess.Popen(
+                [mariadbd, "--no-defaults", f"--user={user}", f"--datadir={self.datadir}",
+                 f"--socket={os.path.join(self.base_dir, 'mysqld.sock')}",
+                 f"--pid-file={os.path.join(self.base_dir, 'mysqld.pid')}",
+                 f"--log-error={self.error_log}", f"--port={self.port}",
+                 f"--log-bin={os.path.join(self.datadir, 'binlog')}",
+                 *SERVER_FLAGS],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            )
+            deadline = time.monotonic() + self.startup_timeout
+            while time.monotonic() < deadline:
+                if self._proc.poll() is not None:
+                    break
+                try:
+                    self.connect().close()
+                    return self
+                except pymysql.MySQLError as exc:
+                    last_error = exc
+                    time.sleep(0.05)
+            self._stop_process()
+        text = open(self.error_log, errors="replace").read() if os.path.exists(self.error_log) else ""
+        self._cleanup()
+        raise RuntimeError(f"mariadbd did not start ({last_error}):\n{text[-3000:]}")
+
+    def connect(self, database: str | None = None, **kwargs) -> pymysql.connections.Connection:
+        params = dict(host=self.host, port=self.port, user=self.user, password=self.password,
+                      database=database, autocommit=True, charset="utf8mb4", connect_timeout=5)
+        params.update(kwargs)
+        return pymysql.connect(**params)
+
+    def execute(self, sql: str, args=None, database: str | None = None):
+        """Run one statement on a new connection; returns the fetched rows."""
+        conn = self.connect(database)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, args)
+                return cur.fetchall()
+        finally:
+            conn.close()
+
+    def _stop_process(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def _cleanup(self) -> None:
+        if self.base_dir:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+            self.base_dir = None
+
+    def stop(self) -> None:
+        try:
+            self._stop_process()
+        finally:
+            self._cleanup()
+
+    def __enter__(self) -> "MariaDBServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"MariaDBServer({self.host}:{self.port}, datadir={self.base_dir})"
