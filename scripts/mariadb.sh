@@ -9,6 +9,9 @@
 # idempotent (a running server is left alone). `cli` opens the mariadb client (extra args are passed on:
 # scripts/mariadb.sh cli "" -e 'SHOW MASTER STATUS').
 set -euo pipefail
+# The mariadb clients read MYSQL_HOST / MYSQL_TCP_PORT from the environment and would then talk to another
+# server (e.g. a shared one on 3306): this script only ever talks to its own socket.
+unset MYSQL_HOST MYSQL_TCP_PORT MYSQL_UNIX_PORT MYSQL_PWD
 
 CMD=${1:-}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,11 +41,11 @@ ensure_installed() {
 }
 
 client() {  # the mariadb client on our socket; --no-defaults keeps /etc/mysql out
-  "$(find_bin mariadb)" --no-defaults --socket="$SOCK" -uroot "$@"
+  "$(find_bin mariadb)" --no-defaults --protocol=socket --socket="$SOCK" -uroot "$@"
 }
 
 is_running() {
-  [ -S "$SOCK" ] && "$(find_bin mariadb-admin)" --no-defaults --socket="$SOCK" -uroot ping >/dev/null 2>&1
+  [ -S "$SOCK" ] && "$(find_bin mariadb-admin)" --no-defaults --protocol=socket --socket="$SOCK" -uroot ping >/dev/null 2>&1
 }
 
 init_datadir() {
@@ -111,6 +114,6 @@ case "$CMD" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  cli) shift; [ $# -gt 0 ] && shift; exec "$(find_bin mariadb)" --no-defaults --socket="$SOCK" -uroot "$@" ;;
+  cli) shift; [ $# -gt 0 ] && shift; exec "$(find_bin mariadb)" --no-defaults --protocol=socket --socket="$SOCK" -uroot "$@" ;;
   *) echo "usage: $0 start|stop|status|cli [DIR]" >&2; exit 2 ;;
 esac

@@ -9,6 +9,7 @@ cd "$ROOT"
 scripts/setup.sh
 
 export LAKECDC_MYSQL_PORT=${LAKECDC_MYSQL_PORT:-3307}
+# The tutorial YAML reads its connection from these (lakecdc's ${VAR} substitution).
 export MYSQL_HOST=127.0.0.1 MYSQL_PORT=$LAKECDC_MYSQL_PORT MYSQL_USER=root MYSQL_PASSWORD=
 export LAKECDC_WAREHOUSE="$ROOT/.lakecdc/tutorial/warehouse"
 export DAGSTER_HOME="$ROOT/.lakecdc/tutorial/dagster_home"
@@ -17,7 +18,7 @@ PIPELINE=assets/tutorial.yaml
 PATH="$ROOT/.venv/bin:$PATH"
 
 scripts/mariadb.sh start >/dev/null
-mysql() { scripts/mariadb.sh cli "$@"; }
+mysql() { scripts/mariadb.sh cli "" "$@"; }
 
 # The tutorial starts from an empty warehouse and a fresh source table.
 rm -rf "$ROOT/.lakecdc/tutorial"; mkdir -p "$LAKECDC_WAREHOUSE" "$DAGSTER_HOME"; touch "$DAGSTER_HOME/dagster.yaml"
