@@ -207,6 +207,23 @@ def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targe
     for target in targets:
         if target in writers:
             results[target].offset = max(reader.end_offset, checkpoints[target])
+        elif _far_behind(checkpoints[target], reader.end_offset):
+            # A table without changes keeps its checkpoint, so every later run re-reads the binlog from there;
+            # once that stretch is long, an empty snapshot moves its checkpoint forward.
+            _writer(target, sink, writers)
+            results[target].offset = reader.end_offset
+            log.info("%s had no changes; moving its checkpoint to %s", target, reader.end_offset)
+
+
+IDLE_CHECKPOINT_BYTES = 64 * 1024 * 1024
+
+
+def _far_behind(checkpoint: BinlogOffset, reached: BinlogOffset) -> bool:
+    if reached <= checkpoint:
+        return False
+    if checkpoint.file != reached.file:
+        return True
+    return reached.pos - checkpoint.pos >= IDLE_CHECKPOINT_BYTES
 
 
 def _commit(config: PipelineConfig, run_id: str, target: TableId, writer: TableWriter, result: TableResult,
