@@ -77,6 +77,19 @@ def table_lineage(config: PipelineConfig) -> dict[TableId, list[TableId]]:
     return lineage
 
 
+def _type_name(arrow_type) -> str:
+    """The Paimon/Flink SQL spelling of a column type (what users see in SHOW CREATE TABLE)."""
+    import pyarrow as pa
+
+    from lakecdc.transform.types import flink_name
+
+    name = flink_name(arrow_type)
+    if pa.types.is_timestamp(arrow_type) or pa.types.is_time(arrow_type):
+        precision = {"s": 0, "ms": 3, "us": 6, "ns": 9}[arrow_type.unit]
+        name = f"{name}({precision})"
+    return name
+
+
 def _column_schema(result: TableResult) -> dg.TableSchema:
     columns = []
     for field in result.schema:
@@ -88,7 +101,7 @@ def _column_schema(result: TableResult) -> dg.TableSchema:
             description.append("primary key")
         if field.name in result.partition_keys:
             description.append("partition key")
-        columns.append(dg.TableColumn(field.name, str(field.type), description=", ".join(description) or None,
+        columns.append(dg.TableColumn(field.name, _type_name(field.type), description=", ".join(description) or None,
                                       constraints=constraints))
     return dg.TableSchema(columns=columns)
 
