@@ -266,7 +266,9 @@ class _Parser:
         name = self.string(pipeline_raw, "pipeline", "name", default="Flink CDC Pipeline Job")
         local_tz = self.string(pipeline_raw, "pipeline", "local-time-zone", default="UTC")
         if local_tz == "systemDefault":
-            local_tz = _system_zone()
+            from lakecdc.transform.types import system_zone
+
+            local_tz = system_zone()
         _check_zone(self, "pipeline.local-time-zone", local_tz)
         behavior = (self.string(pipeline_raw, "pipeline", "schema.change.behavior", default="lenient") or "").lower()
         if behavior not in _SCHEMA_CHANGE_BEHAVIORS:
@@ -470,19 +472,6 @@ def _check_zone(parser: _Parser, path: str, zone: str) -> None:
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise parser.error(path, f"unknown time zone {zone!r} (use an IANA name like Europe/Berlin or +02:00)") \
             from None
-
-
-def _system_zone() -> str:
-    tz = os.environ.get("TZ")
-    if tz:
-        return tz
-    try:
-        link = os.path.realpath("/etc/localtime")
-        if "zoneinfo/" in link:
-            return link.split("zoneinfo/", 1)[1]
-    except OSError:
-        pass
-    return "UTC"
 
 
 def _option_text(value: Any) -> str:

@@ -163,7 +163,7 @@ def zone_offset_seconds(zone: str) -> int | None:
 def resolve_zone(zone: str) -> str:
     """Validate a pipeline ``local-time-zone`` and return it (``systemDefault`` → the machine's zone)."""
     if not zone or zone == "systemDefault":
-        return _system_zone()
+        return system_zone()
     if zone_offset_seconds(zone) is not None:
         return zone
     try:
@@ -173,7 +173,8 @@ def resolve_zone(zone: str) -> str:
     return zone
 
 
-def _system_zone() -> str:
+def system_zone() -> str:
+    """The machine's time zone (TZ, else /etc/localtime), as Flink's systemDefault."""
     tz = os.environ.get("TZ")
     if tz:
         return tz.lstrip(":")
