@@ -23,6 +23,9 @@ STAMP=.venv/.lakecdc-installed
 WANT=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "setup: installing Python dependencies" >&2
-  .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
+  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]' \
+      > .venv/pip-install.log 2>&1; then
+    tail -40 .venv/pip-install.log >&2; echo "setup: pip install failed (log: .venv/pip-install.log)" >&2; exit 1
+  fi
   echo "$WANT" > "$STAMP"
 fi
