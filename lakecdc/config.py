@@ -20,6 +20,7 @@ import yaml
 
 from lakecdc.errors import PipelineConfigError
 from lakecdc.model import TableId
+from lakecdc.transform.metadata_columns import parse_metadata_columns
 
 # --- known keys -----------------------------------------------------------------------------------------------
 
@@ -43,9 +44,10 @@ _SOURCE_PREFIXES = ("jdbc.properties.", "debezium.")
 _SOURCE_TUNING_ONLY = {
     "scan.snapshot.fetch.size", "chunk-meta.group.size", "chunk-key.even-distribution.factor.upper-bound",
     "chunk-key.even-distribution.factor.lower-bound", "scan.incremental.close-idle-reader.enabled",
-    "scan.incremental.snapshot.unbounded-chunk-first.enabled", "connection.pool.size", "heartbeat.interval",
-    "scan.incremental.snapshot.chunk.size", "connect.max-retries",
+    "scan.incremental.snapshot.unbounded-chunk-first.enabled", "connection.pool.size",
+    "scan.incremental.snapshot.backfill.skip",
 }
+STARTUP_MODES = ("initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp")
 _SINK_KEYS = {"type", "name", "partition.key", "commit.user-prefix", "commit.user", "include.schema.changes",
               "exclude.schema.changes"}
 _SINK_PREFIXES = ("catalog.properties.", "table.properties.")
@@ -58,6 +60,10 @@ _PIPELINE_KEYS = {
     "operator.uid.prefix", "schema.operator.uid", "user-defined-function",
     # lakecdc's own keys
     "lakecdc.sensor.interval", "lakecdc.sensor.default-status",
+    "lakecdc.schedule", "lakecdc.schedule.default-status", "lakecdc.retry.max-retries", "lakecdc.retry.delay",
+    "lakecdc.pool", "lakecdc.resource.mysql", "lakecdc.resource.paimon", "lakecdc.alert.webhook",
+    "lakecdc.metadata-columns",
+    "lakecdc.snapshot.commit-rows",
 }
 _SCHEMA_CHANGE_BEHAVIORS = {"exception", "evolve", "try_evolve", "lenient", "ignore"}
 
@@ -82,6 +88,27 @@ class SourceConfig:
     treat_tinyint1_as_boolean: bool
     connect_timeout: float
     options: dict[str, Any] = field(repr=False, default_factory=dict)
+    startup: StartupConfig = field(default_factory=lambda: StartupConfig("initial"))
+    server_id_last: int | None = None  # end of a server-id range
+    chunk_size: int = 8096
+    chunk_key_columns: tuple[tuple[str, str], ...] = ()  # (selector, column)
+    newly_added_tables: bool = False  # scan.newly-added-table.enabled: snapshot + binlog
+    binlog_newly_added_tables: bool = False  # scan.binlog.newly-added-table.enabled: binlog only
+    heartbeat_interval: float = 30.0
+    connect_max_retries: int = 3
+
+
+@dataclass(frozen=True)
+class StartupConfig:
+    """``scan.startup.*``: where a table without checkpoint starts."""
+
+    mode: str  # one of STARTUP_MODES
+    file: str | None = None  # specific-offset
+    pos: int | None = None
+    gtid_set: str | None = None
+    skip_events: int = 0
+    skip_rows: int = 0
+    timestamp_millis: int | None = None  # timestamp
 
 
 @dataclass
@@ -103,6 +130,20 @@ class RouteConfig:
 
 
 @dataclass
+class AutomationConfig:
+    """lakecdc's own Dagster settings (``pipeline.lakecdc.*``): schedule, retries, pool, resource keys, alerts."""
+
+    schedule: str | None = None  # cron; None = no schedule
+    schedule_running: bool = True
+    max_retries: int = 3  # retries of transient source errors, with exponential backoff from retry_delay
+    retry_delay_seconds: float = 10.0
+    pool: str = "per-table"  # "per-table" = one Dagster pool per Paimon table, else one named pool
+    mysql_resource: str = "mysql"
+    paimon_resource: str = "paimon"
+    alert_webhook: str | None = field(default=None, repr=False)
+
+
+@dataclass
 class PipelineConfig:
     name: str
     source: SourceConfig
@@ -116,6 +157,15 @@ class PipelineConfig:
     sensor_running: bool
     route_mode: str = "ALL_MATCH"
     path: str | None = None
+    automation: AutomationConfig = field(default_factory=AutomationConfig)
+    # pipeline.lakecdc.metadata-columns: FLIP-107 metadata columns (lakecdc.transform.metadata_columns)
+    metadata_columns: tuple = ()
+    # pipeline.lakecdc.snapshot.commit-rows: a chunked snapshot commits its progress after this many rows
+    snapshot_commit_rows: int = 250_000
+    # pipeline.user-defined-function (lakecdc.transform.udf.UdfConfig items, callables loaded)
+    udfs: tuple = ()
+    # pipeline.transform.decimal.precision.mode: 19 (UP_TO_19, default) or 38 (UP_TO_38)
+    decimal_precision: int = 19
 
     @property
     def slug(self) -> str:
@@ -277,12 +327,21 @@ class _Parser:
         runtime_mode = (self.string(pipeline_raw, "pipeline", "execution.runtime-mode", default="STREAMING") or "")
         if runtime_mode.upper() not in ("STREAMING", "BATCH"):
             raise self.error("pipeline.execution.runtime-mode", f"expected STREAMING or BATCH, got {runtime_mode!r}")
+        if runtime_mode.upper() == "BATCH" and source.startup_mode != "snapshot":
+            raise self.error("pipeline.execution.runtime-mode", "BATCH needs source scan.startup.mode: snapshot "
+                                                                "(as in Flink CDC)")
         route_mode = (self.string(pipeline_raw, "pipeline", "route-mode", default="ALL_MATCH") or "").upper()
         if route_mode != "ALL_MATCH" and route_mode != "FIRST_MATCH":
             raise self.error("pipeline.route-mode", f"expected ALL_MATCH or FIRST_MATCH, got {route_mode!r}")
-        if pipeline_raw.get("user-defined-function"):
-            raise self.error("pipeline.user-defined-function",
-                             "user-defined functions are not supported yet; remove the option")
+        from lakecdc.transform.udf import parse_udfs
+
+        udfs = parse_udfs(pipeline_raw.get("user-defined-function"), file=self.file,
+                          path="pipeline.user-defined-function")
+        precision_mode = (self.string(pipeline_raw, "pipeline", "transform.decimal.precision.mode",
+                                      default="UP_TO_19") or "").upper()
+        if precision_mode not in ("UP_TO_19", "UP_TO_38"):
+            raise self.error("pipeline.transform.decimal.precision.mode",
+                             f"expected UP_TO_19 or UP_TO_38, got {precision_mode!r}")
         parallelism = self.integer(pipeline_raw, "pipeline", "parallelism", 1, minimum=1)
         interval = self.duration_seconds(pipeline_raw, "pipeline", "lakecdc.sensor.interval", 30.0)
         status = (self.string(pipeline_raw, "pipeline", "lakecdc.sensor.default-status", default="running") or "")
@@ -293,9 +352,44 @@ class _Parser:
             name=name, source=source, sink=sink, transforms=transforms, routes=routes,
             local_time_zone=local_tz, schema_change_behavior=behavior, parallelism=parallelism,
             sensor_interval_seconds=interval, sensor_running=status.lower() == "running", route_mode=route_mode,
-            path=self.file)
+            path=self.file, automation=self.automation(pipeline_raw),
+            snapshot_commit_rows=self.integer(pipeline_raw, "pipeline", "lakecdc.snapshot.commit-rows", 250_000,
+                                              minimum=1),
+            metadata_columns=parse_metadata_columns(pipeline_raw.get("lakecdc.metadata-columns"), file=self.file,
+                                                    path="pipeline.lakecdc.metadata-columns"),
+            udfs=udfs, decimal_precision=38 if precision_mode == "UP_TO_38" else 19)
         self.validate_transforms(config)
+        self.validate_table_options(config)
         return config
+
+    def automation(self, raw: dict) -> AutomationConfig:
+        path = "pipeline"
+        schedule = self.string(raw, path, "lakecdc.schedule")
+        if schedule is not None and len(schedule.split()) not in (5, 6):
+            raise self.error("pipeline.lakecdc.schedule",
+                             f"expected a cron expression like '0 2 * * *' (minute hour day month weekday), got "
+                             f"{schedule!r}")
+        status = (self.string(raw, path, "lakecdc.schedule.default-status", default="running") or "").lower()
+        if status not in ("running", "stopped"):
+            raise self.error("pipeline.lakecdc.schedule.default-status", f"expected running or stopped, got {status!r}")
+        pool = self.string(raw, path, "lakecdc.pool", default="per-table") or "per-table"
+        if any(c.isspace() for c in pool):
+            raise self.error("pipeline.lakecdc.pool", f"a pool name cannot contain spaces, got {pool!r}")
+        keys = {}
+        for kind in ("mysql", "paimon"):
+            key = self.string(raw, path, f"lakecdc.resource.{kind}", default=kind) or kind
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise self.error(f"pipeline.lakecdc.resource.{kind}",
+                                 f"a Dagster resource key must be a Python identifier, got {key!r}")
+            keys[kind] = key
+        webhook = self.string(raw, path, "lakecdc.alert.webhook")
+        if webhook is not None and not re.match(r"https?://", webhook):
+            raise self.error("pipeline.lakecdc.alert.webhook", "expected an http:// or https:// URL")
+        return AutomationConfig(
+            schedule=schedule, schedule_running=status == "running",
+            max_retries=self.integer(raw, path, "lakecdc.retry.max-retries", 3, minimum=0),
+            retry_delay_seconds=self.duration_seconds(raw, path, "lakecdc.retry.delay", 10.0),
+            pool=pool, mysql_resource=keys["mysql"], paimon_resource=keys["paimon"], alert_webhook=webhook)
 
     def source(self, raw: dict) -> SourceConfig:
         path = "source"
@@ -303,24 +397,33 @@ class _Parser:
         if kind.lower() != "mysql":
             raise self.error("source.type", f"only the 'mysql' source is supported, got {kind!r}")
         self.check_keys(raw, path, _SOURCE_KEYS, _SOURCE_PREFIXES)
-        mode = (self.string(raw, path, "scan.startup.mode", default="initial") or "").lower()
-        if mode not in ("initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp"):
-            raise self.error("source.scan.startup.mode", f"unknown startup mode {mode!r}")
-        if mode != "initial":
-            raise self.error("source.scan.startup.mode",
-                             f"startup mode {mode!r} is not supported yet; only 'initial' (snapshot, then binlog)")
-        for key in ("scan.newly-added-table.enabled", "scan.binlog.newly-added-table.enabled",
-                    "scan.parse.online.schema.changes.enabled", "include-comments.enabled"):
+        startup = self.startup(raw)
+        mode = startup.mode
+        for key in ("scan.parse.online.schema.changes.enabled", "include-comments.enabled"):
             if self.boolean(raw, path, key, False):
                 raise self.error(f"source.{key}", "not supported yet; remove the option or set it to false")
-        if "scan.incremental.snapshot.chunk.key-column" in raw:
-            raise self.error("source.scan.incremental.snapshot.chunk.key-column",
-                             "not supported yet: tables are snapshotted whole")
+        newly_added = self.boolean(raw, path, "scan.newly-added-table.enabled", False)
+        binlog_newly_added = self.boolean(raw, path, "scan.binlog.newly-added-table.enabled", False)
+        if newly_added and binlog_newly_added:
+            raise self.error("source.scan.binlog.newly-added-table.enabled",
+                             "cannot be enabled together with scan.newly-added-table.enabled: choose snapshot + "
+                             "binlog (scan.newly-added-table.enabled) or binlog only for tables created later")
+        self.boolean(raw, path, "scan.incremental.snapshot.backfill.skip", False)
+        chunk_keys: tuple[tuple[str, str], ...] = ()
+        if raw.get("scan.incremental.snapshot.chunk.key-column") is not None:
+            from lakecdc.errors import SourceError
+            from lakecdc.source.options import parse_chunk_key_columns
+
+            try:
+                chunk_keys = parse_chunk_key_columns(
+                    self.string(raw, path, "scan.incremental.snapshot.chunk.key-column", default="") or "")
+            except SourceError as exc:
+                raise self.error("source.scan.incremental.snapshot.chunk.key-column", str(exc)) from None
         for key in raw:
             if key.startswith("debezium.") or key.startswith("jdbc.properties."):
                 raise self.error(f"source.{key}", "pass-through driver options are not supported yet")
         server_id_text = self.string(raw, path, "server-id", default="5400") or "5400"
-        server_id = self._server_id(server_id_text)
+        server_id, server_id_last = self._server_id(server_id_text)
         metadata = self.string(raw, path, "metadata.list", default="") or ""
         metadata_list = frozenset(m.strip() for m in metadata.split(",") if m.strip())
         for key in metadata_list:
@@ -330,8 +433,19 @@ class _Parser:
                                  "database_name)")
         zone = self.string(raw, path, "server-time-zone", default="UTC")
         _check_zone(self, "source.server-time-zone", zone)
-        self.integer(raw, path, "scan.incremental.snapshot.chunk.size", 8096, minimum=2)
+        from lakecdc.selectors import TableSelector
+
+        for key in ("tables", "tables.exclude"):  # selector syntax errors name the option, before any connection
+            if self.string(raw, path, key) is not None:
+                TableSelector(self.string(raw, path, key), file=self.file, path=f"source.{key}")
+        chunk_size = self.integer(raw, path, "scan.incremental.snapshot.chunk.size", 8096, minimum=2)
         self.integer(raw, path, "scan.snapshot.fetch.size", 1024, minimum=2)
+        heartbeat = self.duration_seconds(raw, path, "heartbeat.interval", 30.0)
+        if heartbeat <= 0:
+            raise self.error("source.heartbeat.interval", "must be greater than 0")
+        timeout = self.duration_seconds(raw, path, "connect.timeout", 30.0)
+        if timeout < 0.25:
+            raise self.error("source.connect.timeout", "must be at least 250ms")
         return SourceConfig(
             hostname=self.string(raw, path, "hostname", required=True),
             port=self.integer(raw, path, "port", 3306, minimum=1),
@@ -344,20 +458,75 @@ class _Parser:
             metadata_list=metadata_list,
             startup_mode=mode,
             treat_tinyint1_as_boolean=self.boolean(raw, path, "treat-tinyint1-as-boolean.enabled", True),
-            connect_timeout=self.duration_seconds(raw, path, "connect.timeout", 30.0),
+            connect_timeout=timeout,
             options=dict(raw),
+            startup=startup,
+            server_id_last=server_id_last,
+            chunk_size=chunk_size,
+            chunk_key_columns=chunk_keys,
+            newly_added_tables=newly_added,
+            binlog_newly_added_tables=binlog_newly_added,
+            heartbeat_interval=heartbeat,
+            connect_max_retries=self.integer(raw, path, "connect.max-retries", 3, minimum=1),
         )
 
-    def _server_id(self, text: str) -> int:
+    def startup(self, raw: dict) -> StartupConfig:
+        """``scan.startup.mode`` and the options each mode needs (Flink CDC's rules)."""
+        path = "source"
+        mode = (self.string(raw, path, "scan.startup.mode", default="initial") or "").lower()
+        if mode not in STARTUP_MODES:
+            raise self.error("source.scan.startup.mode",
+                             f"unknown startup mode {mode!r}; use one of {', '.join(STARTUP_MODES)}")
+        keys = {"file": "scan.startup.specific-offset.file", "pos": "scan.startup.specific-offset.pos",
+                "gtid": "scan.startup.specific-offset.gtid-set",
+                "skip_events": "scan.startup.specific-offset.skip-events",
+                "skip_rows": "scan.startup.specific-offset.skip-rows", "ts": "scan.startup.timestamp-millis"}
+        given = {name for name, key in keys.items() if raw.get(key) is not None}
+        for name in sorted(given):
+            wanted = "timestamp" if name == "ts" else "specific-offset"
+            if mode != wanted:
+                raise self.error(f"source.{keys[name]}", f"only used with scan.startup.mode: {wanted} (the mode is "
+                                                         f"{mode!r}); remove it or change the mode")
+        if mode == "timestamp":
+            if "ts" not in given:
+                raise self.error("source.scan.startup.timestamp-millis",
+                                 "required by scan.startup.mode: timestamp (epoch milliseconds)")
+            return StartupConfig(mode, timestamp_millis=self.integer(raw, path, keys["ts"], 0, minimum=0))
+        if mode != "specific-offset":
+            return StartupConfig(mode)
+        gtid = self.string(raw, path, keys["gtid"])
+        file = self.string(raw, path, keys["file"])
+        if gtid is not None and (file is not None or "pos" in given):
+            raise self.error(f"source.{keys['gtid']}", "give either the GTID set or the binlog file and position, "
+                                                     "not both")
+        if gtid is None and (file is None or "pos" not in given):
+            raise self.error("source.scan.startup.mode", "specific-offset needs "
+                             "scan.startup.specific-offset.gtid-set, or scan.startup.specific-offset.file together "
+                             "with scan.startup.specific-offset.pos")
+        if gtid is not None:
+            from lakecdc.errors import SourceError
+            from lakecdc.source.gtid import gtid_flavor
+
+            try:
+                gtid_flavor(gtid)
+            except SourceError as exc:
+                raise self.error(f"source.{keys['gtid']}", str(exc)) from None
+        return StartupConfig(
+            mode, file=file, pos=self.integer(raw, path, keys["pos"], 0, minimum=4) if file else None, gtid_set=gtid,
+            skip_events=self.integer(raw, path, keys["skip_events"], 0, minimum=0),
+            skip_rows=self.integer(raw, path, keys["skip_rows"], 0, minimum=0))
+
+    def _server_id(self, text: str) -> tuple[int, int | None]:
         match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
         if not match:
             raise self.error("source.server-id", f"expected an id like 5400 or a range like 5400-5404, got {text!r}")
         first = int(match.group(1))
-        if match.group(2) is not None and int(match.group(2)) < first:
+        last = int(match.group(2)) if match.group(2) is not None else None
+        if last is not None and last < first:
             raise self.error("source.server-id", f"the range {text!r} ends before it starts")
-        if not 1 <= first <= 2**32 - 1:
-            raise self.error("source.server-id", f"server ids are 1..4294967295, got {first}")
-        return first
+        if not 1 <= first <= 2**32 - 1 or (last is not None and last > 2**32 - 1):
+            raise self.error("source.server-id", f"server ids are 1..4294967295, got {text!r}")
+        return first, last
 
     def sink(self, raw: dict) -> SinkConfig:
         path = "sink"
@@ -450,18 +619,41 @@ class _Parser:
     def validate_transforms(self, config: PipelineConfig) -> None:
         from lakecdc.transform import TransformContext, validate_rule
 
+        from lakecdc.transform.udf import udf_functions
+
         ctx = TransformContext(local_time_zone=config.local_time_zone, metadata_list=config.source.metadata_list,
-                               source_file=self.file)
+                               source_file=self.file, metadata_columns=config.metadata_columns,
+                               udfs=udf_functions(config.udfs), decimal_precision=config.decimal_precision)
         for rule in config.transforms:
             validate_rule(rule, ctx)
+
+    def validate_table_options(self, config: PipelineConfig) -> None:
+        """Refuse Paimon table options the storage library cannot honour correctly, or whose merge engine cannot
+        take the -U/-D rows the pipeline writes (lakecdc.sink.options), before any run."""
+        from lakecdc.sink.tables import pipeline_options_problem
+        from lakecdc.transform import parse_table_options
+
+        problem = pipeline_options_problem(config.sink.table_properties, ())
+        if problem:
+            raise self.error("sink.table.properties", problem)
+        for rule in config.transforms:
+            options = dict(config.sink.table_properties)
+            options.update(parse_table_options(rule.table_options, rule.table_options_delimiter))
+            soft_delete = (rule.converter_after_transform or "").strip().upper() == "SOFT_DELETE"
+            problem = pipeline_options_problem(options, ("-U",) if soft_delete else ("-U", "-D"))
+            if problem:
+                raise self.error(f"{rule.path}.table-options", problem + " (options: sink table.properties, then "
+                                                                         "this rule's table-options)")
 
 
 def transform_context(config: PipelineConfig):
     """The transform context a pipeline's rules are compiled with."""
     from lakecdc.transform import TransformContext
+    from lakecdc.transform.udf import udf_functions
 
     return TransformContext(local_time_zone=config.local_time_zone, metadata_list=config.source.metadata_list,
-                            source_file=config.path)
+                            source_file=config.path, metadata_columns=config.metadata_columns,
+                            udfs=udf_functions(config.udfs), decimal_precision=config.decimal_precision)
 
 
 def _check_zone(parser: _Parser, path: str, zone: str) -> None:

@@ -27,6 +27,10 @@ class SourceError(LakeCdcError):
     """The MySQL source is misconfigured or unreachable."""
 
 
+class SourceConnectionLost(SourceError):
+    """The connection to MySQL broke mid-read (server restart, network, killed session): the read may be retried."""
+
+
 class BinlogPurgedError(SourceError):
     """The checkpoint's binlog file is gone from the server: the table needs a new snapshot."""
 

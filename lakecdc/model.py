@@ -85,6 +85,8 @@ class SourceColumn:
     arrow_type: pa.DataType
     nullable: bool = True
     comment: str = ""
+    charset: str = ""  # character columns: information_schema CHARACTER_SET_NAME, e.g. "utf8mb4"
+    collation: str = ""  # character columns: COLLATION_NAME, e.g. "utf8mb4_unicode_ci"
 
     def arrow_field(self) -> pa.Field:
         return pa.field(self.name, self.arrow_type, nullable=self.nullable)
@@ -131,6 +133,9 @@ class ChangeBatch:
 
     table: SourceTable
     data: pa.Table
+    # binlog batches: the commit positions of the first and last transaction whose rows the batch holds
+    first_commit: BinlogOffset | None = None
+    last_commit: BinlogOffset | None = None
 
     @property
     def num_rows(self) -> int:

@@ -5,10 +5,9 @@ literal comma); each pattern is split on unescaped ``.`` into parts; ``\\.`` ins
 (any character, so ``\\.*`` means "anything"); every other backslash sequence is kept as a regex escape. Each part is
 a case-insensitive regex that must match the whole name.
 
-MySQL table ids are ``database.table``, so patterns normally have two parts (``app_db.\\.*``,
-``db[1-2].order_[0-9]+``). Deviation from Flink CDC: a one-part pattern matches the table name in any database
-(Flink matches it only against ids without a schema, i.e. never for MySQL). Three-part patterns
-(``namespace.schema.table``) never match a MySQL id (MySQL has no namespace), as in Flink CDC.
+MySQL table ids are ``database.table``, so a pattern has two parts (``app_db.\\.*``, ``db[1-2].order_[0-9]+``). A
+one-part (``orders``) or three-part (``ns.db.orders``) pattern matches no MySQL table in Flink CDC (those forms are
+for sources with other id shapes); lakecdc refuses them with an error instead of silently matching nothing.
 """
 
 from __future__ import annotations
@@ -61,12 +60,8 @@ class _Pattern:
     parts: tuple[re.Pattern, ...]
 
     def matches(self, table_id: TableId) -> bool:
-        if len(self.parts) == 1:
-            return self.parts[0].fullmatch(table_id.table) is not None
-        if len(self.parts) == 2:
-            return (self.parts[0].fullmatch(table_id.database) is not None
-                    and self.parts[1].fullmatch(table_id.table) is not None)
-        return False  # namespace.schema.table: MySQL ids have no namespace
+        return (self.parts[0].fullmatch(table_id.database) is not None
+                and self.parts[1].fullmatch(table_id.table) is not None)
 
 
 class TableSelector:
@@ -80,10 +75,12 @@ class TableSelector:
             if not raw:
                 continue
             parts = _split_unescaped(raw, ".")
-            if len(parts) > 3:
+            if len(parts) != 2:
                 raise PipelineConfigError(
-                    f"table selector {text!r}: pattern {raw!r} has {len(parts)} dot-separated parts, expected "
-                    "'database.table' (escape a regex dot as '\\.')", file=file, path=path)
+                    f"table selector {text!r}: pattern {raw!r} has {len(parts)} dot-separated part(s); MySQL tables "
+                    "are 'database.table' (Flink CDC matches no MySQL table with a "
+                    f"{'one' if len(parts) == 1 else str(len(parts))}-part pattern). Write e.g. "
+                    "'mydb.orders' or '\\.*.orders', and escape a regex dot as '\\.'", file=file, path=path)
             compiled = []
             for part in parts:
                 regex = _part_regex(part.strip())

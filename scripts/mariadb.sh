@@ -23,6 +23,7 @@ RUNDIR=$BASE/run
 SOCK=$RUNDIR/mysqld.sock
 PIDFILE=$RUNDIR/mysqld.pid
 ERRLOG=$BASE/mysqld.err
+TMPDIR_DB=$BASE/tmp   # private: servers sharing /tmp can clash on their temporary table names
 RUNUSER=$(id -un)   # mariadbd refuses to run as root unless told --user=root
 
 find_bin() {
@@ -49,9 +50,9 @@ is_running() {
 }
 
 init_datadir() {
-  mkdir -p "$DATADIR" "$RUNDIR"
+  mkdir -p "$DATADIR" "$RUNDIR" "$TMPDIR_DB"
   "$(find_bin mariadb-install-db)" --no-defaults --datadir="$DATADIR" --user="$RUNUSER" \
-      --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve \
+      --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve --tmpdir="$TMPDIR_DB" \
       >"$BASE/install-db.log" 2>&1 || { cat "$BASE/install-db.log" >&2; exit 1; }
 }
 
@@ -63,12 +64,12 @@ start() {
   if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
     echo "a mariadbd (pid $(cat "$PIDFILE")) holds $DATADIR but does not answer; run '$0 stop' first" >&2; exit 1
   fi
-  mkdir -p "$RUNDIR"
+  mkdir -p "$RUNDIR" "$TMPDIR_DB"
   [ -d "$DATADIR/mysql" ] || init_datadir
   # --no-defaults MUST be the first option
   "$(find_bin mariadbd)" --no-defaults \
     --user="$RUNUSER" --datadir="$DATADIR" \
-    --socket="$SOCK" --pid-file="$PIDFILE" --log-error="$ERRLOG" \
+    --socket="$SOCK" --pid-file="$PIDFILE" --log-error="$ERRLOG" --tmpdir="$TMPDIR_DB" \
     --port="$PORT" --bind-address=127.0.0.1 --skip-name-resolve \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
     --server-id=1 --log-bin="$DATADIR/binlog" \

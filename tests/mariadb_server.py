@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import pymysql
@@ -50,6 +51,16 @@ def _find(binary: str) -> str:
     return path
 
 
+def _stop_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test process dies (a killed pytest must not leave servers)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -73,17 +84,25 @@ class MariaDBServer:
         assert self.base_dir
         return os.path.join(self.base_dir, "data")
 
+    @property
+    def tmpdir(self) -> str:
+        assert self.base_dir
+        return os.path.join(self.base_dir, "tmp")
+
     def start(self) -> "MariaDBServer":
-        mariadbd = _find("mariadbd")
+        _find("mariadbd")
         install_db = _find("mariadb-install-db")
         user = getpass.getuser()
         self.base_dir = tempfile.mkdtemp(prefix="lakecdc-mariadb-")
         os.makedirs(self.datadir)
+        # a private tmpdir: servers sharing /tmp can clash on their internal temporary table names
+        os.makedirs(self.tmpdir)
         log = os.path.join(self.base_dir, "install-db.log")
         with open(log, "wb") as out:
             rc = subprocess.call(
                 [install_db, "--no-defaults", f"--datadir={self.datadir}", f"--user={user}",
-                 "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"],
+                 "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve",
+                 f"--tmpdir={self.tmpdir}"],
                 stdout=out, stderr=subprocess.STDOUT,
             )
         if rc != 0:
@@ -94,29 +113,55 @@ class MariaDBServer:
         last_error: Exception | None = None
         for _attempt in range(3):  # the free port can be taken between probe and bind: retry on a new one
             self.port = _free_port()
-            self._proc = subprocess.Popen(
-                [mariadbd, "--no-defaults", f"--user={user}", f"--datadir={self.datadir}",
-                 f"--socket={os.path.join(self.base_dir, 'mysqld.sock')}",
-                 f"--pid-file={os.path.join(self.base_dir, 'mysqld.pid')}",
-                 f"--log-error={self.error_log}", f"--port={self.port}",
-                 f"--log-bin={os.path.join(self.datadir, 'binlog')}",
-                 *SERVER_FLAGS],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            )
-            deadline = time.monotonic() + self.startup_timeout
-            while time.monotonic() < deadline:
-                if self._proc.poll() is not None:
-                    break
-                try:
-                    self.connect().close()
-                    return self
-                except pymysql.MySQLError as exc:
-                    last_error = exc
-                    time.sleep(0.05)
-            self._stop_process()
+            last_error = self._launch()
+            if last_error is None:
+                return self
         text = open(self.error_log, errors="replace").read() if os.path.exists(self.error_log) else ""
         self._cleanup()
         raise RuntimeError(f"mariadbd did not start ({last_error}):\n{text[-3000:]}")
+
+    def _launch(self) -> Exception | None:
+        """Start mariadbd on ``self.port`` and wait until it answers; the last connect error if it did not."""
+        last_error: Exception | None = RuntimeError("mariadbd exited")
+        self._proc = subprocess.Popen(
+            [_find("mariadbd"), "--no-defaults", f"--user={getpass.getuser()}", f"--datadir={self.datadir}",
+             f"--socket={os.path.join(self.base_dir, 'mysqld.sock')}",
+             f"--pid-file={os.path.join(self.base_dir, 'mysqld.pid')}",
+             f"--log-error={self.error_log}", f"--port={self.port}", f"--tmpdir={self.tmpdir}",
+             f"--log-bin={os.path.join(self.datadir, 'binlog')}",
+             *SERVER_FLAGS],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            # the death signal follows the thread that started the server: only tie it to the main thread
+            preexec_fn=_stop_with_parent if threading.current_thread() is threading.main_thread() else None,
+        )
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                break
+            try:
+                self.connect().close()
+                return None
+            except pymysql.MySQLError as exc:
+                last_error = exc
+                time.sleep(0.05)
+        self._stop_process()
+        return last_error
+
+    def shutdown(self) -> None:
+        """Stop the server (clean shutdown), keeping its data and port for :meth:`resume` (tests of lost
+        connections)."""
+        self._stop_process()
+
+    def resume(self) -> None:
+        """Start a server stopped by :meth:`shutdown` again, on the same port and data. Global variables set with
+        SET GLOBAL are reset."""
+        error = self._launch()
+        if error is not None:
+            raise RuntimeError(f"mariadbd did not restart on port {self.port}: {error}")
+
+    def restart(self) -> None:
+        self.shutdown()
+        self.resume()
 
     def connect(self, database: str | None = None, **kwargs) -> pymysql.connections.Connection:
         params = dict(host=self.host, port=self.port, user=self.user, password=self.password,

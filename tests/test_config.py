@@ -81,8 +81,18 @@ def test_missing_env_variable_names_key_path():
     (("  tables: inventory.orders\n", "  tables: inventory.orders\n  server-id: 54x\n"), "source.server-id"),
     (("  tables: inventory.orders\n", "  tables: inventory.orders\n  metadata.list: op_ts,row_time\n"),
      "[row_time] cannot be found in mysql metadata"),
-    (("  tables: inventory.orders\n", "  tables: inventory.orders\n  scan.startup.mode: latest-offset\n"),
-     "not supported yet"),
+    (("  tables: inventory.orders\n", "  tables: inventory.orders\n  scan.startup.mode: specific-offset\n"),
+     "source.scan.startup.mode: specific-offset needs scan.startup.specific-offset.gtid-set"),
+    (("  tables: inventory.orders\n", "  tables: inventory.orders\n  scan.startup.mode: timestamp\n"),
+     "source.scan.startup.timestamp-millis: required by scan.startup.mode: timestamp"),
+    (("  tables: inventory.orders\n", "  tables: inventory.orders\n  scan.startup.specific-offset.pos: 4\n"),
+     "source.scan.startup.specific-offset.pos: only used with scan.startup.mode: specific-offset"),
+    (("  tables: inventory.orders\n", "  tables: inventory.orders\n  scan.startup.mode: specific-offset\n"
+      "  scan.startup.specific-offset.gtid-set: 0-1-x\n"), "source.scan.startup.specific-offset.gtid-set: invalid"),
+    (("  tables: inventory.orders\n", "  tables: inventory.orders\n  scan.newly-added-table.enabled: true\n"
+      "  scan.binlog.newly-added-table.enabled: true\n"), "cannot be enabled together"),
+    (("  tables: inventory.orders\n", "  tables: inventory.orders\n"
+      "  scan.incremental.snapshot.chunk.key-column: inventory.orders\n"), "expected 'database.table:column'"),
 ])
 def test_errors_name_file_and_path(change, expected):
     old, new = change

@@ -53,12 +53,23 @@ def test_escaped_comma_is_literal():
     assert matching(r"db.t[0-9]{1\,2}", "db.t1", "db.t12", "db.t123") == ["db.t1", "db.t12"]
 
 
-def test_one_part_pattern_matches_table_in_any_database():
-    assert matching("orders", "a.orders", "b.orders", "b.orders_x") == ["a.orders", "b.orders"]
+@pytest.mark.parametrize("selector", ["orders", "ns.db.orders", "db.a, orders"])
+def test_one_and_three_part_patterns_are_refused(selector):
+    # Flink CDC matches no MySQL table (database.table) with them: an error instead of silently matching nothing
+    with pytest.raises(PipelineConfigError) as err:
+        TableSelector(selector, file="p.yaml", path="source.tables")
+    assert "p.yaml: source.tables:" in str(err.value) and "'database.table'" in str(err.value)
 
 
-def test_three_part_pattern_never_matches_mysql_ids():
-    assert matching("ns.db.orders", "db.orders") == []
+def test_first_matching_transform_rule_with_regex_selectors():
+    from lakecdc.transform import TransformRuleConfig, select_rule
+
+    rules = [TransformRuleConfig(index=0, source_table=r"shop.order_[0-9]+", filter="id > 1"),
+             TransformRuleConfig(index=1, source_table=r"SHOP.\.*"),
+             TransformRuleConfig(index=2, source_table=r"shop.order_1")]
+    assert select_rule(rules, TableId("shop", "order_1")).index == 0  # first match wins, later rules ignored
+    assert select_rule(rules, TableId("Shop", "customers")).index == 1  # case-insensitive
+    assert select_rule(rules, TableId("other", "order_1")) is None
 
 
 def test_invalid_regex_names_selector():

@@ -468,7 +468,7 @@ _CRASH_BEFORE_COMMIT = """
             data = data.append_column(f.name, pa.nulls(len(rows), f.type))
     w = sink.open_writer(t)
     w.write(data)
-    w._write.prepare_commit()          # the Rust writer flushes its data files ...
+    w._shards[0].write.prepare_commit()  # the Rust writer flushes its data files ...
     print("written", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)  # ... and the process dies before the commit
 """

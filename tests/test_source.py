@@ -171,31 +171,40 @@ def test_type_mapping(mariadb, fresh_db, source):
     run(mariadb.connect(fresh_db), """CREATE TABLE t (
         b1 TINYINT(1), ti TINYINT NOT NULL, tiu TINYINT UNSIGNED, si SMALLINT, siu SMALLINT UNSIGNED,
         mi MEDIUMINT, i INT, iu INT UNSIGNED, bi BIGINT, biu BIGINT UNSIGNED, yr YEAR,
-        f FLOAT, d DOUBLE, r REAL, dec1 DECIMAL(10,2), dec2 DECIMAL(50,10),
-        dte DATE, tm TIME(3), dt0 DATETIME, dt3 DATETIME(3), dt6 DATETIME(6), ts0 TIMESTAMP NULL, ts6 TIMESTAMP(6) NULL,
+        f FLOAT, f72 FLOAT(7,2), d DOUBLE, r REAL, dec1 DECIMAL(10,2), dec2 DECIMAL(50,10),
+        dte DATE, tm TIME(3), tm0 TIME, tm6 TIME(6), dt0 DATETIME, dt3 DATETIME(3), dt6 DATETIME(6),
+        ts0 TIMESTAMP NULL, ts6 TIMESTAMP(6) NULL,
         c CHAR(3), v VARCHAR(5), tx TEXT, js JSON, en ENUM('a','b'), st SET('a','b'),
-        bn BINARY(4), vb VARBINARY(4), bl BLOB, bit1 BIT(1), bit9 BIT(9))""")
+        bn BINARY(4), vb VARBINARY(4), bl BLOB, bit1 BIT(1), bit9 BIT(9), geo GEOMETRY, pt POINT)""")
     table = source.describe_table(TableId(fresh_db, "t"))
     got = {c.name: c.arrow_type for c in table.columns}
     assert got == {
         "b1": pa.bool_(), "ti": pa.int8(), "tiu": pa.int16(), "si": pa.int16(), "siu": pa.int32(),
         "mi": pa.int32(), "i": pa.int32(), "iu": pa.int64(), "bi": pa.int64(), "biu": pa.decimal128(20, 0),
-        "yr": pa.int32(), "f": pa.float32(), "d": pa.float64(), "r": pa.float64(),
-        "dec1": pa.decimal128(10, 2), "dec2": pa.string(), "dte": pa.date32(), "tm": pa.time64("us"),
-        "dt0": pa.timestamp("ms"), "dt3": pa.timestamp("ms"), "dt6": pa.timestamp("us"),
-        "ts0": pa.timestamp("ms", tz="UTC"), "ts6": pa.timestamp("us", tz="UTC"),
+        "yr": pa.int32(), "f": pa.float32(), "f72": pa.float64(), "d": pa.float64(), "r": pa.float64(),
+        "dec1": pa.decimal128(10, 2), "dec2": pa.string(), "dte": pa.date32(), "tm": pa.time32("ms"),
+        "tm0": pa.time32("s"), "tm6": pa.time64("us"),
+        "dt0": pa.timestamp("s"), "dt3": pa.timestamp("ms"), "dt6": pa.timestamp("us"),
+        "ts0": pa.timestamp("s", tz="UTC"), "ts6": pa.timestamp("us", tz="UTC"),
         "c": pa.string(), "v": pa.string(), "tx": pa.string(), "js": pa.string(), "en": pa.string(),
-        "st": pa.string(), "bn": pa.binary(), "vb": pa.binary(), "bl": pa.binary(), "bit1": pa.bool_(),
-        "bit9": pa.binary(),
+        "st": pa.list_(pa.string()), "bn": pa.binary(4), "vb": pa.binary(), "bl": pa.binary(), "bit1": pa.bool_(),
+        "bit9": pa.binary(2), "geo": pa.string(), "pt": pa.string(),
     }
     assert not table.column("ti").nullable and table.column("b1").nullable
     assert table.primary_keys == ()
     off = MySqlSource(options(mariadb, treat_tinyint1_as_boolean=False))
     assert off.describe_table(TableId(fresh_db, "t")).column("b1").arrow_type == pa.int8()
 
-    run(mariadb.connect(fresh_db), "CREATE TABLE g (id INT PRIMARY KEY, location POINT)")
-    with pytest.raises(SourceError, match="'location'"):
-        source.describe_table(TableId(fresh_db, "g"))
+    # types without a faithful mapping are refused, naming the column
+    run(mariadb.connect(fresh_db), "CREATE TABLE u (id INT PRIMARY KEY, ident UUID)",
+        "CREATE TABLE e (id INT PRIMARY KEY, grade ENUM('é', 'b') CHARACTER SET latin1)",
+        "CREATE TABLE k (id INT PRIMARY KEY, name VARCHAR(5) CHARACTER SET keybcs2)")
+    with pytest.raises(SourceError, match="'ident'"):
+        source.describe_table(TableId(fresh_db, "u"))
+    with pytest.raises(SourceError, match="'grade' is ENUM in character set latin1"):
+        source.describe_table(TableId(fresh_db, "e"))
+    with pytest.raises(SourceError, match="'name' uses the character set keybcs2"):
+        source.describe_table(TableId(fresh_db, "k"))
 
 
 # --------------------------------------------------------------------------------------------------- snapshot
@@ -469,19 +478,19 @@ ALL_TYPES_DDL = """CREATE TABLE v (
 
 ALL_TYPES_ROWS = [
     "(1, 1, -5, 250, 18446744073709551615, 3.14159, 3.14159, 2.5, "
-    "-12345678901234567890123456789012345678.1234567890, 12, '2026-01-02', '-838:59:59.900000', '-00:00:01.5', "
+    "-12345678901234567890123456789012345678.1234567890, 12, '2026-01-02', '-596:31:23.647000', '-00:00:01.5', "
     "'-01:00:00', '-00:00:00.001', '2026-01-01 12:00:00', '2026-01-01 12:00:00.123', '9999-12-31 23:59:59.999999', "
     "'2026-01-01 12:00:00.123', '2026-01-01 12:00:00', 'ab  ', X'0102', X'00ff00', X'00ff', 'txt', "
     "'{\"k\": \"v\"}', 'y', 'a,c', b'1', b'1010101010', 2026, 'café', 'upd 😀', '0000-00-00', "
     "'0000-00-00 00:00:00', '0000-00-00')",
-    "(2, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, '12:34:56.789012', '00:00:00.1', '838:59:59', '23:59:59.999', NULL, "
+    "(2, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, '12:34:56.789012', '00:00:00.1', '596:00:00', '23:59:59.999', NULL, "
     "NULL, NULL, NULL, NULL, '', '', '', '', '', '[]', '', '', b'0', b'0', 0, '', '', '2026-01-01', "
     "'2026-01-01', NULL)",
     "(3, 5, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '-00:00:00.000001', '-12:00:00.9', NULL, "
     "'-00:00:01.999', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
     "NULL, NULL, NULL, '2026-01-01', '2026-01-01', NULL)",
     "(4, NULL, 127, 255, 1, -1.5, 1e10, -1e-300, 0.0000000001, -9999999999, '1000-01-01', '-00:00:00.1', "
-    "'-00:00:00.5', '-00:00:01', '-837:00:00.5', '1000-01-01 00:00:00', '2038-01-19 03:14:07.999', "
+    "'-00:00:00.5', '-00:00:01', '-595:00:00.5', '1000-01-01 00:00:00', '2038-01-19 03:14:07.999', "
     "'1970-01-01 00:00:00.000001', '2038-01-19 03:14:07.999', '1970-01-01 00:00:01', 'x', X'FFFFFFFF', "
     "X'', X'', REPEAT('é', 100), '{\"a\": [1, 2.5, null]}', 'x', 'c,a,b', b'0', b'1111111111', 1901, 'x', "
     "'😀', '2026-01-01', '2026-01-01', NULL)",
@@ -517,15 +526,49 @@ def test_binlog_values_equal_snapshot_values_for_all_types(mariadb, fresh_db, so
     assert r1["dec50"] == "-12345678901234567890123456789012345678.1234567890" and r2["dec50"] == "0.0000000000"
     binlog_time = pa.concat_tables(b.data for b in batches).filter(
         pc.equal(pa.concat_tables(b.data for b in batches)[OP_COLUMN], "+U"))
-    for col, want in [("tm6", [-3020399900000, 45296789012, -1, -100000]),
-                      ("tm1", [-1500000, 100000, -43200900000, -500000]),
-                      ("tm3", [-1000, 86399999000, -1999000, -3013200500000])]:
-        assert binlog_time[col].combine_chunks().view(pa.int64()).to_pylist() == want, col
-        assert snap_data[col].combine_chunks().view(pa.int64()).to_pylist() == want, col
+    for col, ints, want in [("tm6", pa.int64(), [-2147483647000, 45296789012, -1, -100000]),
+                            ("tm1", pa.int32(), [-1500, 100, -43200900, -500]),
+                            ("tm3", pa.int32(), [-1, 86399999, -1999, -2142000500]),
+                            ("tm0", pa.int32(), [-3600, 2145600, None, -1])]:
+        assert binlog_time[col].combine_chunks().view(ints).to_pylist() == want, col
+        assert snap_data[col].combine_chunks().view(ints).to_pylist() == want, col
     assert r1["ts3"] == dt.datetime(2026, 1, 1, 4, 0, 0, 123000, tzinfo=dt.timezone.utc)
     assert r1["bin4"] == b"\x01\x02\x00\x00" and r2["bin4"] == b"\x00" * 4 and r2["vb"] == b""
-    assert r1["st"] == "c,a" and r2["st"] == "" and r4["st"] == "c,a,b"
+    assert r1["st"] == ["c", "a"] and r2["st"] == [] and r4["st"] == ["c", "a", "b"] and r3["st"] is None
     assert r1["bit1"] is True and r1["bit10"] == b"\x02\xaa" and r2["bit10"] == b"\x00\x00"
     assert r2["yr"] == 0 and r4["yr"] == 1901
     assert r1["dn"] == dt.date(1970, 1, 1) and r1["dtn"] == dt.datetime(1970, 1, 1) and r1["dz"] is None
     assert r1["f"] == pytest.approx(3.14159, rel=1e-6) and r1["emoji"] == "upd 😀"
+
+
+def test_time_outside_paimon_range_is_refused_naming_the_column(mariadb, fresh_db, source):
+    """Paimon stores TIME as 32-bit milliseconds: a MySQL TIME beyond ±596:31:23.647 cannot be stored. Snapshot and
+    binlog both refuse it, naming the column, instead of wrapping it silently."""
+    conn = mariadb.connect(fresh_db)
+    run(conn, "CREATE TABLE t (id INT PRIMARY KEY, span TIME)", "INSERT INTO t VALUES (1, '596:31:23')")
+    table = source.describe_table(TableId(fresh_db, "t"))
+    start = source.head_offset()
+    run(conn, "INSERT INTO t VALUES (2, '-700:00:00')")
+    with source.snapshot([table]) as snap, pytest.raises(SourceError, match=r"column 'span': TIME value -700:00:00"):
+        list(snap.read(table.table_id))
+    with pytest.raises(SourceError, match="column 'span'.*outside ±596:31:23.647"):
+        list(source.read_binlog({table.table_id: table}, {table.table_id: start}, source.head_offset()))
+
+
+def test_other_character_sets_decode_like_the_snapshot(mariadb, fresh_db, source):
+    """python-mysql-replication decodes utf16/utf32/ucs2 with the wrong byte order and leaves unknown names as
+    bytes; lakecdc's charset table makes binlog strings equal to snapshot strings."""
+    conn = mariadb.connect(fresh_db)
+    run(conn, "CREATE TABLE c (id INT PRIMARY KEY, u16 VARCHAR(10) CHARSET utf16, u32 VARCHAR(10) CHARSET utf32, "
+              "ucs VARCHAR(10) CHARSET ucs2, gbk VARCHAR(10) CHARSET gbk, cyr VARCHAR(10) CHARSET cp1251, "
+              "l1 VARCHAR(10) CHARSET latin1, sj VARCHAR(10) CHARSET sjis, u16le TEXT CHARSET utf16le, "
+              "en ENUM('x', 'y') CHARSET latin1, st SET('p', 'q') CHARSET gbk)")
+    table = source.describe_table(TableId(fresh_db, "c"))
+    start = source.head_offset()
+    run(conn, "INSERT INTO c VALUES (1, '😀ab', '😀', 'é', '中文', 'Привет', 'café €', 'ｶﾀｶﾅ', 'ü😀', 'y', 'p,q')")
+    _, batches = read_all(source, [table], {table.table_id: start}, source.head_offset())
+    with source.snapshot([table]) as snap:
+        snapshot = rows_of(snap.read(table.table_id))
+    assert rows_of(batches) == snapshot == [("+I", {
+        "id": 1, "u16": "😀ab", "u32": "😀", "ucs": "é", "gbk": "中文", "cyr": "Привет", "l1": "café €", "sj": "ｶﾀｶﾅ",
+        "u16le": "ü😀", "en": "y", "st": ["p", "q"]})]

@@ -1,5 +1,7 @@
-"""Dagster integration: pipelines as assets (mysql → paimon lineage), jobs and binlog sensors."""
+"""Dagster integration: one asset per Paimon table (mysql → paimon lineage, column lineage, asset checks), jobs,
+sensors, schedules, resources and a ``dg`` Component (see docs/dagster.md)."""
 
 from lakecdc.dagster.definitions import build_definitions, build_pipeline_definitions
+from lakecdc.dagster.resources import MySqlResource, PaimonCatalogResource
 
-__all__ = ["build_definitions", "build_pipeline_definitions"]
+__all__ = ["build_definitions", "build_pipeline_definitions", "MySqlResource", "PaimonCatalogResource"]

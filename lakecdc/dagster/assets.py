@@ -1,38 +1,39 @@
-"""Dagster assets for one pipeline: a multi-asset whose outputs are the pipeline's Paimon tables (keyed
-``paimon/<db>/<table>``), depending on external ``mysql/<db>/<table>`` assets, so lineage reads mysql → paimon.
+"""Dagster assets of one pipeline: one asset per Paimon table (keyed ``paimon/<db>/<table>``) depending on the
+external ``mysql/<db>/<table>`` assets it is fed from, so lineage reads mysql → paimon.
 
-One materialisation is one micro-batch; each Paimon table that got a new snapshot is reported with its snapshot
-id, binlog offset, change counts, row count and column schema. A commit that a crashed run made but Dagster never
-recorded is reported by the next run, so the UI never misses a snapshot.
+Each table is its own op, so it has its own concurrency pool (two runs never write one table at once), its own
+retries and its own failures: a table that fails or waits for its pool does not hold up the others. One
+materialisation is one micro-batch of that table: its Paimon commit is reported with snapshot id, binlog offset,
+change counts, row count, column schema, column lineage and the partitions it changed, followed by the table's
+blocking asset checks. A commit that a crashed run made but Dagster never recorded is reported by the next run.
+
+Run config (``Materialize`` → launchpad): ``resnapshot: true`` re-snapshots the table in one commit, and with
+``partition: k=v`` only that Paimon partition (see ``lakecdc.dagster.resnapshot``).
 """
 
+import dataclasses
+import hashlib
+import json
 import re
 
 import dagster as dg
+from pydantic import Field
 
 from lakecdc.config import PipelineConfig
-from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError, TableLockedError
+from lakecdc.dagster.checks import TableState, check_specs, evaluate
+from lakecdc.dagster.failures import as_failure, retry_policy
+from lakecdc.dagster.metadata import materialization, mysql_key, paimon_key, table_of, unrecorded_commit
+from lakecdc.dagster.resources import effective_config, resource_keys
+from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
 from lakecdc.model import TableId
-from lakecdc.runtime import TableResult, run_micro_batch
-from lakecdc.runtime.checkpoint import (BINLOG_FILE, BINLOG_GTID, BINLOG_POS, DELETED, INSERTED, PHASE, UPDATED,
-                                        offset_from_properties)
 from lakecdc.selectors import TableSelector
+from lakecdc.transform.rules import select_rule
 from lakecdc.transform.routes import Router
 
-SNAPSHOT_ID_KEY = "lakecdc/paimon_snapshot_id"
+__all__ = ["paimon_key", "mysql_key", "table_of", "discover_tables", "table_lineage", "build_pipeline_assets",
+           "TableRunConfig", "pool_name", "declared_partition_keys", "partitions_name"]
+
 _LITERAL_PART = re.compile(r"^[A-Za-z0-9_$]+$")
-
-
-def paimon_key(table: TableId) -> dg.AssetKey:
-    return dg.AssetKey(["paimon", table.database, table.table])
-
-
-def mysql_key(table: TableId) -> dg.AssetKey:
-    return dg.AssetKey(["mysql", table.database, table.table])
-
-
-def table_of(key: dg.AssetKey) -> TableId:
-    return TableId(key.path[1], key.path[2])
 
 
 def _literal_tables(selector: str) -> list[TableId] | None:
@@ -77,138 +78,151 @@ def table_lineage(config: PipelineConfig) -> dict[TableId, list[TableId]]:
     return lineage
 
 
-def _type_name(arrow_type) -> str:
-    """The Paimon/Flink SQL spelling of a column type (what users see in SHOW CREATE TABLE)."""
-    import pyarrow as pa
-
-    from lakecdc.transform.types import flink_name
-
-    name = flink_name(arrow_type)
-    if pa.types.is_timestamp(arrow_type) or pa.types.is_time(arrow_type):
-        precision = {"s": 0, "ms": 3, "us": 6, "ns": 9}[arrow_type.unit]
-        name = f"{name}({precision})"
-    return name
+def pool_name(config: PipelineConfig, target: TableId) -> str:
+    """The Dagster concurrency pool of a table's writers (limit it to 1 in dagster.yaml, see docs/dagster.md)."""
+    if config.automation.pool == "per-table":
+        return f"lakecdc/{target}"
+    return config.automation.pool
 
 
-def _column_schema(result: TableResult) -> dg.TableSchema:
-    columns = []
-    for field in result.schema:
-        constraints = dg.TableColumnConstraints(nullable=field.nullable,
-                                                unique=field.name in result.primary_keys and
-                                                len(result.primary_keys) == 1)
-        description = []
-        if field.name in result.primary_keys:
-            description.append("primary key")
-        if field.name in result.partition_keys:
-            description.append("partition key")
-        columns.append(dg.TableColumn(field.name, _type_name(field.type), description=", ".join(description) or None,
-                                      constraints=constraints))
-    return dg.TableSchema(columns=columns)
+def declared_partition_keys(config: PipelineConfig, target: TableId, sources: list[TableId]) -> list[str]:
+    """The partition keys the YAML gives the table (sink partition.key, else the transform's partition-keys)."""
+    if target in config.sink.partition_keys:
+        return list(config.sink.partition_keys[target])
+    for source in sources:
+        rule = select_rule(config.transforms, source)
+        if rule is not None and rule.partition_keys and rule.partition_keys.strip():
+            return [k.strip() for k in rule.partition_keys.split(",") if k.strip()]
+    return []
 
 
-def _materialization(result: TableResult) -> dg.MaterializeResult:
-    offset = result.offset
-    metadata = {
-        SNAPSHOT_ID_KEY: dg.MetadataValue.int(result.snapshot_id),
-        "lakecdc/phase": result.phase,
-        "lakecdc/binlog_offset": str(offset),
-        "lakecdc/binlog_file": offset.file,
-        "lakecdc/binlog_pos": dg.MetadataValue.int(offset.pos),
-        "lakecdc/gtid": offset.gtid or "",
-        "lakecdc/inserted": dg.MetadataValue.int(result.counts.inserted),
-        "lakecdc/updated": dg.MetadataValue.int(result.counts.updated),
-        "lakecdc/deleted": dg.MetadataValue.int(result.counts.deleted),
-        "lakecdc/rows_written": dg.MetadataValue.int(result.rows_written),
-        "lakecdc/source_tables": ", ".join(map(str, result.sources)),
-        "lakecdc/primary_keys": ", ".join(result.primary_keys),
-        "lakecdc/partition_keys": ", ".join(result.partition_keys),
-        "dagster/table_name": str(result.target),
-        "dagster/column_schema": _column_schema(result),
+def partitions_name(target: TableId) -> str:
+    """The name of the Dagster dynamic partitions that list a table's Paimon partitions."""
+    return f"{paimon_key(target).to_python_identifier()}__partitions"
+
+
+def code_version(config: PipelineConfig, target: TableId, sources: list[TableId]) -> str:
+    """A hash of everything in the YAML that shapes this table, so an edited transform shows as a code change."""
+    rules = [select_rule(config.transforms, s) for s in sources]
+    shape = {
+        "rules": [None if r is None else {k: v for k, v in dataclasses.asdict(r).items()
+                                          if k not in ("index", "description")} for r in rules],
+        "routes": [dataclasses.asdict(r) for r in config.routes],
+        "partition_keys": config.sink.partition_keys.get(target),
+        "table_properties": config.sink.table_properties,
+        "metadata_list": sorted(config.source.metadata_list),
+        "local_time_zone": config.local_time_zone,
     }
-    if result.row_count is not None:
-        metadata["dagster/row_count"] = dg.MetadataValue.int(result.row_count)
-    return dg.MaterializeResult(asset_key=paimon_key(result.target), metadata=metadata,
-                                data_version=dg.DataVersion(f"snapshot-{result.snapshot_id}"))
+    return hashlib.sha1(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def _unrecorded_commit(context: dg.AssetExecutionContext, config: PipelineConfig, target: TableId):
-    """A snapshot that an earlier, crashed run committed without Dagster recording it, as a materialisation."""
-    from lakecdc.sink import PaimonSink
+class TableRunConfig(dg.Config):
+    """Run config of a Paimon table asset (all optional: a plain materialisation is one micro-batch)."""
 
-    sink = PaimonSink(config.sink.catalog_options, config.sink.table_properties, config.sink.commit_user_prefix)
-    if not sink.table_exists(target):
-        return None
-    properties = sink.checkpoint(target)
-    offset = offset_from_properties(properties)
-    snapshot_id = sink.latest_snapshot_id(target)
-    if offset is None or snapshot_id is None:
-        return None
-    event = context.instance.get_latest_materialization_event(paimon_key(target))
-    recorded = None
-    if event is not None and event.asset_materialization is not None:
-        entry = event.asset_materialization.metadata.get(SNAPSHOT_ID_KEY)
-        recorded = entry.value if entry is not None else None
-    if recorded is not None and recorded >= snapshot_id:
-        return None
-    return dg.MaterializeResult(
-        asset_key=paimon_key(target),
-        metadata={
-            SNAPSHOT_ID_KEY: dg.MetadataValue.int(snapshot_id),
-            "lakecdc/phase": properties.get(PHASE, ""),
-            "lakecdc/binlog_offset": str(offset),
-            "lakecdc/binlog_file": properties[BINLOG_FILE],
-            "lakecdc/binlog_pos": dg.MetadataValue.int(int(properties[BINLOG_POS])),
-            "lakecdc/gtid": properties.get(BINLOG_GTID, ""),
-            "lakecdc/inserted": dg.MetadataValue.int(int(properties.get(INSERTED, 0))),
-            "lakecdc/updated": dg.MetadataValue.int(int(properties.get(UPDATED, 0))),
-            "lakecdc/deleted": dg.MetadataValue.int(int(properties.get(DELETED, 0))),
-            "lakecdc/recovered": dg.MetadataValue.text(
-                "committed by an earlier run that stopped before Dagster recorded it"),
-            "dagster/table_name": str(target),
-            "dagster/row_count": dg.MetadataValue.int(sink.row_count(target)),
-        },
-        data_version=dg.DataVersion(f"snapshot-{snapshot_id}"))
+    resnapshot: bool = Field(default=False, description="Re-snapshot the table from MySQL in one commit (rows "
+                                                        "gone from MySQL are deleted); other tables are untouched")
+    partition: str = Field(default="", description="With resnapshot: only this Paimon partition, spelled like "
+                                                   "the UI lists it, e.g. order_day=20260101")
 
 
-def build_pipeline_assets(config: PipelineConfig) -> tuple[dg.AssetsDefinition, list[dg.AssetSpec]]:
+def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool = False, partition: str = ""):
+    """Run one table's micro-batch (or re-snapshot) and return what it committed, or None. Errors become
+    Dagster Failures; only transient source errors may be retried."""
+    from lakecdc.dagster.resnapshot import needs_first_snapshot
+    from lakecdc.dagster.resnapshot import resnapshot as run_resnapshot
+    from lakecdc.runtime import run_micro_batch
+
+    if partition and not resnapshot:
+        raise dg.Failure("'partition' only applies with 'resnapshot: true'", allow_retries=False)
+    try:
+        if resnapshot and not needs_first_snapshot(config, target):
+            return run_resnapshot(config, target, partition or None, run_id=context.run.run_id, log=context.log)
+        if resnapshot:
+            context.log.info(f"{target} has no checkpoint yet: taking its first snapshot")
+        result = run_micro_batch(config, targets={target}, run_id=context.run.run_id, log=context.log)
+    except dg.Failure:
+        raise
+    except Exception as exc:  # classified: transient source errors retry, everything else fails at once
+        raise as_failure(exc) from (None if isinstance(exc, LakeCdcError) else exc)
+    table = result.tables.get(target)
+    return table if table is not None and table.committed else None
+
+
+def report(context, config: PipelineConfig, target: TableId, committed, *, with_checks: set[str],
+           expect_materialization: bool):
+    """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the check results."""
+    key = paimon_key(target)
+    state = TableState.load(config, target, key)
+    if committed is not None:
+        result = materialization(committed, state.plan, config.sink.catalog_options)
+        register_partitions(context.instance, config, target, committed)
+        yield result
+    elif expect_materialization:
+        late = unrecorded_commit(context.instance, config.sink.catalog_options, target)
+        if late is not None:
+            yield late
+        else:
+            context.log.info(f"{target}: no new changes")
+    yield from evaluate(state, with_checks)
+
+
+def register_partitions(instance, config: PipelineConfig, target: TableId, committed) -> None:
+    """Add the Paimon partitions a commit touched to the table's dynamic partitions (the re-snapshot job's)."""
+    partitions = getattr(committed, "partitions", None)
+    if not partitions:
+        return
+    name = partitions_name(target)
+    known = set(instance.get_dynamic_partitions(name))
+    new = sorted(p for p in partitions if p not in known)
+    if new:
+        instance.add_dynamic_partitions(name, new)
+
+
+def build_table_asset(config: PipelineConfig, target: TableId, feeds: list[TableId], *,
+                      use_resources: bool = False) -> dg.AssetsDefinition:
+    key = paimon_key(target)
+    pipeline = config
+
+    spec = dg.AssetSpec(
+        key, deps=[mysql_key(s) for s in feeds], group_name=config.slug, kinds={"paimon"}, skippable=True,
+        description=f"Paimon table {target}, fed by {', '.join(map(str, feeds))} (pipeline {config.name!r})",
+        metadata={"dagster/table_name": str(target), "lakecdc/pipeline": config.name,
+                  "lakecdc/pipeline_file": config.path or "",
+                  "lakecdc/warehouse": config.sink.catalog_options.get("warehouse", "")},
+        tags={"lakecdc/pipeline": config.slug}, code_version=code_version(config, target, feeds))
+
+    # A multi-asset of one table (not @asset) so that its checks can run alone ("Execute check" in the UI).
+    @dg.multi_asset(
+        name=key.to_python_identifier(), specs=[spec], check_specs=check_specs(config, key, feeds), can_subset=True,
+        op_tags={"lakecdc/pipeline": config.slug, "lakecdc/table": str(target)}, pool=pool_name(config, target),
+        retry_policy=retry_policy(config), required_resource_keys=resource_keys(config) if use_resources else set())
+    def _table_asset(context: dg.AssetExecutionContext, config: TableRunConfig):
+        effective = effective_config(pipeline, context.resources)
+        selected = key in context.selected_asset_keys
+        committed = run_table(context, effective, target, config.resnapshot, config.partition) if selected else None
+        checks = {k.name for k in context.selected_asset_check_keys}
+        try:
+            yield from report(context, effective, target, committed, with_checks=checks,
+                              expect_materialization=selected)
+        except Exception as exc:  # reporting after a commit: never retried (the commit is already done)
+            raise dg.Failure(description=f"{target}: reporting the commit failed: {exc}", allow_retries=False) \
+                from exc
+
+    return _table_asset
+
+
+def build_pipeline_assets(config: PipelineConfig, *, use_resources: bool = False
+                          ) -> tuple[list[dg.AssetsDefinition], list[dg.AssetSpec]]:
+    """The Paimon table assets of a pipeline and the external MySQL source assets they depend on. With
+    ``use_resources`` the assets read their connections from the MySQL/Paimon resources (see resources.py)."""
     lineage = table_lineage(config)
     sources = sorted({s for feeds in lineage.values() for s in feeds})
     source_specs = [
         dg.AssetSpec(mysql_key(s), group_name="mysql", kinds={"mysql"},
-                     description=f"MySQL table {s} on {config.source.hostname}:{config.source.port}")
+                     description=f"MySQL table {s} on {config.source.hostname}:{config.source.port}",
+                     metadata={"dagster/table_name": str(s)})
         for s in sources
     ]
-    specs = [
-        dg.AssetSpec(
-            paimon_key(target), deps=[mysql_key(s) for s in feeds], group_name=config.slug, kinds={"paimon"},
-            skippable=True,
-            description=f"Paimon table {target}, fed by {', '.join(map(str, feeds))} (pipeline {config.name!r})",
-            metadata={"dagster/table_name": str(target), "lakecdc/pipeline": config.name,
-                      "lakecdc/pipeline_file": config.path or ""},
-            tags={"lakecdc/pipeline": config.slug})
-        for target, feeds in sorted(lineage.items())
-    ]
-
-    @dg.multi_asset(name=config.slug, specs=specs, can_subset=True,
-                    description=f"One micro-batch of the lakecdc pipeline {config.name!r}",
-                    op_tags={"lakecdc/pipeline": config.slug})
-    def _pipeline_asset(context: dg.AssetExecutionContext):
-        targets = {table_of(key) for key in context.selected_asset_keys}
-        try:
-            result = run_micro_batch(config, targets=targets, run_id=context.run.run_id, log=context.log)
-        except (PipelineConfigError, TableLockedError) as exc:
-            raise dg.Failure(str(exc), allow_retries=False) from None
-        except LakeCdcError as exc:
-            raise dg.Failure(str(exc)) from None
-        for target in sorted(targets):
-            table = result.tables.get(target)
-            if table is not None and table.committed:
-                yield _materialization(table)
-                continue
-            late = _unrecorded_commit(context, config, target)
-            if late is not None:
-                yield late
-            else:
-                context.log.info(f"{target}: no new changes")
-
-    return _pipeline_asset, source_specs
+    assets = [build_table_asset(config, target, feeds, use_resources=use_resources)
+              for target, feeds in sorted(lineage.items())]
+    return assets, source_specs

@@ -1,5 +1,6 @@
-"""Builds Dagster ``Definitions`` from every pipeline YAML in a directory: per pipeline a multi-asset of its
-Paimon tables, the external MySQL source assets, a job and a binlog sensor."""
+"""Builds Dagster ``Definitions`` from pipeline YAML: per pipeline one asset per Paimon table (with its checks),
+the external MySQL source assets, a job, a binlog sensor, an optional schedule, a failure alert, and a re-snapshot
+job per partitioned table; plus the MySQL and Paimon resources the pipelines read their connections from."""
 
 import os
 from pathlib import Path
@@ -7,8 +8,10 @@ from pathlib import Path
 import dagster as dg
 
 from lakecdc.config import PipelineConfig, load_pipeline
-from lakecdc.dagster.assets import build_pipeline_assets
-from lakecdc.dagster.sensors import build_binlog_sensor
+from lakecdc.dagster.assets import build_pipeline_assets, declared_partition_keys, table_lineage
+from lakecdc.dagster.jobs import build_pipeline_job, build_resnapshot_job
+from lakecdc.dagster.resources import default_resources
+from lakecdc.dagster.sensors import build_binlog_sensor, build_failure_sensor, build_schedule
 from lakecdc.errors import PipelineConfigError
 
 PIPELINES_DIR_ENV = "LAKECDC_PIPELINES_DIR"
@@ -21,36 +24,63 @@ def pipeline_files(directory: str | os.PathLike) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
-def build_pipeline_definitions(config: PipelineConfig) -> dg.Definitions:
-    asset, source_specs = build_pipeline_assets(config)
-    job = dg.define_asset_job(f"{config.slug}_job", selection=dg.AssetSelection.assets(asset),
-                              description=f"One micro-batch of the lakecdc pipeline {config.name!r}",
-                              tags={"lakecdc/pipeline": config.slug})
-    return dg.Definitions(assets=[asset, *source_specs], jobs=[job], sensors=[build_binlog_sensor(config, job)])
+def _pipeline_parts(config: PipelineConfig, use_resources: bool) -> dg.Definitions:
+    """Everything of one pipeline except resources."""
+    assets, source_specs = build_pipeline_assets(config, use_resources=use_resources)
+    job = build_pipeline_job(config, assets)
+    lineage = table_lineage(config)
+    resnapshot_jobs = [build_resnapshot_job(config, target, feeds, use_resources=use_resources)
+                       for target, feeds in sorted(lineage.items()) if declared_partition_keys(config, target, feeds)]
+    schedule = build_schedule(config, job)
+    return dg.Definitions(
+        assets=[*assets, *source_specs], jobs=[job, *resnapshot_jobs],
+        sensors=[build_binlog_sensor(config, job, sorted(lineage), use_resources=use_resources),
+                 build_failure_sensor(config, sorted(lineage))],
+        schedules=[schedule] if schedule else [])
 
 
-def build_definitions(directory: str | os.PathLike | None = None) -> dg.Definitions:
-    """Definitions for every pipeline file in ``directory`` (default: ``$LAKECDC_PIPELINES_DIR``)."""
-    directory = directory or os.environ.get(PIPELINES_DIR_ENV)
-    if not directory:
-        raise PipelineConfigError(f"no pipelines directory given (set {PIPELINES_DIR_ENV})")
-    configs = [load_pipeline(path) for path in pipeline_files(directory)]
+def _merge(configs: list[PipelineConfig], resources: dict | None) -> dg.Definitions:
     slugs = [c.slug for c in configs]
     for slug in set(slugs):
         if slugs.count(slug) > 1:
-            names = [c.path for c in configs if c.slug == slug]
+            names = [c.path or c.name for c in configs if c.slug == slug]
             raise PipelineConfigError(f"pipelines {', '.join(names)} have the same name; give each a unique "
                                       "pipeline.name")
-    parts = [build_pipeline_definitions(c) for c in configs]
-    # Source specs shared by several pipelines must appear once.
+    parts = [_pipeline_parts(c, resources is not None) for c in configs]
     merged = dg.Definitions.merge(*parts) if parts else dg.Definitions()
+    # Source specs shared by several pipelines must appear once.
     assets, seen = [], set()
     for asset in merged.assets or []:
-        key = getattr(asset, "key", None)
         if isinstance(asset, dg.AssetSpec):
-            if key in seen:
+            if asset.key in seen:
                 continue
-            seen.add(key)
+            seen.add(asset.key)
         assets.append(asset)
-    return dg.Definitions(assets=assets, jobs=merged.jobs, sensors=merged.sensors,
-                          executor=dg.in_process_executor)
+    # Without resources the pipelines run exactly as their YAML says (and `dg.materialize(defs.assets)` works
+    # alone); with them, every key a pipeline reads is bound, unset ones to a no-override default.
+    bound = {}
+    if resources is not None:
+        bound = default_resources(configs)
+        bound.update(resources)
+    return dg.Definitions(assets=assets, jobs=merged.jobs, sensors=merged.sensors, schedules=merged.schedules,
+                          resources=bound, executor=dg.in_process_executor)
+
+
+def build_pipeline_definitions(config: PipelineConfig, resources: dict | None = None) -> dg.Definitions:
+    """Definitions of one pipeline; ``resources`` override the default (no-override) MySQL/Paimon resources."""
+    return _merge([config], resources)
+
+
+def build_definitions(directory: str | os.PathLike | None = None, resources: dict | None = None) -> dg.Definitions:
+    """Definitions for every pipeline file in ``directory`` (default: ``$LAKECDC_PIPELINES_DIR``).
+    ``resources`` (e.g. ``{"mysql": MySqlResource(password=dg.EnvVar("MYSQL_PASSWORD"))}``) override the
+    connections of the YAML files for this deployment."""
+    directory = directory or os.environ.get(PIPELINES_DIR_ENV)
+    if not directory:
+        raise PipelineConfigError(f"no pipelines directory given (set {PIPELINES_DIR_ENV})")
+    return _merge([load_pipeline(path) for path in pipeline_files(directory)], resources)
+
+
+def build_definitions_from_configs(configs: list[PipelineConfig], resources: dict | None = None) -> dg.Definitions:
+    """Definitions of already parsed pipelines (the Component uses this)."""
+    return _merge(list(configs), resources)

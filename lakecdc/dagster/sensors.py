@@ -1,38 +1,151 @@
-"""The per-pipeline binlog sensor: requests a run when the binlog head is past a table's checkpoint (or a table
-still needs its snapshot). The run key is the head offset, so one head position launches at most one run, and no
-run is requested while another run of the pipeline is still going."""
+"""Automation of a pipeline: the binlog sensor, an optional cron schedule and a run-failure alert.
+
+The binlog sensor (interval ``pipeline.lakecdc.sensor.interval``) requests a run for the tables whose checkpoint
+is behind the binlog head (or that need their first snapshot) and that no active run of the pipeline is writing
+(a micro-batch or a re-snapshot), so one busy table never holds up the others. The run key is the head offset plus
+the tables, so one head position starts at most one run per set of tables. Its cursor records the head it saw and
+the tables it requested: ``{"head": "mysql-bin.000003:1234", "requested": ["inventory.orders"]}``.
+"""
+
+import json
+import urllib.request
+import zoneinfo
 
 import dagster as dg
 
 from lakecdc.config import PipelineConfig
+from lakecdc.dagster.jobs import PIPELINE_TAG, TABLE_TAG
+from lakecdc.dagster.metadata import paimon_key, table_of
+from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.errors import LakeCdcError
-from lakecdc.runtime import pipeline_status
+from lakecdc.model import TableId
 
 _ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-           dg.DagsterRunStatus.STARTED]
+           dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
 
-def build_binlog_sensor(config: PipelineConfig, job) -> dg.SensorDefinition:
+def busy_tables(instance, config: PipelineConfig, tables: list[TableId]) -> dict[TableId, str]:
+    """Tables an active run of the pipeline writes → that run's id."""
+    busy: dict[TableId, str] = {}
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=_ACTIVE, tags={PIPELINE_TAG: config.slug}))
+    for run in runs:
+        if run.tags.get(TABLE_TAG):
+            written = [TableId.parse(run.tags[TABLE_TAG])]
+        elif run.asset_selection:
+            written = [table_of(k) for k in run.asset_selection if k.path[0] == "paimon"]
+        else:
+            written = list(tables)
+        for table in written:
+            busy.setdefault(table, run.run_id)
+    return busy
+
+
+def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
+                        use_resources: bool = False) -> dg.SensorDefinition:
+    pipeline = config
+
     @dg.sensor(
         name=f"{config.slug}_binlog_sensor", job=job,
+        required_resource_keys=resource_keys(config) if use_resources else set(),
         minimum_interval_seconds=max(1, int(config.sensor_interval_seconds)),
         default_status=dg.DefaultSensorStatus.RUNNING if config.sensor_running else dg.DefaultSensorStatus.STOPPED,
-        description=f"Starts a micro-batch of {config.name!r} when the MySQL binlog moves past the tables' checkpoints")
+        description=f"Starts a micro-batch of {config.name!r} for the tables whose checkpoint is behind the MySQL "
+                    "binlog head, except tables an active run is writing")
     def _sensor(context: dg.SensorEvaluationContext):
-        active = context.instance.get_runs(
-            filters=dg.RunsFilter(job_name=job.name, statuses=_ACTIVE), limit=1)
-        if active:
-            return dg.SkipReason(f"run {active[0].run_id} of this pipeline is still in progress")
+        effective = effective_config(pipeline, context.resources)
+        from lakecdc.runtime import pipeline_status
+
         try:
-            status = pipeline_status(config)
+            status = pipeline_status(effective)
         except LakeCdcError as exc:
             return dg.SkipReason(f"cannot read the pipeline's state: {exc}")
-        if not status.needs_run:
-            return dg.SkipReason(f"all tables are at the binlog head {status.head}")
-        behind = [f"{t.target} ({t.lag(status.head)})" for t in status.tables
-                  if t.checkpoint is None or t.checkpoint < status.head]
-        context.log.info("behind: " + ", ".join(behind))
-        return dg.RunRequest(run_key=f"{status.head}", tags={"lakecdc/binlog_head": str(status.head),
-                                                             "lakecdc/pipeline": config.slug})
+        behind = [t for t in status.tables if t.checkpoint is None or t.checkpoint < status.head]
+        busy = busy_tables(context.instance, pipeline, [t.target for t in status.tables])
+        ready = sorted(t.target for t in behind if t.target not in busy)
+        cursor = json.dumps({"head": str(status.head), "requested": [str(t) for t in ready]})
+        if not behind:
+            return dg.SensorResult(skip_reason=f"all tables are at the binlog head {status.head}", cursor=cursor)
+        if not ready:
+            waiting = ", ".join(f"{t} (run {busy[t]})" for t in sorted(busy))
+            return dg.SensorResult(skip_reason=f"tables behind the head are being written: {waiting}", cursor=cursor)
+        context.log.info("behind: " + ", ".join(f"{t.target} ({t.lag(status.head)})" for t in behind
+                                                 if t.target in ready))
+        request = dg.RunRequest(
+            run_key=f"{status.head}|{','.join(map(str, ready))}", asset_selection=[paimon_key(t) for t in ready],
+            tags={"lakecdc/binlog_head": str(status.head), PIPELINE_TAG: pipeline.slug})
+        return dg.SensorResult(run_requests=[request], cursor=cursor)
 
     return _sensor
+
+
+def _schedule_zone(config: PipelineConfig) -> str:
+    zone = config.local_time_zone
+    return zone if zone in zoneinfo.available_timezones() else "UTC"
+
+
+def build_schedule(config: PipelineConfig, job) -> dg.ScheduleDefinition | None:
+    """The optional cron schedule (``pipeline.lakecdc.schedule``): a micro-batch of every table, e.g. for sources
+    whose binlog should be read at fixed times instead of continuously."""
+    automation = config.automation
+    if not automation.schedule:
+        return None
+    try:
+        return dg.ScheduleDefinition(
+            name=f"{config.slug}_schedule", job=job, cron_schedule=automation.schedule,
+            execution_timezone=_schedule_zone(config), tags={PIPELINE_TAG: config.slug},
+            default_status=dg.DefaultScheduleStatus.RUNNING if automation.schedule_running
+            else dg.DefaultScheduleStatus.STOPPED,
+            description=f"Micro-batch of every table of {config.name!r} on the cron schedule {automation.schedule}")
+    except dg.DagsterInvalidDefinitionError as exc:
+        from lakecdc.errors import PipelineConfigError
+
+        raise PipelineConfigError(f"invalid cron schedule {automation.schedule!r}: {exc}", file=config.path,
+                                  path="pipeline.lakecdc.schedule") from None
+
+
+def failure_text(config: PipelineConfig, context) -> dict:
+    """The alert for a failed run: pipeline, run, job and the steps' error messages (lakecdc's messages never hold
+    a password)."""
+    run = context.dagster_run
+    errors = []
+    for event in context.get_step_failure_events():
+        error = event.event_specific_data.error if event.event_specific_data else None
+        errors.append(f"{event.step_key}: {error.message.strip() if error else event.message}")
+    if not errors and context.failure_event is not None:
+        errors.append(context.failure_event.message or "run failed")
+    text = f"lakecdc pipeline {config.name!r}: run {run.run_id} of {run.job_name} failed: " + " | ".join(errors)
+    return {"text": text, "pipeline": config.name, "run_id": run.run_id, "job": run.job_name, "errors": errors,
+            "tables": run.tags.get(TABLE_TAG) or ", ".join("/".join(k.path) for k in (run.asset_selection or []))}
+
+
+def concerns_pipeline(run, config: PipelineConfig, tables: list[TableId]) -> bool:
+    """Whether a run wrote (or tried to write) the pipeline's tables: its jobs, or any job selecting its assets
+    (e.g. *Materialize* in the UI runs the implicit asset job)."""
+    if run.tags.get(PIPELINE_TAG) == config.slug:
+        return True
+    keys = {paimon_key(t) for t in tables}
+    return bool(run.asset_selection and set(run.asset_selection) & keys)
+
+
+def build_failure_sensor(config: PipelineConfig, tables: list[TableId]) -> dg.SensorDefinition:
+    """Logs every failed run that wrote the pipeline's tables and, with ``pipeline.lakecdc.alert.webhook``, posts it
+    as JSON (``{"text": ..., "pipeline": ..., "run_id": ..., "errors": [...]}``, the shape Slack/Teams webhooks
+    take)."""
+    pipeline = config
+
+    @dg.run_failure_sensor(name=f"{config.slug}_failure_alert", default_status=dg.DefaultSensorStatus.RUNNING,
+                           description=f"Alerts on failed runs of {config.name!r}"
+                                       + (" (webhook)" if config.automation.alert_webhook else " (log only)"))
+    def _alert(context: dg.RunFailureSensorContext):
+        if not concerns_pipeline(context.dagster_run, pipeline, tables):
+            return
+        alert = failure_text(pipeline, context)
+        context.log.error(alert["text"])
+        webhook = pipeline.automation.alert_webhook
+        if webhook:
+            request = urllib.request.Request(webhook, data=json.dumps(alert).encode(), method="POST",
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - user-configured URL
+                response.read()
+
+    return _alert

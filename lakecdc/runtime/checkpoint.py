@@ -6,7 +6,10 @@ work and a run that dies after it repeats nothing. These are the property keys a
 
 from __future__ import annotations
 
-from lakecdc.model import BinlogOffset, TableCounts
+import json
+from dataclasses import dataclass, field
+
+from lakecdc.model import BinlogOffset, TableCounts, TableId
 
 BINLOG_FILE = "lakecdc.binlog.file"
 BINLOG_POS = "lakecdc.binlog.pos"
@@ -16,6 +19,12 @@ PIPELINE = "lakecdc.pipeline"
 RUN_ID = "lakecdc.run-id"
 SOURCE_TABLES = "lakecdc.source-tables"
 INSERTED, UPDATED, DELETED = "lakecdc.changes.inserted", "lakecdc.changes.updated", "lakecdc.changes.deleted"
+# A chunked snapshot that is not finished: JSON {"db.table": chunk progress} of the source tables still being read
+# (absent: every source table in SOURCE_TABLES is fully snapshotted). See docs/operations.md.
+SNAPSHOT_PENDING = "lakecdc.snapshot.pending"
+# Every source table the pipeline captured at that run (to tell tables created later: scan.newly-added-table.*)
+CAPTURED_TABLES = "lakecdc.captured-tables"
+STARTUP_MODE = "lakecdc.startup.mode"
 
 PHASE_SNAPSHOT = "snapshot"
 PHASE_BINLOG = "binlog"
@@ -29,8 +38,9 @@ def offset_from_properties(properties: dict[str, str] | None) -> BinlogOffset | 
 
 
 def checkpoint_properties(offset: BinlogOffset, *, phase: str, pipeline: str, run_id: str,
-                          source_tables: list[str], counts: TableCounts) -> dict[str, str]:
-    return {
+                          source_tables: list[str], counts: TableCounts, pending: dict[str, dict] | None = None,
+                          captured: list[str] | None = None, startup_mode: str | None = None) -> dict[str, str]:
+    properties = {
         BINLOG_FILE: offset.file,
         BINLOG_POS: str(offset.pos),
         BINLOG_GTID: offset.gtid or "",
@@ -42,3 +52,48 @@ def checkpoint_properties(offset: BinlogOffset, *, phase: str, pipeline: str, ru
         UPDATED: str(counts.updated),
         DELETED: str(counts.deleted),
     }
+    if pending:
+        properties[SNAPSHOT_PENDING] = json.dumps(pending, sort_keys=True, separators=(",", ":"))
+    if captured is not None:
+        properties[CAPTURED_TABLES] = ",".join(sorted(captured))
+    if startup_mode:
+        properties[STARTUP_MODE] = startup_mode
+    return properties
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Everything a table's latest lakecdc snapshot says about where it stands."""
+
+    offset: BinlogOffset
+    phase: str
+    sources: tuple[TableId, ...]  # the source tables this checkpoint covers
+    pending: dict[TableId, dict] = field(default_factory=dict)  # unfinished snapshots: chunk progress (JSON)
+    captured: frozenset[TableId] | None = None  # every source table of the pipeline at that run, when recorded
+    startup_mode: str = ""
+
+    @property
+    def snapshot_pending(self) -> bool:
+        return bool(self.pending)
+
+
+def _table_ids(text: str) -> list[TableId]:
+    out = []
+    for item in (t.strip() for t in (text or "").split(",")):
+        if item:
+            out.append(TableId.parse(item))
+    return out
+
+
+def read_checkpoint(properties: dict[str, str] | None) -> Checkpoint | None:
+    """The checkpoint a snapshot's properties record, or None when the table has none yet."""
+    offset = offset_from_properties(properties)
+    if offset is None:
+        return None
+    pending_text = properties.get(SNAPSHOT_PENDING) or ""
+    pending = {TableId.parse(k): v for k, v in json.loads(pending_text).items()} if pending_text else {}
+    captured = properties.get(CAPTURED_TABLES)
+    return Checkpoint(
+        offset=offset, phase=properties.get(PHASE, ""), sources=tuple(_table_ids(properties.get(SOURCE_TABLES, ""))),
+        pending=pending, captured=frozenset(_table_ids(captured)) if captured is not None else None,
+        startup_mode=properties.get(STARTUP_MODE, ""))

@@ -1,11 +1,14 @@
 """One micro-batch of a pipeline, from the checkpoint to the commit.
 
 1. Check the server, resolve the captured tables, compile the transforms (all errors before any write).
-2. Lock every target table, create missing ones, read each table's checkpoint from its latest snapshot.
-3. Tables without a checkpoint get a consistent snapshot; the others read the binlog from their checkpoint up
-   to the head position taken at the start of the run (a transaction boundary).
-4. Rows pass through the transform as Arrow tables and go to the native Paimon writer.
-5. Every touched table gets exactly one new snapshot whose properties carry the offset it reached.
+2. Lock every target table, create missing ones, read each table's checkpoint from its latest snapshot, and
+   decide what each does (lakecdc.runtime.snapshots: startup mode, newly added tables, unfinished snapshots).
+3. Tables with a checkpoint read the binlog from it up to the head position taken at the start of the run (a
+   transaction boundary); tables without one start as ``scan.startup.mode`` says. They commit once each.
+4. Tables that need a snapshot take it in chunks, committing rows and progress every
+   ``lakecdc.snapshot.commit-rows`` rows, so a run that dies resumes the snapshot where it stopped.
+5. Rows pass through the transform as Arrow tables and go to the native Paimon writer; every commit's snapshot
+   properties carry the offset (and snapshot progress) it reached.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ import pyarrow.compute as pc
 
 from lakecdc.config import PipelineConfig
 from lakecdc.model import OP_COLUMN, BinlogOffset, ChangeBatch, TableCounts, TableId
-from lakecdc.runtime.checkpoint import (PHASE_BINLOG, PHASE_SNAPSHOT, checkpoint_properties,
-                                        offset_from_properties)
+from lakecdc.runtime import snapshots as _snapshots
+from lakecdc.runtime.checkpoint import PHASE_BINLOG, PHASE_SNAPSHOT, checkpoint_properties, read_checkpoint
 from lakecdc.runtime.plan import PipelinePlan, SourcePlan, TargetPlan, build_plan, source_options
+from lakecdc.runtime.report import SnapshotProgress, count_partitions, estimate_rows, log_summary
 from lakecdc.sink import PaimonSink, TableWriter
 from lakecdc.source import MySqlSource
 
@@ -51,6 +55,10 @@ class TableResult:
     primary_keys: list[str] = field(default_factory=list)
     partition_keys: list[str] = field(default_factory=list)
     created: bool = False
+    partitions: dict[str, dict[str, int]] = field(default_factory=dict)  # partition → change kind → rows
+    commits: int = 0  # snapshots this run committed (a chunked snapshot commits several)
+    snapshot_complete: bool = True  # False while a chunked snapshot still has chunks to read
+    snapshot_rows: int = 0  # rows this run read from MySQL for a snapshot
 
 
 @dataclass
@@ -60,6 +68,8 @@ class RunResult:
     head: BinlogOffset | None
     tables: dict[TableId, TableResult]
     seconds: float = 0.0
+    binlog_reads: int = 0  # binlog connections the run opened for its tables (snapshot catch-ups not counted)
+    ignored_tables: list[TableId] = field(default_factory=list)  # created after the start, not captured
 
     @property
     def committed(self) -> list[TableResult]:
@@ -82,38 +92,56 @@ def run_micro_batch(config: PipelineConfig, *, targets: set[TableId] | None = No
     started = time.monotonic()
     source = MySqlSource(source_options(config))
     source.check_server()
-    plan = build_plan(config, source)
-    if targets is not None:
-        plan = plan.restrict(set(targets))
+    full_plan = build_plan(config, source)
     sink = PaimonSink(config.sink.catalog_options, config.sink.table_properties, config.sink.commit_user_prefix)
+    admission = _snapshots.admit_tables(
+        config, full_plan, {t: read_checkpoint(sink.checkpoint(t)) for t in full_plan.targets}, log)
+    plan = full_plan.restrict(set(targets)) if targets is not None else full_plan
+    plan = _snapshots.without_sources(plan, admission.ignored)
+    keys = {sid: source.chunk_key(p.source) for sid, p in plan.sources.items()}  # bad chunk-key options fail here
+    run = RunResult(config.name, run_id, None, {}, ignored_tables=sorted(admission.ignored))
 
     with ExitStack() as locks:
         for target in sorted(plan.targets):
             locks.enter_context(sink.lock(target, owner=f"pipeline {config.name!r} run {run_id}"))
+        checkpoints = {t: read_checkpoint(sink.checkpoint(t)) for t in plan.targets}
+        head = run.head = source.head_offset()
+        # what each table does (startup positions resolved, purged binlogs found) before any table is created
+        work = _snapshots.plan_work(config, plan, checkpoints, admission, source, head, log)
+        _snapshots.check_binlog_available(
+            source, {t: w.offset for t, w in work.items() if w.kind in (_snapshots.BINLOG, _snapshots.SNAPSHOT)
+                     and w.offset is not None}, sink.warehouse)
         results = _prepare_targets(plan, sink)
-        checkpoints = {t: offset_from_properties(sink.checkpoint(t)) for t in plan.targets}
-        head = source.head_offset()
+        run.tables = results
+        captured = sorted(str(t) for t in admission.captured)
         writers: dict[TableId, TableWriter] = {}
         try:
-            snapshot_targets = {t for t, offset in checkpoints.items() if offset is None}
-            if snapshot_targets:
-                _run_snapshot(plan, source, sink, snapshot_targets, writers, results, log)
-            binlog_targets = {t for t, offset in checkpoints.items() if offset is not None and offset < head}
+            binlog_targets = {t for t, w in work.items() if w.kind == _snapshots.BINLOG}
             if binlog_targets:
-                _run_binlog(plan, source, sink, binlog_targets, checkpoints, head, writers, results, log)
+                _run_binlog(plan, source, sink, binlog_targets, {t: work[t].offset for t in binlog_targets}, head,
+                            writers, results, log)
+                run.binlog_reads += 1
+            fresh = {t: w for t, w in work.items() if w.kind == _snapshots.FRESH_BINLOG}
+            for (start, skip_events, skip_rows), group in _by_start(fresh).items():
+                _run_fresh_binlog(plan, source, sink, group, start, head, skip_events, skip_rows, writers, results,
+                                  log)
+                run.binlog_reads += 1
             failpoint("before-commit")
             for target in sorted(writers):
-                _commit(config, run_id, target, writers[target], results[target], log)
+                _commit(config, run_id, target, writers[target], results[target], log, captured)
                 failpoint("between-commits")
         except BaseException:
             for writer in writers.values():
                 writer.abort()
             raise
+        _run_snapshots(config, plan, source, sink, run_id, captured, work, keys, results, log)
         for result in results.values():
             if result.committed:
                 result.row_count = sink.row_count(result.target)
     failpoint("after-commit")
-    return RunResult(config.name, run_id, head, results, time.monotonic() - started)
+    log_summary(results, time.monotonic() - started, log)
+    run.seconds = time.monotonic() - started
+    return run
 
 
 def _prepare_targets(plan: PipelinePlan, sink: PaimonSink) -> dict[TableId, TableResult]:
@@ -172,23 +200,74 @@ def _apply(source_plan: SourcePlan, batch: ChangeBatch, targets: set[TableId], s
         if output.num_rows:
             _writer(target, sink, writers).write(output)
             results[target].rows_written += output.num_rows
+            count_partitions(output, results[target].partition_keys, results[target].partitions)
 
 
-def _run_snapshot(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targets: set[TableId],
-                  writers: dict[TableId, TableWriter], results: dict[TableId, TableResult], log) -> None:
-    source_plans = [p for p in plan.sources.values() if any(t in targets for t in p.targets)]
-    log.info("snapshot of %s", ", ".join(str(p.source.table_id) for p in source_plans))
-    with source.snapshot([p.source for p in source_plans]) as snapshot:
-        for source_plan in source_plans:
-            rows = 0
-            for batch in snapshot.read(source_plan.source.table_id):
-                _apply(source_plan, batch, targets, sink, writers, results)
-                rows += batch.num_rows
-            log.info("snapshot of %s: %d rows at %s", source_plan.source.table_id, rows, snapshot.offset)
-        for target in targets:
-            _writer(target, sink, writers)  # a snapshot commits even when the table is empty
-            results[target].phase = PHASE_SNAPSHOT
-            results[target].offset = snapshot.offset
+def _write_batch(source_plan: SourcePlan, batch: ChangeBatch, writer: TableWriter, counts: TableCounts,
+                 result: TableResult) -> int:
+    """Transform one batch and write it to one table's open writer; returns the rows written."""
+    if batch.num_rows == 0:
+        return 0
+    output = source_plan.transform.apply(batch)
+    _count_changes(batch, counts)
+    if output.num_rows:
+        writer.write(output)
+        count_partitions(output, result.partition_keys, result.partitions)
+    return output.num_rows
+
+
+def _run_snapshots(config: PipelineConfig, plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, run_id: str,
+                   captured: list[str], work: dict, keys: dict, results: dict[TableId, TableResult], log) -> None:
+    """Chunked snapshots of the tables that need one, each committing as it goes (lakecdc.runtime.snapshots)."""
+    targets = sorted(t for t, w in work.items() if w.kind == _snapshots.SNAPSHOT)
+    if not targets:
+        return
+    estimates = estimate_rows(source.options, sorted({s for t in targets for s in work[t].progress}))
+    for target in targets:
+        result = results[target]
+        ctx = _snapshots.SnapshotContext(
+            config=config, plan=plan, source=source, sink=sink, run_id=run_id, captured=captured,
+            apply=lambda sp, batch, writer, counts, r=result: _write_batch(sp, batch, writer, counts, r),
+            failpoint=failpoint, log=log,
+            progress_report=lambda table_id: SnapshotProgress(table_id, estimates.get(table_id), log))
+        result.phase = PHASE_SNAPSHOT
+        result.snapshot_complete = False
+        outcome = _snapshots.run_snapshot(ctx, work[target], keys)
+        result.snapshot_complete = outcome.complete
+        result.commits += outcome.commits
+        result.committed = result.committed or outcome.commits > 0
+        result.snapshot_id = outcome.snapshot_id if outcome.snapshot_id is not None else result.snapshot_id
+        result.offset = outcome.offset
+        result.rows_written += outcome.rows_written
+        result.snapshot_rows += outcome.snapshot_rows
+        for name in ("inserted", "updated", "deleted"):
+            setattr(result.counts, name, getattr(result.counts, name) + getattr(outcome.counts, name))
+
+
+def _by_start(fresh: dict) -> dict[tuple, set[TableId]]:
+    groups: dict[tuple, set[TableId]] = {}
+    for target, item in fresh.items():
+        groups.setdefault((item.offset, item.skip_events, item.skip_rows), set()).add(target)
+    return groups
+
+
+def _run_fresh_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targets: set[TableId],
+                      start: BinlogOffset, head: BinlogOffset, skip_events: int, skip_rows: int,
+                      writers: dict[TableId, TableWriter], results: dict[TableId, TableResult], log) -> None:
+    """Tables without checkpoint that start from a binlog position (startup modes other than initial/snapshot,
+    binlog-only newly added tables): read from ``start`` to the head; their first checkpoint is where it ended."""
+    source_plans = {sid: p for sid, p in plan.sources.items() if any(t in targets for t in p.targets)}
+    log.info("binlog from %s to %s for %s (no checkpoint yet)", start, head, ", ".join(map(str, sorted(targets))))
+    stop = max(head, start)
+    reader = source.read_binlog({sid: p.source for sid, p in source_plans.items()},
+                                {sid: start for sid in source_plans}, stop, skip_events=skip_events,
+                                skip_rows=skip_rows)
+    for batch in reader:
+        _apply(source_plans[batch.table.table_id], batch, targets, sink, writers, results)
+    end = reader.end_offset if reader.end_offset is not None else start
+    for target in targets:
+        _writer(target, sink, writers)  # the first checkpoint is committed even without changes
+        results[target].offset = end
 
 
 def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targets: set[TableId],
@@ -200,9 +279,14 @@ def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targe
     start_offsets = {sid: min(checkpoints[t] for t in p.targets if t in targets)
                      for sid, p in source_plans.items()}
     log.info("binlog from %s to %s", min(start_offsets.values()), head)
-    reader = source.read_binlog({sid: p.source for sid, p in source_plans.items()}, start_offsets, head)
+    # Batches never span a checkpoint, so each goes exactly to the targets it is new for: a target further ahead
+    # does not get changes again (on an append table or with SOFT_DELETE a replay would add rows).
+    reader = source.read_binlog({sid: p.source for sid, p in source_plans.items()}, start_offsets, head,
+                                cuts={checkpoints[t] for t in targets})
     for batch in reader:
-        _apply(source_plans[batch.table.table_id], batch, targets, sink, writers, results)
+        fresh = {t for t in targets
+                 if batch.first_commit is None or batch.first_commit > checkpoints[t]}
+        _apply(source_plans[batch.table.table_id], batch, fresh, sink, writers, results)
     log.info("binlog read %d row changes up to %s", reader.rows_read, reader.end_offset)
     for target in targets:
         if target in writers:
@@ -227,11 +311,13 @@ def _far_behind(checkpoint: BinlogOffset, reached: BinlogOffset) -> bool:
 
 
 def _commit(config: PipelineConfig, run_id: str, target: TableId, writer: TableWriter, result: TableResult,
-            log) -> None:
+            log, captured: list[str] | None = None) -> None:
     properties = checkpoint_properties(
         result.offset, phase=result.phase, pipeline=config.name, run_id=run_id,
-        source_tables=[str(s) for s in result.sources], counts=result.counts)
+        source_tables=[str(s) for s in result.sources], counts=result.counts, captured=captured,
+        startup_mode=config.source.startup_mode)
     result.snapshot_id = writer.commit(properties)
     result.committed = True
+    result.commits += 1
     log.info("committed %s: snapshot %s at %s (%d inserted, %d updated, %d deleted)", target, result.snapshot_id,
              result.offset, result.counts.inserted, result.counts.updated, result.counts.deleted)

@@ -64,7 +64,9 @@ def source_options(config: PipelineConfig) -> MySqlSourceOptions:
     return MySqlSourceOptions(
         hostname=src.hostname, port=src.port, username=src.username, password=src.password,
         server_id=src.server_id, server_time_zone=src.server_time_zone, connect_timeout=src.connect_timeout,
-        treat_tinyint1_as_boolean=src.treat_tinyint1_as_boolean)
+        treat_tinyint1_as_boolean=src.treat_tinyint1_as_boolean, server_id_last=src.server_id_last,
+        heartbeat_interval=src.heartbeat_interval, connect_max_retries=src.connect_max_retries,
+        chunk_size=src.chunk_size, chunk_key_columns=src.chunk_key_columns)
 
 
 def captured_tables(config: PipelineConfig, available: list[TableId]) -> list[TableId]:
@@ -99,10 +101,33 @@ def build_plan(config: PipelineConfig, source: MySqlSource) -> PipelinePlan:
                                              list(partition_keys), dict(transform.table_options), table.comment,
                                              [plan])
                 continue
-            if not existing.schema.equals(transform.output_schema):
-                raise PipelineConfigError(
-                    f"tables {existing.sources[0].source.table_id} and {table_id} are routed into {target} with "
-                    "different schemas; merging different schemas is not supported yet: make the projections "
-                    "produce the same columns", file=config.path, path="route")
             existing.sources.append(plan)
+    _merge_routed_schemas(config, targets)
     return PipelinePlan(sources, targets)
+
+
+def _merge_routed_schemas(config: PipelineConfig, targets: dict[TableId, TargetPlan]) -> None:
+    """Many-to-one routes: the Paimon table gets the widest common schema of its sources (keys, partitions and
+    options of the first one), and each source's rows are coerced into it (lakecdc.transform.routes)."""
+    from lakecdc.transform.routes import CoercedTransform, merge_schemas
+
+    for target_plan in targets.values():
+        if len(target_plan.sources) > 1:
+            schemas = [(str(p.source.table_id), p.transform.output_schema) for p in target_plan.sources]
+            target_plan.schema = merge_schemas(schemas, target_plan.primary_keys, file=config.path,
+                                               target=target_plan.target)
+    feeds: dict[TableId, tuple[SourcePlan, list[TargetPlan]]] = {}
+    for target_plan in targets.values():
+        for source_plan in target_plan.sources:
+            feeds.setdefault(source_plan.source.table_id, (source_plan, []))[1].append(target_plan)
+    for source_plan, fed in feeds.values():
+        wanted = {str(t.schema) for t in fed}
+        if len(wanted) > 1:
+            raise PipelineConfigError(
+                f"table {source_plan.source.table_id} is routed into tables with different merged schemas "
+                f"({', '.join(str(t.target) for t in fed)}); lakecdc coerces a table's rows into one schema only: "
+                "use route-mode FIRST_MATCH or make the projections agree", file=config.path, path="route")
+        schema = fed[0].schema
+        if not source_plan.transform.output_schema.equals(schema):
+            source_plan.transform = CoercedTransform(source_plan.transform, schema,
+                                                     getattr(source_plan.transform, "_zone", "UTC"))

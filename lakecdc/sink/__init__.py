@@ -20,6 +20,8 @@ from lakecdc.model import TableId
 from lakecdc.sink import native
 from lakecdc.sink.catalog import create_catalog, identifier, local_warehouse_path, normalize_catalog_options
 from lakecdc.sink.lock import TableLock, lock_path
+from lakecdc.sink.reader import empty_changes as _empty_changes
+from lakecdc.sink.reader import read_changes as _read_changes
 from lakecdc.sink.reader import read_table as _read_table
 from lakecdc.sink.reader import row_count as _row_count
 from lakecdc.sink.tables import TableDescription, build_schema, describe_table
@@ -146,9 +148,11 @@ class PaimonSink:
         TableLockedError naming the holder. Writers opened by this sink inside the block use it."""
         return self._lock(table_id, owner)
 
-    def open_writer(self, table_id: TableId) -> TableWriter:
+    def open_writer(self, table_id: TableId, *, overwrite: dict | None = None, parallelism: int = 1,
+                    ignore_delete: bool = False) -> TableWriter:
         """A writer for one commit. Uses this sink's lock on the table if held (``with sink.lock(t)``), otherwise
-        takes the table lock itself until commit/abort."""
+        takes the table lock itself until commit/abort. ``overwrite``, ``parallelism`` and ``ignore_delete``: see
+        TableWriter."""
         table = self._require(table_id, _WRITE_OPTIONS)
         held = self._locks.get(table_id)
         on_close = None
@@ -156,15 +160,95 @@ class PaimonSink:
             own = self._table_lock(table_id, "").acquire()
             on_close = own.release
         try:
-            return TableWriter(table_id, table, self.commit_user, on_close=on_close)
+            return TableWriter(table_id, table, self.commit_user, on_close=on_close, overwrite=overwrite,
+                               parallelism=parallelism, ignore_delete=ignore_delete)
         except BaseException:
             if on_close is not None:
                 on_close()
             raise
 
+    def create_table(self, table_id: TableId, schema: pa.Schema, primary_keys: list[str],
+                     partition_keys: list[str], options: dict[str, str] | None = None, comment: str = "",
+                     ignore_if_exists: bool = False) -> TableDescription:
+        """Create a table exactly as given (unlike ensure_table, which follows Flink CDC and appends the partition
+        keys to the primary key): SinkError if it exists (unless ``ignore_if_exists``) or if the primary key
+        leaves out a partition key (cross-partition updates need a global index that pypaimon does not have)."""
+        missing = [p for p in partition_keys if primary_keys and p not in primary_keys]
+        if missing:
+            raise SinkError(f"table {table_id}: the primary key {list(primary_keys)} must contain the partition "
+                            f"key(s) {missing} (pypaimon cannot write cross-partition primary keys)")
+        if self.table_exists(table_id):
+            if ignore_if_exists:
+                return self.describe(table_id)
+            raise SinkError(f"table {table_id} already exists in the Paimon warehouse {self.warehouse}")
+        return self.ensure_table(table_id, schema, primary_keys, partition_keys, options, comment)
+
+    def alter_table(self, table_id: TableId, changes: list) -> TableDescription:
+        """Apply pypaimon ``SchemaChange``s (one new schema version); the caller holds the table lock."""
+        if changes:
+            try:
+                self._catalog.alter_table(identifier(table_id), list(changes), ignore_if_not_exists=False)
+            except Exception as error:
+                raise SinkError(f"table {table_id}: schema change failed: {error}") from error
+        return self.describe(table_id)
+
+    def paimon_types(self, table_id: TableId) -> dict[str, str]:
+        """Column → Paimon type as stored (``BIGINT NOT NULL``, ``TIMESTAMP(6)``), in column order."""
+        table = self._require(table_id, {})
+        return {f.name: str(f.type) for f in table.table_schema.fields}
+
+    def snapshots(self, table_id: TableId) -> list:
+        """pypaimon Snapshot objects of the table, oldest first (expired ones are skipped)."""
+        table = self._require(table_id, {})
+        manager = table.snapshot_manager()
+        latest = manager.get_latest_snapshot()
+        if latest is None:
+            return []
+        found = (manager.get_snapshot_by_id(i) for i in range(1, latest.id + 1))
+        return [s for s in found if s is not None]
+
     # ------------------------------------------------------------------- read
-    def read_table(self, table_id: TableId, columns: list[str] | None = None) -> pa.Table:
-        return _read_table(table_id, self._require(table_id, native.NATIVE_OPTIONS), columns)
+    def read_table(self, table_id: TableId, columns: list[str] | None = None, *, predicate_builder=None,
+                   limit: int | None = None, snapshot_id: int | None = None,
+                   timestamp_ms: int | None = None) -> pa.Table:
+        """The merged rows of the latest snapshot, of ``snapshot_id``, or of the newest snapshot at or before
+        ``timestamp_ms``; see lakecdc.sink.reader.read_table for the other arguments."""
+        options = dict(native.NATIVE_OPTIONS)
+        if snapshot_id is not None and timestamp_ms is not None:
+            raise SinkError(f"table {table_id}: give a snapshot id or a timestamp, not both")
+        if snapshot_id is not None:
+            self._check_snapshot(table_id, snapshot_id)
+            options["scan.snapshot-id"] = str(int(snapshot_id))
+        if timestamp_ms is not None:
+            first = next(iter(self.snapshots(table_id)), None)
+            if first is None or first.time_millis > int(timestamp_ms):
+                raise SinkError(f"table {table_id}: no snapshot at or before timestamp {timestamp_ms} (the first "
+                                f"is {'at ' + str(first.time_millis) if first else 'not written yet'})")
+            options["scan.timestamp-millis"] = str(int(timestamp_ms))
+        return _read_table(table_id, self._require(table_id, options), columns, predicate_builder, limit)
+
+    def _check_snapshot(self, table_id: TableId, snapshot_id: int) -> None:
+        latest = self.latest_snapshot_id(table_id)
+        if isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int) or snapshot_id < 1 \
+                or latest is None or snapshot_id > latest:
+            raise SinkError(f"table {table_id}: snapshot {snapshot_id!r} does not exist (latest: {latest})")
+
+    def read_changes(self, table_id: TableId, start_snapshot_id: int, end_snapshot_id: int | None = None, *,
+                     columns: list[str] | None = None, mode: str = "auto", ignore_delete: bool = False) -> pa.Table:
+        """Rows written by the snapshots in (start, end] (end: latest) with a leading ``rowkind`` column; see
+        lakecdc.sink.reader.read_changes."""
+        latest = self.latest_snapshot_id(table_id)
+        end = latest if end_snapshot_id is None else end_snapshot_id
+        if latest is None:
+            raise SinkError(f"table {table_id} has no snapshot yet")
+        if isinstance(start_snapshot_id, bool) or not isinstance(start_snapshot_id, int) \
+                or not 0 <= start_snapshot_id <= end or end > latest:
+            raise SinkError(f"table {table_id}: cannot read the changes of snapshots ({start_snapshot_id}, {end}]: "
+                            f"need 0 <= start <= end <= {latest} (the latest snapshot)")
+        table = self._require(table_id, native.NATIVE_OPTIONS)
+        if start_snapshot_id == end:
+            return _empty_changes(table_id, table, columns)
+        return _read_changes(table_id, table, self.warehouse, start_snapshot_id, end, columns, mode, ignore_delete)
 
     def row_count(self, table_id: TableId) -> int:
         return _row_count(table_id, self._require(table_id, native.NATIVE_OPTIONS))

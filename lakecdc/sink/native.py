@@ -63,10 +63,22 @@ def check_library_versions() -> None:
     _versions_checked = True
 
 
-def new_native_write(table, commit_user: str, table_id) -> tuple[object, object]:
-    """A batch write builder carrying ``commit_user`` and its write; SinkError unless the write is the Rust one."""
+def new_write_builder(table, commit_user: str, overwrite: dict | None = None):
+    """A batch write builder carrying ``commit_user``; ``overwrite`` (a static partition, ``{}`` = the whole table)
+    makes its writes and commit an overwrite, None appends."""
     builder = table.new_batch_write_builder()
     builder._with_commit_user(commit_user)
+    if overwrite is not None:
+        builder.overwrite(dict(overwrite))
+    return builder
+
+
+def new_native_write(table, commit_user: str, table_id, overwrite: dict | None = None) -> tuple[object, object]:
+    """A batch write builder carrying ``commit_user`` and its write; SinkError unless the write is the Rust one.
+
+    The Rust writer is bound to the thread that created it (pyo3 ``unsendable``): use it, and close it, on that
+    thread only."""
+    builder = new_write_builder(table, commit_user, overwrite)
     write = builder.new_write()
     problem = _native_problem(write)
     if problem is None and getattr(write, "commit_user", None) != commit_user:

@@ -9,6 +9,8 @@ import pyarrow as pa
 
 from lakecdc.errors import SinkError
 from lakecdc.model import SYSTEM_COLUMNS, TableId
+from lakecdc.sink.options import (AGGREGATE_FUNCTIONS, COMPACTION_CHANGELOG_PRODUCERS, aggregate_functions,
+                                  sequence_groups, unsupported_row_kinds)
 
 
 @dataclass
@@ -105,7 +107,7 @@ def build_schema(table_id: TableId, schema: pa.Schema, primary_keys: list[str], 
                 or pa.types.is_nested(t):
             raise SinkError(f"table {table_id}, partition column {p!r}: type {t} cannot be a partition key "
                             f"(the native Paimon writer cannot encode float, binary or nested partition values)")
-    validate_options(table_id, options, has_primary_key=bool(pk))
+    validate_options(table_id, options, has_primary_key=bool(pk), columns=names)
     try:
         paimon_schema = Schema.from_pyarrow_schema(pa.schema(fields), partition_keys=list(partition_keys),
                                                    primary_keys=pk, options=dict(options), comment=comment or None)
@@ -131,10 +133,12 @@ def _keep_time_precision(paimon_schema, fields: list[pa.Field]) -> None:
             data_field.type = AtomicType(f"TIME({precision})", data_field.type.nullable)
 
 
-def validate_options(table_id: TableId, options: dict[str, str], has_primary_key: bool) -> None:
+def validate_options(table_id: TableId, options: dict[str, str], has_primary_key: bool,
+                     columns: list[str] | None = None) -> None:
     """Parse every option pypaimon knows with its declared type (pypaimon itself accepts e.g.
     ``merge-engine: foo`` at creation and fails on the first write), and refuse settings with which the data
-    would be written by the wrong writer or stay invisible (reference paimon-python.md §2, §6)."""
+    would be written by the wrong writer, stay invisible or never produce changes (reference paimon-python.md
+    §2, §6; lakecdc.sink.options). ``columns`` (when known) lets option values that name columns be checked."""
     from pypaimon.common.options.config_option import ConfigOption
     from pypaimon.common.options.core_options import CoreOptions, MergeEngine
     from pypaimon.common.options.options import Options
@@ -170,6 +174,31 @@ def validate_options(table_id: TableId, options: dict[str, str], has_primary_key
     if has_primary_key and "merge-engine" in options and core.merge_engine() == MergeEngine.FIRST_ROW:
         refuse("merge-engine", "first-row tables do not read level-0 files, the only files pypaimon writes, so reads "
                                "stay empty until a Flink/Java compaction runs")
+    producer = str(options.get("changelog-producer", "none")).strip().lower()
+    if has_primary_key and producer in COMPACTION_CHANGELOG_PRODUCERS:
+        refuse("changelog-producer", f"the {producer} changelog is produced by compactions, which pypaimon and "
+                                     f"pypaimon-rust never run, so no change would ever be read; use 'input' (the "
+                                     f"written rows with their row kinds) or 'none'")
+    _check_engine_options(table_id, options, columns, refuse)
+
+
+def _check_engine_options(table_id: TableId, options: dict[str, str], columns: list[str] | None, refuse) -> None:
+    """Aggregate function names, and (when the columns are known) that options name existing columns."""
+    functions = aggregate_functions(options, None)
+    for column, function in functions.items():
+        if function not in AGGREGATE_FUNCTIONS:
+            key = "fields.default-aggregate-function" if column == "*" else f"fields.{column}.aggregate-function"
+            refuse(key, f"unknown aggregate function {function!r} (known: {', '.join(sorted(AGGREGATE_FUNCTIONS))})")
+    if columns is None:
+        return
+    named = [("sequence.field", c.strip()) for c in str(options.get("sequence.field", "")).split(",") if c.strip()]
+    for group, fields in sequence_groups(options).items():
+        key = f"fields.{group}.sequence-group"
+        named += [(key, g.strip()) for g in group.split(",")] + [(key, f) for f in fields]
+    named += [(f"fields.{c}.aggregate-function", c) for c in functions if c != "*"]
+    for key, column in named:
+        if column not in columns:
+            refuse(key, f"column {column!r} is not a column of the table (columns: {', '.join(columns)})")
 
 
 def describe_table(table_id: TableId, table, created: bool) -> TableDescription:
@@ -186,3 +215,19 @@ def describe_table(table_id: TableId, table, created: bool) -> TableDescription:
         comment=table.comment() or "",
         created=created,
     )
+
+
+def pipeline_options_problem(options: dict[str, str], emitted_kinds: tuple[str, ...]) -> str | None:
+    """Why a pipeline cannot write tables with ``options`` (validity as in validate_options, for a primary-key
+    table; and the retract kinds the pipeline emits that the merge engine cannot take), or None. Used at pipeline
+    validation, before the schema is known (column names in options are checked at table creation)."""
+    try:
+        validate_options(TableId("pipeline", "table"), options, has_primary_key=True)
+    except SinkError as error:
+        return str(error).replace("table pipeline.table: ", "")
+    refused = unsupported_row_kinds(options)
+    kinds = [k for k in emitted_kinds if k in refused]
+    if kinds:
+        return (f"the pipeline writes {'/'.join(kinds)} rows (MySQL updates are -U/+U pairs, deletes -D) but "
+                f"{refused[kinds[0]]}")
+    return None

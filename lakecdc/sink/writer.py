@@ -3,9 +3,21 @@
 Row kinds follow Flink CDC's Paimon sink (flink-cdc-semantics.md §6.4): a primary-key table receives every row with
 its row kind (``+I``, ``-U``, ``+U``, ``-D``) and Paimon's merge engine folds them in input order; an append table
 (no primary key) only receives ``+I`` and ``+U`` rows, both as inserts, and drops ``-U`` and ``-D``.
+
+Before a batch reaches Paimon it is checked against the table's merge engine (lakecdc.sink.options): a retract row
+the engine cannot take is refused, because pypaimon-rust would commit a lone one and every later read would fail.
+
+Parallelism (``parallelism > 1``) mirrors Flink's sink parallelism: N Rust writers, each on its own thread (the
+Rust writer is bound to the thread that created it), each taking the rows of a disjoint set of primary keys (a hash
+of the key), all committed as one snapshot. Per-key order is kept because a key always goes to the same writer.
+Dynamic-bucket primary-key tables (``bucket = -1``) are refused: their bucket index is kept per writer, so two
+writers would assign buckets independently (Paimon allows one writer for them too).
 """
 
 from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,18 +25,57 @@ import pyarrow.compute as pc
 from lakecdc.errors import SinkError
 from lakecdc.model import DELETE, INSERT, OP_COLUMN, OP_TS_COLUMN, ROW_KINDS, UPDATE_AFTER, UPDATE_BEFORE, TableId
 from lakecdc.sink import native
+from lakecdc.sink.options import unsupported_row_kinds
 
 # Paimon RowKind byte values, in the order of model.ROW_KINDS.
 assert ROW_KINDS == (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)
 _ROW_KIND_VALUES = pa.array(ROW_KINDS, pa.string())
+_KIND_CODE = {kind: code for code, kind in enumerate(ROW_KINDS)}
+
+
+class _Shard:
+    """One native writer, and with parallelism > 1 the single thread it lives on (``executor``)."""
+
+    def __init__(self, executor: ThreadPoolExecutor | None):
+        self.executor = executor
+        self.write = None
+
+    def submit(self, fn: Callable, *args) -> Future:
+        if self.executor is not None:
+            return self.executor.submit(fn, *args)
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as error:  # noqa: BLE001 - handed to the caller through the future
+            future.set_exception(error)
+        return future
+
+
+def _wait_all(futures: list[Future]) -> list:
+    """Results of all futures (every one is waited for); the first failure is raised afterwards."""
+    results, first_error = [], None
+    for future in futures:
+        try:
+            results.append(future.result())
+        except BaseException as error:  # noqa: BLE001
+            first_error = first_error or error
+    if first_error is not None:
+        raise first_error
+    return results
 
 
 class TableWriter:
     """Collects rows for one table and commits them as exactly one snapshot. Use once: write ... commit (or abort).
 
+    ``overwrite``: None appends; a dict of partition values (``{}`` = the whole table) makes the commit an
+    OVERWRITE of that static partition (for partitioned tables pypaimon's default ``dynamic-partition-overwrite``
+    replaces only the partitions written). ``ignore_delete`` drops ``-U``/``-D`` rows before they reach Paimon
+    (Paimon's write-time ``ignore-delete``). ``parallelism``: see the module docstring.
+
     ``rows_written`` counts the rows handed to Paimon (for append tables, after dropping ``-U``/``-D``)."""
 
-    def __init__(self, table_id: TableId, table, commit_user: str, on_close=None):
+    def __init__(self, table_id: TableId, table, commit_user: str, on_close=None, *,
+                 overwrite: dict | None = None, parallelism: int = 1, ignore_delete: bool = False):
         from pypaimon.schema.data_types import PyarrowFieldParser
 
         self.table_id = table_id
@@ -33,14 +84,38 @@ class TableWriter:
         self._commit_user = commit_user
         self._on_close = on_close
         self._state = "open"
+        self._shards: list[_Shard] = []
         self._is_pk = bool(table.primary_keys)
+        self._overwrite = None if overwrite is None else dict(overwrite)
+        self._ignore_delete = bool(ignore_delete)
         stored = PyarrowFieldParser.from_paimon_schema(table.table_schema.fields)
         self._schema = pa.schema([pa.field(f.name, f.type, nullable=f.nullable) for f in stored])
+        options = {str(k): str(v) for k, v in (table.table_schema.options or {}).items() if v is not None}
+        value_columns = [n for n in self._schema.names if n not in table.primary_keys]
+        self._refused_kinds = unsupported_row_kinds(options, value_columns) if self._is_pk else {}
         try:
-            self._builder, self._write = native.new_native_write(table, commit_user, table_id)
+            self._parallelism = self._check_parallelism(parallelism, options)
+            self._builder = native.new_write_builder(table, commit_user, self._overwrite)
+            executors = [ThreadPoolExecutor(1, thread_name_prefix=f"paimon-write-{table_id}-{i}")
+                         for i in range(self._parallelism)] if self._parallelism > 1 else [None]
+            self._shards = [_Shard(e) for e in executors]
+            _wait_all([shard.submit(self._open_shard, shard) for shard in self._shards])
         except BaseException:
             self._close()
             raise
+
+    def _check_parallelism(self, parallelism: int, options: dict[str, str]) -> int:
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+            raise SinkError(f"table {self.table_id}: parallelism must be an integer >= 1, got {parallelism!r}")
+        if parallelism > 1 and self._is_pk and int(options.get("bucket", "-1")) < 1:
+            raise SinkError(
+                f"table {self.table_id}: parallelism {parallelism} needs a fixed bucket count: this primary-key "
+                f"table uses dynamic buckets (bucket = -1), whose bucket index allows a single writer. Create the "
+                f"table with bucket = N, or write with parallelism 1")
+        return parallelism
+
+    def _open_shard(self, shard: _Shard) -> None:
+        _, shard.write = native.new_native_write(self._table, self._commit_user, self.table_id, self._overwrite)
 
     @property
     def is_primary_key_table(self) -> bool:
@@ -49,6 +124,10 @@ class TableWriter:
     @property
     def commit_user(self) -> str:
         return self._commit_user
+
+    @property
+    def parallelism(self) -> int:
+        return self._parallelism
 
     # ------------------------------------------------------------------ write
     def write(self, data: pa.Table | pa.RecordBatch) -> None:
@@ -59,21 +138,21 @@ class TableWriter:
             raise SinkError(f"table {self.table_id}: write() expects a pyarrow Table, got {type(data).__name__}")
         kinds = self._row_kinds(data)
         columns = self._table_columns(data)
-        if not self._is_pk:
-            keep = pc.or_(pc.equal(kinds, 0), pc.equal(kinds, 2))  # +I and +U (as +I); -U and -D are dropped
-            columns = columns.filter(keep)
+        if self._ignore_delete or not self._is_pk:
+            # +I and +U only: ignore-delete at write, or an append table (which takes +U as an insert)
+            keep = pc.or_(pc.equal(kinds, _KIND_CODE[INSERT]), pc.equal(kinds, _KIND_CODE[UPDATE_AFTER]))
+            columns, kinds = columns.filter(keep), kinds.filter(keep)
         if columns.num_rows == 0:
             return
+        self._check_row_kinds(kinds)
         try:
             if self._is_pk:
                 columns = columns.append_column(
                     pa.field(native.VALUE_KIND_COLUMN, native.VALUE_KIND_TYPE, nullable=False),
                     pc.cast(kinds, native.VALUE_KIND_TYPE))
-                for batch in columns.combine_chunks().to_batches():
-                    native.write_with_row_kinds(self._write, batch, self.table_id)
-            else:
-                native.assert_native(self._write, self.table_id)
-                self._write.write_arrow(columns)
+            parts = self._split(columns)
+            _wait_all([shard.submit(self._write_part, shard, part)
+                       for shard, part in zip(self._shards, parts) if part.num_rows])
         except SinkError:
             self._fail()
             raise
@@ -81,6 +160,37 @@ class TableWriter:
             self._fail()
             raise SinkError(f"table {self.table_id}: the Paimon writer refused the rows: {error}") from error
         self.rows_written += columns.num_rows
+
+    def _check_row_kinds(self, kinds: pa.Array) -> None:
+        """Refuse retract rows the table's merge engine cannot take (see lakecdc.sink.options), before writing."""
+        for kind, why in self._refused_kinds.items():
+            found = pc.sum(pc.equal(kinds, _KIND_CODE[kind])).as_py() or 0
+            if found:
+                self._fail()
+                raise SinkError(f"table {self.table_id}: {found} row(s) of kind {kind} cannot be written: {why}. "
+                                f"Nothing of this write was committed")
+
+    def _split(self, columns: pa.Table) -> list[pa.Table]:
+        """One part per shard; rows of one primary key always land in the same part (hash of the key)."""
+        n = len(self._shards)
+        if n == 1:
+            return [columns]
+        if not self._is_pk:  # append table: any split keeps the result; contiguous slices are the cheapest
+            size = -(-columns.num_rows // n)
+            return [columns.slice(i * size, size) for i in range(n)]
+        import polars as pl
+
+        keys = pl.from_arrow(columns.select(list(self._table.primary_keys)))
+        shard = pa.array((keys.hash_rows(seed=0) % n).to_numpy())
+        return [columns.filter(pc.equal(shard, i)) for i in range(n)]
+
+    def _write_part(self, shard: _Shard, part: pa.Table) -> None:
+        if self._is_pk:
+            for batch in part.combine_chunks().to_batches():
+                native.write_with_row_kinds(shard.write, batch, self.table_id)
+        else:
+            native.assert_native(shard.write, self.table_id)
+            shard.write.write_arrow(part)
 
     def _row_kinds(self, data: pa.Table) -> pa.Array:
         if OP_COLUMN not in data.column_names:
@@ -135,8 +245,8 @@ class TableWriter:
         self._state = "committing"
         table_commit = None
         try:
-            native.assert_native(self._write, self.table_id)
-            messages = self._write.prepare_commit()
+            messages = [m for part in _wait_all([shard.submit(self._prepare_shard, shard)
+                                                 for shard in self._shards]) for m in part]
             before = self._table.snapshot_manager().get_latest_snapshot()
             table_commit = self._builder.new_commit()
             # Passing snapshot_properties makes pypaimon publish through its Python committer (the only one that
@@ -169,15 +279,33 @@ class TableWriter:
         return after.id
 
     def abort(self) -> None:
-        """Drop the uncommitted rows (the Rust writer deletes the files it still owns). Idempotent."""
-        if self._state in ("open", "failed") and self._write is not None:
-            try:
-                self._write.abort()
-            except Exception:  # noqa: BLE001 - nothing was committed; orphan files are harmless
-                pass
+        """Drop the uncommitted rows (the Rust writers delete the files they still own). Idempotent."""
+        if self._state in ("open", "failed"):
+            _wait_all([shard.submit(self._abort_shard, shard) for shard in self._shards])
         if self._state == "open":
             self._state = "aborted"
         self._close()
+
+    def _prepare_shard(self, shard: _Shard) -> list:
+        native.assert_native(shard.write, self.table_id)
+        return shard.write.prepare_commit()
+
+    @staticmethod
+    def _abort_shard(shard: _Shard) -> None:
+        if shard.write is not None:
+            try:
+                shard.write.abort()
+            except Exception:  # noqa: BLE001 - nothing was committed; orphan files are harmless
+                pass
+
+    @staticmethod
+    def _close_shard(shard: _Shard) -> None:
+        write, shard.write = shard.write, None
+        if write is not None:
+            try:
+                write.close()
+            except Exception:  # noqa: BLE001
+                pass
 
     def __enter__(self) -> "TableWriter":
         return self
@@ -196,12 +324,13 @@ class TableWriter:
         self.abort()
 
     def _close(self) -> None:
-        write, self._write = getattr(self, "_write", None), None
-        if write is not None:
-            try:
-                write.close()
-            except Exception:  # noqa: BLE001
-                pass
-        on_close, self._on_close = self._on_close, None
-        if on_close is not None:
-            on_close()
+        shards, self._shards = self._shards, []
+        try:
+            _wait_all([shard.submit(self._close_shard, shard) for shard in shards])
+        finally:
+            for shard in shards:
+                if shard.executor is not None:
+                    shard.executor.shutdown(wait=True)
+            on_close, self._on_close = self._on_close, None
+            if on_close is not None:
+                on_close()

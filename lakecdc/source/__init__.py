@@ -14,15 +14,32 @@ Typical use by the runtime::
     reader = source.read_binlog({table.table_id: table}, {table.table_id: checkpoint}, stop)
     for batch in reader: ...
     checkpoint = reader.end_offset
+
+Large tables are read in chunks of their chunk key, each call continuing where the last one stopped::
+
+    key = source.chunk_key(table)
+    progress = ChunkProgress.not_started(key)
+    while not progress.done:
+        with source.snapshot([table]) as snap:
+            for batch in snap.read_chunks(table.table_id, key, progress, max_rows=100_000): ...
+            progress = snap.progress       # commit it with the rows, at snap.offset
+
+and binlog rows of a table whose snapshot is unfinished are kept only for the keys already read
+(:func:`restrict_to_snapshotted` with :func:`snapshotted_mask`). Startup positions: ``earliest_offset``,
+``offset_at_timestamp``, ``offset_for_gtid``; ``check_available`` tells whether a checkpoint's binlog still exists.
 """
 
 from __future__ import annotations
 
 from lakecdc.model import BinlogOffset, SourceTable, TableId
 from lakecdc.source import connection as _connection
+from lakecdc.source import positions as _positions
 from lakecdc.source import schema as _schema
 from lakecdc.source.binlog import BinlogReader, SchemaChange
-from lakecdc.source.options import MySqlSourceOptions, parse_server_id
+from lakecdc.source.chunks import ChunkKey, ChunkProgress, chunk_key_for, restrict_to_snapshotted, snapshotted_mask
+from lakecdc.source.gtid import gtid_flavor
+from lakecdc.source.options import (MySqlSourceOptions, parse_chunk_key_columns, parse_server_id,
+                                    parse_server_id_range)
 from lakecdc.source.snapshot import SnapshotReader
 
 __all__ = [
@@ -31,7 +48,14 @@ __all__ = [
     "SnapshotReader",
     "BinlogReader",
     "SchemaChange",
+    "ChunkKey",
+    "ChunkProgress",
+    "restrict_to_snapshotted",
+    "snapshotted_mask",
+    "gtid_flavor",
     "parse_server_id",
+    "parse_server_id_range",
+    "parse_chunk_key_columns",
 ]
 
 
@@ -97,6 +121,32 @@ class MySqlSource:
         return SnapshotReader(self.options, list(tables))
 
     def read_binlog(self, tables: dict[TableId, SourceTable], start_offsets: dict[TableId, BinlogOffset],
-                    stop: BinlogOffset) -> BinlogReader:
-        """Committed changes of ``tables`` after their start offsets up to ``stop`` (iterate once)."""
-        return BinlogReader(self.options, tables, start_offsets, stop)
+                    stop: BinlogOffset, *, cuts=(), skip_events: int = 0, skip_rows: int = 0) -> BinlogReader:
+        """Committed changes of ``tables`` after their start offsets up to ``stop`` (iterate once); batches never
+        span one of ``cuts``; ``skip_events``/``skip_rows`` drop changes right after the start (specific-offset)."""
+        return BinlogReader(self.options, tables, start_offsets, stop, cuts=cuts, skip_events=skip_events,
+                            skip_rows=skip_rows)
+
+    def chunk_key(self, table: SourceTable) -> ChunkKey | None:
+        """The column ``table`` is chunked by in snapshots (None: read whole); SourceError for a bad option."""
+        return chunk_key_for(table, self.options)
+
+    def earliest_offset(self) -> BinlogOffset:
+        """The start of the oldest binlog file the server still has."""
+        return _positions.earliest_offset(self.options)
+
+    def offset_at_timestamp(self, timestamp_ms: int) -> BinlogOffset:
+        """Where the first transaction committed at or after ``timestamp_ms`` starts (the head if none)."""
+        return _positions.offset_at_timestamp(self.options, timestamp_ms)
+
+    def offset_for_gtid(self, gtid_set: str) -> BinlogOffset:
+        """Where the first transaction after a GTID set (MariaDB or MySQL form) starts (the head if none)."""
+        return _positions.offset_for_gtid(self.options, gtid_set)
+
+    def binary_logs(self) -> list[str]:
+        """The binlog files the server still has, oldest first."""
+        return _positions.binary_logs(self.options)
+
+    def check_available(self, offset: BinlogOffset, what: str) -> None:
+        """BinlogPurgedError (naming ``what``) when ``offset``'s binlog file is gone from the server."""
+        _positions.check_available(self.options, offset, what)

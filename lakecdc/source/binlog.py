@@ -7,11 +7,19 @@ the read ends at the server's current end of binlog at the latest. Each transact
 at its commit (Xid event, ``COMMIT`` query, or the end of a stand-alone DDL group); the read stops before the
 first transaction that ends past ``stop``. A checkpoint (``end_offset``) is therefore always a transaction
 boundary: resuming from it repeats nothing and loses nothing.
+
+A connection lost mid-read is retried ``connect_max_retries`` times with exponential backoff, from the end of the
+last whole transaction read (python-mysql-replication itself reconnects at once after errors 2006/2013; a server
+that is down or restarting surfaces here). The binlog client id comes from the ``server-id`` range: the first id
+that no registered replica uses (``SHOW SLAVE HOSTS``), and the next id of the range after each lost connection,
+since MySQL/MariaDB drop an older dump connection that uses the same id.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -23,23 +31,30 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 
 from lakecdc.errors import BinlogPurgedError, SourceError
 from lakecdc.model import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, BinlogOffset, ChangeBatch, SourceTable, TableId
+from lakecdc.source import gtid as _gtid
+from lakecdc.source.charsets import install_binlog_decoding
 from lakecdc.source.connection import (
     binlog_gtid_pos,
     connect,
     connection_kwargs,
     driver_reason,
     error_code,
+    is_connection_lost,
     server_flavor,
+    text,
 )
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.types import table_codecs
 
 log = logging.getLogger(__name__)
 
+install_binlog_decoding()
+
 FLUSH_ROWS = 50_000  # emit pending batches once this many change rows are buffered (at a commit)
 _MARIADB_GTID_STANDALONE = 0x01  # FL_STANDALONE: the group is one statement with no COMMIT / Xid event
 _ROW_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
 _DML_PREFIXES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD DATA")
+REPLICA_NAME = "lakecdc"  # how the binlog client registers itself (SHOW SLAVE HOSTS)
 
 
 @dataclass
@@ -60,12 +75,47 @@ class SchemaChange:
     statement: str
 
 
+@dataclass
+class _Skip:
+    """``scan.startup.specific-offset.skip-events`` / ``skip-rows``: row events, then rows of the next row event,
+    to drop right after the start position."""
+
+    events: int = 0
+    rows: int = 0
+
+    @property
+    def active(self) -> bool:
+        return self.events > 0 or self.rows > 0
+
+
+@dataclass
+class _Pending:
+    """Rows of whole transactions not yet emitted, per table, with the commit positions they span."""
+
+    items: dict = field(default_factory=dict)  # TableId -> [(op, op_ts, values, none_sources)]
+    first: dict = field(default_factory=dict)  # TableId -> commit position of its first transaction
+    last: dict = field(default_factory=dict)  # TableId -> commit position of its last transaction
+    rows: int = 0
+    last_end: BinlogOffset | None = None  # commit position of the newest transaction added
+
+
+class _LostConnection(Exception):
+    def __init__(self, cause: BaseException):
+        super().__init__(driver_reason(cause))
+        self.cause = cause
+
+
 class BinlogReader:
     """Iterate once: committed changes of ``tables`` after their ``start_offsets``, up to ``stop``.
 
-    Batches hold one table each, rows in binlog order; flushed every ~50k rows and at the end. After iteration
+    Batches hold one table each, rows in binlog order; flushed every ~50k rows, at the end, and before the first
+    transaction past each of ``cuts`` (so a batch never spans a cut: a caller with several checkpoints can tell
+    from ``batch.first_commit`` on which side of each checkpoint the whole batch lies). After iteration
     ``end_offset`` is ``stop`` when the read reached it, else the end of the last transaction read (with its GTID
     position when known), and ``rows_read`` is the number of change rows emitted (an UPDATE counts twice).
+
+    ``skip_events`` / ``skip_rows`` (Flink CDC's ``scan.startup.specific-offset.skip-*``) drop that many row events
+    of the captured tables right after the start position, then that many rows of the next row event.
 
     Rows are mapped to the SourceTable's columns by name: columns an event lacks (written before an ADD COLUMN)
     are NULL, columns the SourceTable lacks (dropped since) are ignored. DDL statements of captured databases
@@ -73,21 +123,32 @@ class BinlogReader:
     """
 
     def __init__(self, options: MySqlSourceOptions, tables: dict[TableId, SourceTable],
-                 start_offsets: dict[TableId, BinlogOffset], stop: BinlogOffset, *, flush_rows: int = FLUSH_ROWS):
+                 start_offsets: dict[TableId, BinlogOffset], stop: BinlogOffset, *, flush_rows: int = FLUSH_ROWS,
+                 cuts: list[BinlogOffset] | set[BinlogOffset] | tuple = (), skip_events: int = 0,
+                 skip_rows: int = 0):
         missing = [str(t) for t in tables if t not in start_offsets]
         if missing:
             raise SourceError(f"binlog read: no start offset for table(s) {', '.join(sorted(missing))}")
+        if skip_events < 0 or skip_rows < 0:
+            raise SourceError("binlog read: skip-events and skip-rows must be >= 0")
         self.options = options
         self.tables = dict(tables)
         self.start_offsets = {t: start_offsets[t] for t in self.tables}
         self.stop = stop
         self.flush_rows = flush_rows
+        self._cut_keys = sorted({c.sort_key for c in cuts})
+        self._skip = _Skip(skip_events, skip_rows)
         self.end_offset: BinlogOffset | None = None
         self.rows_read = 0
         self.events_read = 0
         self.transactions_read = 0
+        self.reconnects = 0
+        self.server_id: int | None = None  # the binlog client id used (last one after reconnects)
         self.schema_changes: list[SchemaChange] = []
         self._started = False
+        self._last_end: BinlogOffset | None = None  # end of the last whole transaction read (≤ stop)
+        self._skip_at_last_end = _Skip(skip_events, skip_rows)
+        self._gtid_position = ""
 
     def __iter__(self) -> Iterator[ChangeBatch]:
         if self._started:
@@ -97,13 +158,13 @@ class BinlogReader:
 
     # ------------------------------------------------------------------------------------------------------------
 
-    def _stream(self, start: BinlogOffset) -> BinLogStreamReader:
+    def _stream(self, start: BinlogOffset, server_id: int) -> BinLogStreamReader:
         settings = connection_kwargs(self.options)
-            # a slow consumer must not make the server drop the dump connection between two batches
+        # a slow consumer must not make the server drop the dump connection between two batches
         settings["init_command"] = "SET SESSION net_write_timeout = 3600"
         return BinLogStreamReader(
             connection_settings=settings,
-            server_id=self.options.server_id,
+            server_id=server_id,
             log_file=start.file,
             log_pos=start.pos,
             resume_stream=True,
@@ -114,7 +175,17 @@ class BinlogReader:
             only_tables=sorted({t.table for t in self.tables}),
             enable_logging=False,
             pymysql_wrapper=_pymysql_connect,
+            slave_heartbeat=self.options.heartbeat_interval,
+            report_slave=REPLICA_NAME,
         )
+
+    def _server_ids(self) -> Iterator[int]:
+        """The ids to connect with, in order: a free one of the range first, then round-robin."""
+        ids = self.options.server_ids
+        i = ids.index(free_server_id(self.options))
+        while True:
+            yield ids[i % len(ids)]
+            i += 1
 
     def _run(self) -> Iterator[ChangeBatch]:
         stop = self.stop
@@ -125,16 +196,54 @@ class BinlogReader:
         if start >= stop:  # nothing between the checkpoints and the stop position
             self.end_offset = stop if start.same_position(stop) else start
             return
+        self._gtid_position = start.gtid
+        pending = _Pending()
+        ids = self._server_ids()
+        attempt = 0
+        resume = start
+        while True:
+            self.server_id = next(ids)
+            try:
+                reached, eof_pos, txn_open = yield from self._read(resume, pending)
+                at_eof = not txn_open and eof_pos is not None and eof_pos >= stop
+                if reached or at_eof or not self._ended_early(eof_pos):
+                    break
+                # the server closed the stream before its end (shutting down): like a lost connection
+                raise _LostConnection(SourceError("the server ended the binlog stream early"))
+            except _LostConnection as lost:
+                attempt += 1
+                if attempt > self.options.connect_max_retries:
+                    raise SourceError(
+                        f"lost the binlog connection to {self.options.address} and could not reconnect after "
+                        f"{self.options.connect_max_retries} retries (connect.max-retries): {lost}") from lost.cause
+                delay = self.options.backoff(attempt)
+                resume = self._last_end or start
+                log.warning("binlog connection to %s lost (%s); retry %d/%d in %.1f s from %s",
+                            self.options.address, lost, attempt, self.options.connect_max_retries, delay, resume)
+                time.sleep(delay)
+                self.reconnects += 1
+                self._skip = _Skip(self._skip_at_last_end.events, self._skip_at_last_end.rows)
+        yield from self._flush(pending)
 
+        last_end = self._last_end
+        if reached or (last_end is not None and last_end >= stop) or at_eof:
+            self.end_offset = stop
+        elif last_end is not None:
+            gtid = self._gtid_position if self._gtid_position else self._gtid_at(last_end)
+            self.end_offset = BinlogOffset(last_end.file, last_end.pos, gtid)
+        else:
+            self.end_offset = start
+
+    def _read(self, start: BinlogOffset, pending: _Pending):
+        """One binlog connection from ``start``: returns (reached ``stop``, ended at EOF past ``stop``).
+        Raises _LostConnection when the connection breaks (the caller resumes from ``self._last_end``)."""
+        stop = self.stop
         by_name = {(t.database, t.table): table for t, table in self.tables.items()}
         databases = {t.database for t in self.tables}
-        pending: dict[TableId, list] = {}
-        pending_rows = 0
         txn: _Txn | None = None
-        last_end: BinlogOffset | None = None
         reached = False
         checked_maps: set = set()
-        stream = self._stream(start)
+        stream = self._stream(start, self.server_id)
         try:
             try:
                 for ev in stream:
@@ -143,9 +252,14 @@ class BinlogReader:
                         table = by_name.get((ev.schema, ev.table))
                         if table is None:
                             continue
-                        if txn is None:  # no GTID / BEGIN seen (should not happen): the rows start a group
+                        if txn is None:  # no GTID / BEGIN seen (a start inside a transaction): the rows start a group
                             txn = _Txn(ev.timestamp, multi=True)
+                        if self._skip.events > 0:
+                            self._skip.events -= 1
+                            continue
                         rows = ev.rows  # decode now
+                        if self._skip.rows > 0:
+                            rows, self._skip.rows = rows[self._skip.rows:], 0
                         if rows:
                             self._check_columns(table, rows[0], checked_maps)
                         txn.changes.append((table, type(ev), rows))
@@ -176,8 +290,7 @@ class BinlogReader:
                         if upper in ("COMMIT", "ROLLBACK") or upper.startswith("XA COMMIT"):
                             end = BinlogOffset(stream.log_file, ev.packet.log_pos)
                         else:
-                            schema = ev.schema.decode("utf-8", "replace") if isinstance(ev.schema, bytes) \
-                                else (ev.schema or "")
+                            schema = text(ev.schema) or ""
                             if upper.startswith(_DML_PREFIXES) and schema in databases:
                                 log.warning("statement-logged change in %s at %s:%s (a writer session does not "
                                             "use binlog_format=ROW): it is not captured: %.200s",
@@ -197,34 +310,64 @@ class BinlogReader:
                         reached = True
                         break
                     if txn is not None:
-                        ts_ms = txn.ts * 1000
-                        for table, cls, rows in txn.changes:
-                            if end > self.start_offsets[table.table_id]:
-                                pending_rows += _append_changes(pending.setdefault(table.table_id, []),
-                                                                table, cls, rows, ts_ms)
-                        for schema, statement in txn.ddl:
-                            self.schema_changes.append(SchemaChange(end, schema, statement))
-                        self.transactions_read += 1
+                        yield from self._add_transaction(txn, end, pending)
                     txn = None
-                    last_end = end
-                    if pending_rows >= self.flush_rows:
+                    self._last_end = end
+                    self._skip_at_last_end = _Skip(self._skip.events, self._skip.rows)
+                    if pending.rows >= self.flush_rows:
                         yield from self._flush(pending)
-                        pending, pending_rows = {}, 0
             except pymysql.MySQLError as exc:
+                if is_connection_lost(exc):
+                    raise _LostConnection(exc) from exc
                 raise self._stream_error(exc, start) from exc
+            except (OSError, EOFError) as exc:
+                raise _LostConnection(exc) from exc
             eof_pos = BinlogOffset(stream.log_file, stream.log_pos or 0) if stream.log_file else None
         finally:
             stream.close()
-        yield from self._flush(pending)
+        return reached, eof_pos, txn is not None
 
-        if reached or (last_end is not None and last_end >= stop) or (
-            txn is None and eof_pos is not None and eof_pos >= stop
-        ):
-            self.end_offset = stop
-        elif last_end is not None:
-            self.end_offset = BinlogOffset(last_end.file, last_end.pos, self._gtid_at(last_end))
-        else:
-            self.end_offset = start
+    def _ended_early(self, eof_pos: BinlogOffset | None) -> bool:
+        """After an EOF before ``stop``: True when the server has more binlog than the stream delivered (or cannot
+        be asked), i.e. the stream was cut, not finished."""
+        from lakecdc.source.connection import head_offset
+
+        try:
+            conn = connect(self.options)
+        except SourceError:
+            return True
+        try:
+            head = head_offset(conn, self.options)
+        except SourceError:
+            return True
+        finally:
+            conn.close()
+        return eof_pos is None or head > eof_pos
+
+    def _add_transaction(self, txn: _Txn, end: BinlogOffset, pending: _Pending) -> Iterator[ChangeBatch]:
+        """Add a whole transaction's rows to ``pending`` (after emitting what precedes a cut it crosses)."""
+        if txn.gtid and self._gtid_position:
+            self._gtid_position = _gtid.advance(self._gtid_position, txn.gtid)
+        for schema, statement in txn.ddl:
+            self.schema_changes.append(SchemaChange(end, schema, statement))
+        self.transactions_read += 1
+        changes = [(table, cls, rows) for table, cls, rows in txn.changes
+                   if end > self.start_offsets[table.table_id] and rows]
+        if not changes:
+            return
+        if pending.last_end is not None and self._segment(pending.last_end) != self._segment(end):
+            yield from self._flush(pending)
+        ts_ms = txn.ts * 1000
+        for table, cls, rows in changes:
+            table_id = table.table_id
+            pending.rows += _append_changes(pending.items.setdefault(table_id, []), table, cls, rows, ts_ms)
+            pending.first.setdefault(table_id, end)
+            pending.last[table_id] = end
+        pending.last_end = end
+
+    def _segment(self, offset: BinlogOffset) -> int:
+        """How many cuts lie strictly before ``offset``."""
+        return bisect.bisect_left(self._cut_keys, offset.sort_key)
 
     # ------------------------------------------------------------------------------------------------------------
 
@@ -250,8 +393,9 @@ class BinlogReader:
         if error_code(exc) == 1236:
             return BinlogPurgedError(
                 f"the binlog at {start} is no longer available on {self.options.address} ({reason}): the "
-                "server purged it before it was read; the affected tables need a new snapshot (re-run them with "
-                "a full snapshot), and consider a longer binlog retention (binlog_expire_logs_seconds)"
+                "server purged it before it was read. The tables reading from there need a new snapshot: drop "
+                "their Paimon tables (or re-snapshot them) and run again; keep binlogs longer than the longest "
+                "pause between runs (binlog_expire_logs_seconds)"
             )
         if error_code(exc) in (1227, 1045, 1044):
             return SourceError(
@@ -270,14 +414,47 @@ class BinlogReader:
         finally:
             conn.close()
 
-    def _flush(self, pending: dict[TableId, list]) -> Iterator[ChangeBatch]:
-        for table_id, items in pending.items():
-            if not items:
+    def _flush(self, pending: _Pending) -> Iterator[ChangeBatch]:
+        items, first, last = pending.items, pending.first, pending.last
+        pending.items, pending.first, pending.last, pending.rows, pending.last_end = {}, {}, {}, 0, None
+        for table_id, rows in items.items():
+            if not rows:
                 continue
             table = self.tables[table_id]
-            data = _build_batch(table, items)
+            data = _build_batch(table, rows)
             self.rows_read += data.num_rows
-            yield ChangeBatch(table, data)
+            yield ChangeBatch(table, data, first_commit=first[table_id], last_commit=last[table_id])
+
+
+def free_server_id(options: MySqlSourceOptions) -> int:
+    """The first id of the ``server-id`` range that no registered replica uses (the first id when all are used or
+    the replicas cannot be listed)."""
+    ids = options.server_ids
+    if len(ids) == 1:
+        return ids[0]
+    taken = registered_replica_ids(options)
+    return next((sid for sid in ids if sid not in taken), ids[0])
+
+
+def registered_replica_ids(options: MySqlSourceOptions) -> set[int]:
+    """Server ids of the replicas registered on the server (SHOW SLAVE HOSTS); empty when not readable (the
+    statement needs REPLICATION MASTER ADMIN on MariaDB ≥ 10.5.2, REPLICATION SLAVE on MySQL)."""
+    try:
+        conn = connect(options)
+    except SourceError:
+        return set()
+    try:
+        with conn.cursor(pymysql.cursors.Cursor) as cur:
+            try:
+                cur.execute("SHOW SLAVE HOSTS")
+            except pymysql.MySQLError:
+                try:
+                    cur.execute("SHOW REPLICAS")  # MySQL >= 8.4
+                except pymysql.MySQLError:
+                    return set()
+            return {int(row[0]) for row in cur.fetchall()}
+    finally:
+        conn.close()
 
 
 def _pymysql_connect(**kwargs):

@@ -30,6 +30,19 @@ def error_code(exc: BaseException) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
+# Client/server error codes that mean the connection is gone (not that the request was wrong): can't connect
+# (2002, 2003), server gone away (2006), lost during a query (2013, 2055), killed (1927), server shutdown (1053),
+# MySQL 8 idle disconnect (4031).
+_CONNECTION_LOST = {2002, 2003, 2006, 2013, 2055, 1927, 1053, 4031}
+
+
+def is_connection_lost(exc: BaseException) -> bool:
+    """True when ``exc`` means the connection broke (worth a retry), not that the statement failed."""
+    if isinstance(exc, pymysql.err.InterfaceError):
+        return True
+    return isinstance(exc, pymysql.MySQLError) and error_code(exc) in _CONNECTION_LOST
+
+
 def connection_kwargs(options: MySqlSourceOptions) -> dict[str, Any]:
     """Keyword arguments for ``pymysql.connect`` (also used for the binlog stream)."""
     return dict(
@@ -163,13 +176,13 @@ def _granted_globally(conn) -> set[str] | None:
 
 def _probe_binlog_dump(options: MySqlSourceOptions, head: BinlogOffset) -> BaseException | None:
     """Try a non-blocking binlog dump from the head: the authoritative REPLICATION SLAVE check."""
-    from lakecdc.source.binlog import _pymysql_connect
+    from lakecdc.source.binlog import _pymysql_connect, free_server_id
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import RotateEvent
 
     settings = connection_kwargs(options)
     stream = BinLogStreamReader(
-        connection_settings=settings, server_id=options.server_id, log_file=head.file, log_pos=head.pos,
+        connection_settings=settings, server_id=free_server_id(options), log_file=head.file, log_pos=head.pos,
         resume_stream=True, blocking=False, is_mariadb=False, only_events=[RotateEvent], enable_logging=False,
         pymysql_wrapper=_pymysql_connect,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lakecdc.errors import SourceError
 from lakecdc.model import SourceColumn, SourceTable, TableId
+from lakecdc.source.charsets import check_column_charset
 from lakecdc.source.connection import query, text
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.types import ColumnTypeInfo, arrow_type_for
@@ -39,22 +40,25 @@ def describe_table(conn, table_id: TableId, options: MySqlSourceOptions) -> Sour
         raise SourceError(f"MySQL table {table_id} is a {table_type}, not a base table; only base tables can be captured")
     rows = query(
         conn,
-        "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLUMN_COMMENT, DATETIME_PRECISION "
+        "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLUMN_COMMENT, DATETIME_PRECISION, "
+        "CHARACTER_SET_NAME, COLLATION_NAME "
         "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
         (table_id.database, table_id.table),
         options=options,
     )
     columns = []
-    for name, data_type, column_type, is_nullable, comment, dt_precision in rows:
+    for name, data_type, column_type, is_nullable, comment, dt_precision, charset, collation in rows:
         info = ColumnTypeInfo(text(name), text(data_type), text(column_type),
                               int(dt_precision) if dt_precision is not None else None)
         try:
             arrow_type = arrow_type_for(info, treat_tinyint1_as_boolean=options.treat_tinyint1_as_boolean)
+            check_column_charset(info.name, info.data_type.lower(), text(charset), info.column_type)
         except SourceError as exc:
             raise SourceError(f"MySQL table {table_id}: {exc}") from None
         columns.append(SourceColumn(
             name=info.name, column_type=info.column_type, arrow_type=arrow_type,
             nullable=text(is_nullable).upper() == "YES", comment=text(comment) or "",
+            charset=text(charset) or "", collation=text(collation) or "",
         ))
     pk_rows = query(
         conn,

@@ -5,6 +5,10 @@ binlog position of the snapshot itself, lock-free (``BINLOG_GTID_POS`` turns it 
 MySQL: a brief ``FLUSH TABLES WITH READ LOCK`` around ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` +
 ``SHOW MASTER STATUS`` (needs RELOAD). Replaying the binlog from ``offset`` over the snapshot gives exactly the
 table's later states: nothing is duplicated, nothing is lost.
+
+A table is read whole (``read``) or in chunks of its chunk key (``read_chunks``, see lakecdc.source.chunks), all
+inside the same consistent transaction. A connection lost mid-read raises :class:`SourceConnectionLost`: the
+transaction is gone, so the caller retries with a new snapshot.
 """
 
 from __future__ import annotations
@@ -16,14 +20,16 @@ from typing import Iterator
 import pyarrow as pa
 import pymysql
 
-from lakecdc.errors import SourceError
+from lakecdc.errors import SourceConnectionLost, SourceError
 from lakecdc.model import INSERT, BinlogOffset, ChangeBatch, SourceTable, TableId
+from lakecdc.source.chunks import ChunkKey, ChunkProgress, chunk_query, next_upper_bound
 from lakecdc.source.connection import (
     binlog_gtid_pos,
     connect,
     driver_reason,
     error_code,
     head_offset,
+    is_connection_lost,
     server_flavor,
     text,
 )
@@ -51,6 +57,9 @@ class SnapshotReader:
         self._offset: BinlogOffset | None = None
         self._active: TableId | None = None
         self._closed = False
+        self.rows_read = 0
+        self.chunks_read = 0
+        self.progress: ChunkProgress | None = None  # after read_chunks: where the next read continues
 
     # -------------------------------------------------------------------------------------------- lifecycle
 
@@ -73,6 +82,9 @@ class SnapshotReader:
         try:
             cur.execute(sql)
         except pymysql.MySQLError as exc:
+            if is_connection_lost(exc):
+                raise SourceConnectionLost(f"MySQL at {self.options.address}: connection lost: "
+                                           f"{driver_reason(exc)}") from exc
             if error_code(exc) in (1227, 1045):
                 raise SourceError(
                     f"MySQL at {self.options.address}: {sql} needs a privilege user '{self.options.username}' "
@@ -140,36 +152,108 @@ class SnapshotReader:
         return self._read(table)
 
     def _read(self, table: SourceTable) -> Iterator[ChangeBatch]:
+        columns = ", ".join(quote_identifier(c.name) for c in table.columns)
+        sql = (f"SELECT {columns} FROM {quote_identifier(table.table_id.database)}."
+               f"{quote_identifier(table.table_id.table)}")
+        self._claim(table)
+        try:
+            yield from self._select(table, sql, None)
+        finally:
+            self._active = None
+
+    def _claim(self, table: SourceTable) -> None:
         if self._active is not None:
             raise SourceError(
                 f"snapshot of {self._active} is still being read; finish it before reading {table.table_id}"
             )
         self._active = table.table_id
+
+    def _failure(self, table: SourceTable, exc: pymysql.MySQLError) -> SourceError:
+        if is_connection_lost(exc):
+            return SourceConnectionLost(f"snapshot of {table.table_id}: connection to {self.options.address} lost: "
+                                        f"{driver_reason(exc)}")
+        return SourceError(f"snapshot of {table.table_id} failed: {driver_reason(exc)}")
+
+    def _select(self, table: SourceTable, sql: str, args: list | None) -> Iterator[ChangeBatch]:
+        """The rows of one SELECT as +I change batches, streamed from the server (``args`` None: ``sql`` is
+        not a format string)."""
         codecs = table_codecs(table)
         schema = table.change_schema()
         batch_rows = self.options.snapshot_batch_rows
-        columns = ", ".join(quote_identifier(c.name) for c in table.columns)
-        sql = (f"SELECT {columns} FROM {quote_identifier(table.table_id.database)}."
-               f"{quote_identifier(table.table_id.table)}")
         cur = self._conn.cursor()  # SSCursor: rows stream from the server
         try:
             try:
-                cur.execute(sql)
+                cur.execute(sql, args)
             except pymysql.MySQLError as exc:
-                raise SourceError(f"snapshot of {table.table_id} failed: {driver_reason(exc)}") from exc
+                raise self._failure(table, exc) from exc
             while True:
                 try:
                     rows = cur.fetchmany(batch_rows)
                 except pymysql.MySQLError as exc:
-                    raise SourceError(f"snapshot of {table.table_id} failed: {driver_reason(exc)}") from exc
+                    raise self._failure(table, exc) from exc
                 if not rows:
                     break
+                self.rows_read += len(rows)
                 yield ChangeBatch(table, build_batch(schema, codecs, rows, INSERT, 0))
         finally:
             try:
                 cur.close()  # drains unread rows so the connection can run the next query
-            finally:
-                self._active = None
+            except Exception:  # noqa: BLE001 - a broken connection (PyMySQL may fail with AttributeError then):
+                pass  # the error that broke it is already being raised
+
+    def read_chunks(self, table_id: TableId, key: ChunkKey | None, progress: ChunkProgress, max_rows: int,
+                    chunk_size: int | None = None) -> Iterator[ChangeBatch]:
+        """The rows after ``progress``, chunk by chunk, until at least ``max_rows`` rows were read or the table
+        is exhausted; afterwards ``self.progress`` is where the next read continues (``done`` at the end). A table
+        without chunk key (``key`` None) is read whole."""
+        table = self.tables.get(table_id)
+        if table is None:
+            raise SourceError(f"table {table_id} is not part of this snapshot")
+        self.open()
+        return self._read_chunks(table, key, progress, max_rows, chunk_size or self.options.chunk_size)
+
+    def _read_chunks(self, table: SourceTable, key: ChunkKey | None, progress: ChunkProgress, max_rows: int,
+                     chunk_size: int) -> Iterator[ChangeBatch]:
+        self.progress = progress
+        if progress.done:
+            return
+        if key is None:
+            yield from self._read(table)
+            self.progress = ChunkProgress(done=True)
+            return
+        self._claim(table)
+        try:
+            start_rows = self.rows_read
+            if key.column.nullable and not progress.nulls_done and not progress.has_after:
+                sql, args = chunk_query(table, key, progress, None, nulls=True)
+                yield from self._select(table, sql, args)
+                progress = self.progress = ChunkProgress(column=key.name, nulls_done=True)
+            while self.rows_read - start_rows < max_rows:
+                with self._conn.cursor(pymysql.cursors.Cursor) as cur:
+                    try:
+                        upper = next_upper_bound(cur, table, key, progress, chunk_size)
+                    except pymysql.MySQLError as exc:
+                        raise self._failure(table, exc) from exc
+                sql, args = chunk_query(table, key, progress, upper)
+                yield from self._select(table, sql, args)
+                self.chunks_read += 1
+                found, value = upper
+                if not found:
+                    progress = self.progress = ChunkProgress(column=key.name, done=True)
+                    break
+                progress = self.progress = ChunkProgress(column=key.name, nulls_done=True, after=value,
+                                                         has_after=True)
+            if not progress.done and not self._rows_after(table, key, progress):
+                self.progress = ChunkProgress(column=key.name, done=True)  # the budget ended with the last row
+        finally:
+            self._active = None
+
+    def _rows_after(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress) -> bool:
+        with self._conn.cursor(pymysql.cursors.Cursor) as cur:
+            try:
+                return next_upper_bound(cur, table, key, progress, 1)[0]
+            except pymysql.MySQLError as exc:
+                raise self._failure(table, exc) from exc
 
 
 def build_batch(schema: pa.Schema, codecs, rows, op: str, op_ts: int) -> pa.Table:

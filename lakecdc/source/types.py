@@ -4,35 +4,42 @@ Snapshot values come from PyMySQL (text protocol, session ``time_zone='+00:00'``
 python-mysql-replication (row images). They disagree for several types (see the reference study); every fix-up
 below makes both sides produce the value the snapshot would give, then builds Arrow arrays of the mapped type:
 
-==========================================  =================================  ==========================================
-MySQL                                       Arrow                              normalisation
-==========================================  =================================  ==========================================
-TINYINT(1) (treat_tinyint1_as_boolean)      bool                               value != 0
-TINYINT                                     int8
-TINYINT UNSIGNED, SMALLINT                  int16
-SMALLINT UNSIGNED, MEDIUMINT, INT, YEAR     int32                              binlog YEAR 0000 comes as 1900 → 0
-INT UNSIGNED, BIGINT                        int64
-BIGINT UNSIGNED                             decimal128(20, 0)
-FLOAT                                       float32                            (binlog has the exact float32)
-DOUBLE, REAL                                float64
-DECIMAL(p,s) p ≤ 38                         decimal128(p, s)
-DECIMAL(p,s) p > 38                         string                             plain notation, scale kept
-DATE                                        date32                             zero date → NULL, or 1970-01-01 if NOT NULL
-TIME(p)                                     time64('us')                       microseconds; fixes the binlog sign bug of
-                                                                               negative fractional TIME
-DATETIME(p)                                 timestamp('ms') p ≤ 3 else 'us'    zero datetime as DATE
-TIMESTAMP(p)                                timestamp(unit, tz='UTC')          instants in UTC; zero → 1970-01-01 UTC
-CHAR, VARCHAR, *TEXT, JSON, ENUM            string                             MySQL binary JSON → JSON text
-SET                                         string                             members in definition order, 'a,c';
-                                                                               empty set → ''
-BINARY(n)                                   binary                             right-padded with 0x00 to n bytes
-VARBINARY, *BLOB                            binary                             binlog '' → b''
-BIT(1)                                      bool
-BIT(n)                                      binary ((n+7)//8 bytes, big-endian)
-==========================================  =================================  ==========================================
+=======================================  ===============================  ========================================
+MySQL                                    Arrow (Paimon)                   normalisation
+=======================================  ===============================  ========================================
+TINYINT(1) (treat_tinyint1_as_boolean)   bool (BOOLEAN)                   value != 0
+TINYINT                                  int8 (TINYINT)
+TINYINT UNSIGNED, SMALLINT               int16 (SMALLINT)
+SMALLINT UNSIGNED, MEDIUMINT, INT, YEAR  int32 (INT)                      binlog YEAR 0000 comes as 1900 → 0
+INT UNSIGNED, BIGINT                     int64 (BIGINT)
+BIGINT UNSIGNED                          decimal128(20, 0)                up to 18446744073709551615
+FLOAT                                    float32 (FLOAT)                  (binlog has the exact float32)
+FLOAT(M,D)                               float64 (DOUBLE)                 the float32 rounded to D decimals
+DOUBLE, REAL                             float64 (DOUBLE)
+DECIMAL(p,s) p ≤ 38                      decimal128(p, s)
+DECIMAL(p,s) p > 38                      string (STRING)                  plain notation, scale kept
+DATE                                     date32 (DATE)                    zero date → NULL (NOT NULL: 1970-01-01)
+TIME(p)                                  time32 s / ms, time64 us         microseconds; fixes the binlog sign bug
+                                         (TIME(0) / (3) / (6))            of negative fractional TIME; negative
+                                                                          and > 24h values stay signed durations
+DATETIME(p)                              timestamp s / ms / us            zero datetime as DATE
+                                         (TIMESTAMP(0) / (3) / (6))
+TIMESTAMP(p)                             timestamp(unit, tz='UTC')        UTC instants whatever the server zone;
+                                         (TIMESTAMP_LTZ(0) / (3) / (6))   zero → 1970-01-01 UTC
+CHAR, VARCHAR, *TEXT, JSON, ENUM         string (STRING)                  any character set (see charsets.py);
+                                                                          MySQL binary JSON → JSON text
+SET                                      list<string> (ARRAY<STRING>)     members in definition order; empty: []
+BINARY(n)                                fixed_size_binary(n)             right-padded with 0x00 to n bytes
+                                         (BINARY(n))
+VARBINARY, *BLOB                         binary (BYTES)                   binlog '' → b''
+BIT(1)                                   bool (BOOLEAN)
+BIT(n)                                   fixed_size_binary((n+7)//8)      big-endian bytes
+                                         (BINARY((n+7)/8))
+GEOMETRY, POINT, ... GEOMETRYCOLLECTION  string (STRING)                  Flink CDC's JSON text
+=======================================  ===============================  ========================================
 
-NOT NULL columns give non-nullable fields. Any other type (spatial types, MariaDB UUID/INET4/INET6, VECTOR …)
-raises :class:`SourceError` naming the column.
+NOT NULL columns give non-nullable fields. Any other type (MariaDB UUID/INET4/INET6, VECTOR …) raises
+:class:`SourceError` naming the column.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import datetime as _dt
 import decimal
 import json
 import re
+import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -68,6 +76,8 @@ _INT_TYPES = {
 _STRING_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json", "enum", "long",
                  "long varchar"}
 _BINARY_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+GEOMETRY_TYPES = {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
+                  "geometrycollection", "geomcollection"}
 _PAREN = re.compile(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
 
 
@@ -134,7 +144,8 @@ def arrow_type_for(info: ColumnTypeInfo, *, treat_tinyint1_as_boolean: bool = Tr
     if data_type == "year":
         return pa.int32()
     if data_type == "float":
-        return pa.float32()
+        # Flink CDC: FLOAT with an explicit (M,D) becomes DOUBLE
+        return pa.float64() if length is not None else pa.float32()
     if data_type in ("double", "real", "double precision"):
         return pa.float64()
     if data_type in ("decimal", "numeric", "fixed"):
@@ -147,16 +158,20 @@ def arrow_type_for(info: ColumnTypeInfo, *, treat_tinyint1_as_boolean: bool = Tr
         return pa.date32()
     if data_type in ("time", "datetime", "timestamp"):
         precision = info.datetime_precision if info.datetime_precision is not None else (length or 0)
+        unit = "s" if precision == 0 else "ms" if precision <= 3 else "us"
         if data_type == "time":
-            return pa.time64("us")
-        unit = "ms" if precision <= 3 else "us"
+            return pa.time64("us") if unit == "us" else pa.time32(unit)
         return pa.timestamp(unit, tz="UTC") if data_type == "timestamp" else pa.timestamp(unit)
-    if data_type in _STRING_TYPES or data_type == "set":
+    if data_type in _STRING_TYPES or data_type in GEOMETRY_TYPES:
         return pa.string()
+    if data_type == "set":
+        return pa.list_(pa.string())
+    if data_type == "binary":
+        return pa.binary(length or 1)
     if data_type in _BINARY_TYPES:
         return pa.binary()
     if data_type == "bit":
-        return pa.bool_() if (length or 1) == 1 else pa.binary()
+        return pa.bool_() if (length or 1) == 1 else pa.binary(((length or 1) + 7) // 8)
     raise SourceError(
         f"column '{info.name}' has type {info.column_type!r}, which the MySQL source does not support "
         "(exclude the table, or change the column to a supported type)"
@@ -193,6 +208,71 @@ def _binlog_time_us(v: Any) -> Any:
             magnitude = magnitude - fraction + (1_000_000 - fraction)
         return -magnitude
     return us
+
+
+def _wkb_number(x: float) -> Any:
+    return int(x) if x.is_integer() and abs(x) < 1e15 else x
+
+
+def _wkb_geometry(data: bytes, offset: int) -> tuple[dict, int]:
+    """One WKB geometry at ``offset`` as a GeoJSON dict (type first), and the offset after it."""
+    order = "<" if data[offset] == 1 else ">"
+    (kind,) = struct.unpack_from(order + "I", data, offset + 1)
+    offset += 5
+    kind %= 1000  # ISO Z/M variants never occur in MySQL (2D only)
+
+    def point(at: int) -> tuple[list, int]:
+        x, y = struct.unpack_from(order + "dd", data, at)
+        return [_wkb_number(x), _wkb_number(y)], at + 16
+
+    def points(at: int) -> tuple[list, int]:
+        (n,) = struct.unpack_from(order + "I", data, at)
+        at += 4
+        out = []
+        for _ in range(n):
+            p, at = point(at)
+            out.append(p)
+        return out, at
+
+    def rings(at: int) -> tuple[list, int]:
+        (n,) = struct.unpack_from(order + "I", data, at)
+        at += 4
+        out = []
+        for _ in range(n):
+            r, at = points(at)
+            out.append(r)
+        return out, at
+
+    names = {1: "Point", 2: "LineString", 3: "Polygon", 4: "MultiPoint", 5: "MultiLineString", 6: "MultiPolygon",
+             7: "GeometryCollection"}
+    if kind not in names:
+        raise ValueError(f"unknown WKB geometry type {kind}")
+    if kind in (1, 2, 3):
+        coordinates, offset = (point, points, rings)[kind - 1](offset)
+        return {"type": names[kind], "coordinates": coordinates}, offset
+    (n,) = struct.unpack_from(order + "I", data, offset)
+    offset += 4
+    parts = []
+    for _ in range(n):
+        part, offset = _wkb_geometry(data, offset)
+        parts.append(part)
+    if kind == 7:
+        return {"type": names[kind], "geometries": parts}, offset
+    return {"type": names[kind], "coordinates": [p["coordinates"] for p in parts]}, offset
+
+
+def geometry_json(value: Any) -> Any:
+    """A MySQL geometry value (4-byte little-endian SRID + WKB, the same bytes from the snapshot and the binlog)
+    as Flink CDC's JSON text: ``{"coordinates":[1,2],"type":"Point","srid":0}`` (``geometries`` instead of
+    ``coordinates`` for a collection). Per-value Python: geometry columns are rare and values small."""
+    data = _to_bytes(value)
+    if not isinstance(data, bytes) or len(data) < 9:
+        raise SourceError(f"not a MySQL geometry value: {value!r}")
+    (srid,) = struct.unpack_from("<I", data, 0)
+    shape, _ = _wkb_geometry(data, 4)
+    body = {"geometries": shape["geometries"]} if "geometries" in shape else {"coordinates": shape["coordinates"]}
+    # key order as Flink CDC's Java HashMap prints it
+    return json.dumps({**body, "type": shape["type"], "srid": srid}, separators=(",", ":"))
 
 
 def _decimal_text(v: Any) -> Any:
@@ -260,6 +340,7 @@ class ColumnCodec:
         self.binlog_fix: Callable[[Any], Any] | None = None
         self._empty_set = False
         self._arrow_via: pa.DataType | None = None  # build as this type, then cast/view to arrow_type
+        self._time_divisor = 0  # TIME columns: microseconds per unit of the Arrow type
 
         t = arrow_type
         if pa.types.is_boolean(t):
@@ -280,20 +361,28 @@ class ColumnCodec:
             self.zero_value = _EPOCH_DATETIME  # binlog decodes zero TIMESTAMP as the epoch, also when nullable
             self.snapshot_fix = self._zero_date_fix
         elif data_type == "time":
+            # values are microseconds (signed: MySQL TIME is a duration from -838:59:59 to 838:59:59)
             self.snapshot_fix = _timedelta_us
             self.binlog_fix = _binlog_time_us
-            self._arrow_via = pa.int64()
+            self._time_divisor = {"s": 1_000_000, "ms": 1_000, "us": 1}[t.unit]
+        elif data_type == "float" and pa.types.is_float64(t):
+            _, decimals = _length(column_type)
+            # FLOAT(M,D) is stored as a float32; MySQL shows (and the snapshot reads) it rounded to D decimals
+            self.binlog_fix = lambda v, d=decimals or 0: round(float(v), d)
         elif data_type == "set":
             members = parse_enum_values(info.column_type)
             order = {m: i for i, m in enumerate(members)}
 
-            def set_text(v: Any, order=order) -> Any:
+            def set_members(v: Any, order=order) -> Any:
                 if isinstance(v, (set, frozenset, list, tuple)):
-                    return ",".join(sorted(v, key=lambda m: order.get(m, len(order))))
-                return _to_text(v)
+                    return sorted(v, key=lambda m: order.get(m, len(order)))
+                text = _to_text(v)
+                return text.split(",") if text else []
 
-            self.binlog_fix = set_text
+            self.snapshot_fix = self.binlog_fix = set_members
             self._empty_set = True
+        elif data_type in GEOMETRY_TYPES:
+            self.snapshot_fix = self.binlog_fix = geometry_json
         elif pa.types.is_string(t):
             self.binlog_fix = self._text_fix
         elif data_type == "binary":
@@ -335,7 +424,7 @@ class ColumnCodec:
             if none_source is None or none_source == "null":
                 return None
             if self._empty_set and none_source == _NONE_EMPTY_SET:
-                return ""
+                return []
             if none_source in _NONE_ZERO_DATE:
                 return self.zero_value
             return None
@@ -350,6 +439,8 @@ class ColumnCodec:
 
     def to_array(self, values: Sequence[Any]) -> pa.Array:
         """An Arrow array of this column's type from already normalised values."""
+        if self._time_divisor:
+            return self._time_array(values)
         try:
             if self._arrow_via is not None:
                 arr = pa.array(values, type=self._arrow_via)
@@ -360,6 +451,31 @@ class ColumnCodec:
             raise SourceError(
                 f"column '{self.name}': cannot convert values like {sample!r} to Arrow {self.arrow_type}: {exc}"
             ) from exc
+
+
+    def _time_array(self, values: Sequence[Any]) -> pa.Array:
+        """TIME values (signed microseconds) as the column's time32/time64 array. Paimon stores TIME as 32-bit
+        milliseconds, so a duration beyond ±596:31:23.647 cannot be stored: refused, naming the column."""
+        present = [v for v in values if v is not None]
+        if present and (min(present) <= -_TIME_LIMIT_US or max(present) >= _TIME_LIMIT_US):
+            bad = next(v for v in present if abs(v) >= _TIME_LIMIT_US)
+            raise SourceError(
+                f"column '{self.name}': TIME value {_time_text(bad)} is outside ±596:31:23.647, the range of "
+                "Paimon's TIME type (32-bit milliseconds); exclude the table or change the column (for example "
+                "to a number of seconds)")
+        divisor = self._time_divisor
+        ints = values if divisor == 1 else [None if v is None else v // divisor for v in values]
+        via = pa.int64() if pa.types.is_time64(self.arrow_type) else pa.int32()
+        return pa.array(ints, type=via).view(self.arrow_type)
+
+
+_TIME_LIMIT_US = 2**31 * 1000  # Paimon TIME: int32 milliseconds
+
+
+def _time_text(us: int) -> str:
+    sign, us = ("-" if us < 0 else ""), abs(us)
+    seconds, micros = divmod(us, 1_000_000)
+    return f"{sign}{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{micros:06d}"
 
 
 def column_data_type(column_type: str) -> str:

@@ -2,8 +2,11 @@
 change batches with Arrow.
 
 Modules: ``rules`` (rule selection, validation, compilation, ``CompiledTransform.apply``), ``expressions``
-(sqlglot parsing and compilation), ``functions`` (the function registry and its deviation table), ``nodes``
-(compiled expression nodes), ``types`` (type rules, Java-style text), ``datefmt`` (Java date patterns).
+(sqlglot parsing and compilation, error positions), ``functions`` (the function registry, one module per group of
+functions), ``nodes`` (compiled expression nodes), ``types`` (Calcite type rules, Java-style text, time zones),
+``datefmt`` (Java date patterns: formatting and parsing), ``udf`` (pipeline user-defined functions), ``routes``
+(route rules, merged schemas of many-to-one routes), ``metadata_columns`` (FLIP-107 metadata columns).
+docs/functions.md is the reference, with the compatibility table against Flink CDC.
 """
 
 from lakecdc.transform.rules import (CompiledTransform, TransformContext, TransformRuleConfig, compile_transform,

@@ -1,7 +1,7 @@
 """Parse transform expressions (projection select-lists and filters) with sqlglot and compile them to nodes.
 
 Parsing uses a Spark-based sqlglot dialect (``read="spark"`` handles back-tick identifiers, ``||`` as string
-concatenation and Flink's special forms) with three changes so the tree keeps what the user wrote:
+concatenation and Flink's special forms) with these changes so the tree keeps what the user wrote:
 
 * ``''`` inside a string literal is an escaped quote (SQL/Calcite), not two adjacent literals to concatenate
   (``DATE_FORMAT(ts, 'yyyy-MM-dd''T''HH')`` keeps the Java pattern ``yyyy-MM-dd'T'HH``); backslash is literal;
@@ -10,8 +10,10 @@ concatenation and Flink's special forms) with three changes so the tree keeps wh
   source order (no dialect rewrites such as DATE_FORMAT → TimeToStr, CONCAT_WS argument shuffles or swapped
   TIMESTAMPDIFF operands) and is looked up in ``functions.FUNCTIONS`` by upper-case name.
 * ``CAST`` stays ``Cast`` (Spark turns it into ``TryCast``); ``TRY_CAST`` stays ``TryCast``.
+* Calcite forms Spark lacks: ``POSITION(a IN b FROM p)`` and ``CASE v WHEN x1, x2 THEN ...``.
 
-Identifiers are case-sensitive; function names are case-insensitive.
+Identifiers are case-sensitive; function names and keywords (``LOCALTIMESTAMP``, the unit of ``TIMESTAMPDIFF``)
+are case-insensitive. Errors carry the line and column of the sub-expression they are about.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.parsers.spark import SparkParser
+from sqlglot.tokens import TokenType
 
 from lakecdc.errors import ExpressionError
 from lakecdc.transform import functions as fn
+from lakecdc.transform.functions import comparison, structs, temporal
+from lakecdc.transform.functions.base import Site, require
 from lakecdc.transform.nodes import Literal, Node
-from lakecdc.transform.types import decimal_literal_type
+from lakecdc.transform.types import capped_decimal, decimal_literal_type, unit_for_precision
 
 
 class FlinkCdcSql(Spark):
@@ -44,14 +49,48 @@ class FlinkCdcSql(Spark):
         STRICT_CAST = True
         FUNCTIONS: dict = {}
 
+        def _parse_position(self, haystack_first: bool = False) -> exp.StrPosition:
+            args = self._parse_csv(self._parse_bitwise)
+            if self._match(TokenType.IN):
+                haystack = self._parse_bitwise()
+                start = self._parse_bitwise() if self._match(TokenType.FROM) else None
+                return self.expression(exp.StrPosition(this=haystack, substr=args[0] if args else None,
+                                                       position=start))
+            return self.expression(exp.StrPosition(this=args[1] if len(args) > 1 else None,
+                                                   substr=args[0] if args else None,
+                                                   position=args[2] if len(args) > 2 else None))
+
+        def _parse_case(self) -> exp.Expr | None:
+            if self._match(TokenType.DOT, advance=False):
+                self._retreat(self._index - 1)
+                return None
+            ifs = []
+            default = None
+            subject = self._parse_disjunction()
+            while self._match(TokenType.WHEN):
+                conditions = [self._parse_disjunction()]
+                while subject is not None and self._match(TokenType.COMMA):
+                    conditions.append(self._parse_disjunction())
+                condition = conditions[0] if len(conditions) == 1 else exp.Tuple(expressions=conditions)
+                self._match(TokenType.THEN)
+                ifs.append(self.expression(exp.If(this=condition, true=self._parse_disjunction())))
+            if self._match(TokenType.ELSE):
+                default = self._parse_disjunction()
+            if not self._match(TokenType.END):
+                self.raise_error("Expected END after CASE", self._prev)
+            return self.expression(exp.Case(this=subject, ifs=ifs, default=default))
+
 
 METADATA_COLUMNS = ("__namespace_name__", "__schema_name__", "__table_name__", "__data_event_type__")
 OP_TS = "op_ts"
+NILADIC_KEYWORDS = ("LOCALTIMESTAMP", "LOCALTIME", "CURRENT_TIME", "CURRENT_DATE", "CURRENT_TIMESTAMP")
+_UNIT_FUNCTIONS = ("TIMESTAMPDIFF", "TIMESTAMP_DIFF", "TIMESTAMPADD")
+_PREFIX = "SELECT "
 
 
 def _parse_select(text: str) -> exp.Select:
     try:
-        tree = sqlglot.parse_one(f"SELECT {text}\nFROM __lakecdc_input__", dialect=FlinkCdcSql)
+        tree = sqlglot.parse_one(f"{_PREFIX}{text}\nFROM __lakecdc_input__", dialect=FlinkCdcSql)
     except (ParseError, TokenError) as exc:
         raise ExpressionError(f"syntax error in {text!r}: {_first_line(exc)}") from None
     extra = [k for k, v in tree.args.items() if v and k not in ("expressions", "from", "from_")] \
@@ -76,9 +115,15 @@ class ProjectionItem:
     bare_column: str | None  # the referenced name when the expression is a bare identifier
 
 
+def normalise_projection(text: str) -> str:
+    """The YAML parser of Flink CDC turns ``\\*`` into ``*`` (a leading ``*`` is a YAML alias); a space keeps the
+    character positions of error messages."""
+    return text.replace("\\*", " *")
+
+
 def parse_projection(text: str) -> list[ProjectionItem]:
     """Parse a projection; ExpressionError for syntax errors and items that are neither a column nor aliased."""
-    text = text.replace("\\*", "*")
+    text = normalise_projection(text)
     tree = _parse_select(text)
     items = []
     for node in tree.expressions:
@@ -86,18 +131,18 @@ def parse_projection(text: str) -> list[ProjectionItem]:
             items.append(ProjectionItem(True, None, None, None))
             continue
         if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
-            raise ExpressionError(f"qualified '*' is not supported: {node.sql(dialect=FlinkCdcSql)}")
+            raise located(ExpressionError(f"qualified '*' is not supported: {sql_text(node)}"), node, text)
         if isinstance(node, exp.Alias):
             alias = node.alias
             inner = node.this
             bare = inner.name if _is_bare_column(inner) else None
             items.append(ProjectionItem(False, inner, alias, bare))
             continue
-        if _is_bare_column(node):
+        if _is_bare_column(node) and node.name.upper() not in NILADIC_KEYWORDS:
             items.append(ProjectionItem(False, node, node.name, node.name))
             continue
-        raise ExpressionError(f"Unrecognized projection expression: {node.sql(dialect=FlinkCdcSql)}. "
-                              "Should be <EXPR> AS <IDENTIFIER>")
+        raise located(ExpressionError(f"Unrecognized projection expression: {sql_text(node)}. "
+                                      "Should be <EXPR> AS <IDENTIFIER>"), node, text)
     return items
 
 
@@ -119,11 +164,39 @@ def sql_text(node: exp.Expression) -> str:
     return node.sql(dialect=FlinkCdcSql)
 
 
+# --------------------------------------------------------------------------------------------- positions
+
+def _start(node: exp.Expression) -> int | None:
+    starts = [n.meta["start"] for n in node.walk() if isinstance(n, exp.Expression) and "start" in n.meta]
+    return min(starts) if starts else None
+
+
+def located(error: ExpressionError, node: exp.Expression, text: str | None) -> ExpressionError:
+    """Add the line and column of ``node`` inside the rule text to ``error`` (once: the innermost wins)."""
+    if getattr(error, "located", False) or text is None:
+        return error
+    start = _start(node)
+    if start is None:
+        return error
+    offset = max(0, min(start - len(_PREFIX), len(text)))
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    fragment = sql_text(node)
+    message = str(error)
+    if fragment not in message:
+        message = f"{message} (in {fragment})"
+    located_error = ExpressionError(f"{message} [at line {line}, column {column}]")
+    located_error.located = True
+    located_error.line, located_error.column = line, column
+    return located_error
+
+
 # ------------------------------------------------------------------------------------------------- compiler
 
 _BINARY = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=",
            exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.DPipe: "||",
-           exp.And: "AND", exp.Or: "OR"}
+           exp.And: "AND", exp.Or: "OR", exp.NullSafeEQ: "IS NOT DISTINCT FROM",
+           exp.NullSafeNEQ: "IS DISTINCT FROM"}
 
 _CAST_TYPES: dict = {
     exp.DataType.Type.BOOLEAN: pa.bool_(), exp.DataType.Type.TINYINT: pa.int8(),
@@ -137,10 +210,12 @@ _DECIMAL_TYPES = {exp.DataType.Type.DECIMAL}
 # Spark reads TIMESTAMP as its (zoned) TIMESTAMP type; in Flink CDC it is the zone-less TIMESTAMP.
 _TIMESTAMP_TYPES = {exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.DATETIME,
                     exp.DataType.Type.TIMESTAMPNTZ}
+DEFAULT_CAST_TIMESTAMP_PRECISION = 6
 
 
-def cast_target(dt: exp.DataType) -> pa.DataType:
-    """The Arrow type of a CAST target; ExpressionError for targets Flink CDC cannot cast to."""
+def cast_target(dt: exp.DataType, max_precision: int = 19) -> pa.DataType:
+    """The Arrow type of a CAST target; ExpressionError for targets Flink CDC cannot cast to. DECIMAL precision
+    and scale are capped at the pipeline's maximum (19, or 38 with UP_TO_38), as Calcite's type system does."""
     params = [int(p.this.this) if isinstance(p, exp.DataTypeParam) else int(p.this)
               for p in dt.expressions] if dt.expressions else []
     if dt.this in _CAST_TYPES:
@@ -150,28 +225,54 @@ def cast_target(dt: exp.DataType) -> pa.DataType:
         scale = params[1] if len(params) > 1 else 0
         if not 1 <= precision <= 38 or not 0 <= scale <= precision:
             raise ExpressionError(f"invalid DECIMAL({precision}, {scale})")
-        return pa.decimal128(precision, scale)
+        return capped_decimal(precision, scale, max_precision)
     if dt.this in _TIMESTAMP_TYPES:
-        precision = params[0] if params else 6
-        return pa.timestamp("s" if precision == 0 else "ms" if precision <= 3 else "us" if precision <= 6 else "ns")
+        precision = params[0] if params else DEFAULT_CAST_TIMESTAMP_PRECISION
+        if not 0 <= precision <= 9:
+            raise ExpressionError(f"invalid TIMESTAMP({precision})")
+        return pa.timestamp(unit_for_precision(precision))
     raise ExpressionError(f"Unsupported data type cast to {dt.sql(dialect=FlinkCdcSql)}; supported targets: "
                           f"{fn.CAST_TARGETS}")
 
 
-class Compiler:
-    """Turns a sqlglot expression into a ``Node``; ``resolve(name)`` maps identifiers to column nodes."""
+class UnitKeyword(Node):
+    """The time unit argument of TIMESTAMPDIFF / TIMESTAMPADD (a keyword, not a column)."""
 
-    def __init__(self, resolve: Callable[[str], Node], udfs: dict[str, Callable] | None = None):
+    def __init__(self, unit: str):
+        self.unit_keyword = unit
+        self.dtype = pa.null()
+        self.sql = unit
+
+
+class Compiler:
+    """Turns a sqlglot expression into a ``Node``; ``resolve(name)`` maps identifiers to column nodes.
+    ``text`` is the rule text the expression was parsed from (for error positions)."""
+
+    def __init__(self, resolve: Callable[[str], Node], udfs: dict[str, Callable] | None = None, *,
+                 max_precision: int = 19, text: str | None = None):
         self.resolve = resolve
         self.udfs = udfs or {}
+        self.max_precision = max_precision
+        self.text = text
+
+    def site(self, sql: str) -> Site:
+        return Site(sql, self.max_precision)
 
     def compile(self, node: exp.Expression) -> Node:
+        try:
+            return self._compile(node)
+        except ExpressionError as error:
+            raise located(error, node, self.text) from None
+
+    def _compile(self, node: exp.Expression) -> Node:
         sql = sql_text(node)
         if isinstance(node, exp.Paren):
             return self.compile(node.this)
         if isinstance(node, exp.Column):
             if node.table or not isinstance(node.this, exp.Identifier):
                 raise ExpressionError(f"qualified column names are not supported: {sql}")
+            if not node.this.quoted and node.name.upper() in NILADIC_KEYWORDS:
+                return self.function(node.name, [], sql)
             return self.resolve(node.name)
         if isinstance(node, exp.Literal):
             return _literal(node, sql)
@@ -179,6 +280,8 @@ class Compiler:
             return Literal(bool(node.this), pa.bool_(), sql)
         if isinstance(node, exp.Null):
             return Literal(None, pa.null(), sql)
+        if isinstance(node, exp.HexString):
+            return Literal(bytes.fromhex(node.this), pa.binary(), sql)
         if isinstance(node, exp.Neg):
             inner = node.this
             if isinstance(inner, exp.Literal) and not inner.is_string:
@@ -188,31 +291,17 @@ class Compiler:
             if type(node) is cls:
                 return self.call(fn.OPERATORS[op], [self.compile(node.this), self.compile(node.expression)], sql)
         if isinstance(node, exp.Not):
-            return self.call(fn.OPERATORS["NOT"], [self.compile(node.this)], sql)
+            return self._not(node, sql)
         if isinstance(node, exp.Is):
-            target = node.expression
-            if isinstance(target, exp.Null):
-                return self.call(fn.OPERATORS["IS NULL"], [self.compile(node.this)], sql)
-            if isinstance(target, exp.Boolean):
-                name = "IS TRUE" if target.this else "IS FALSE"
-                return self.call(fn.OPERATORS[name], [self.compile(node.this)], sql)
-            raise ExpressionError(f"unsupported IS expression: {sql}")
+            return self._is(node, sql)
         if isinstance(node, exp.In):
-            if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
-                raise ExpressionError(f"IN with a subquery is not supported: {sql}")
-            args = [self.compile(node.this)] + [self.compile(e) for e in node.expressions]
-            return self.call(fn.OPERATORS["IN"], args, sql)
+            return self._in(node, "IN", sql)
         if isinstance(node, exp.Between):
-            args = [self.compile(node.this), self.compile(node.args["low"]), self.compile(node.args["high"])]
-            return self.call(fn.OPERATORS["BETWEEN"], args, sql)
-        if isinstance(node, exp.Escape) and isinstance(node.this, exp.Like):
-            like = node.this
-            result = self.call(fn.OPERATORS["LIKE"], [self.compile(like.this), self.compile(like.expression),
-                                                      self.compile(node.expression)], sql)
-            return self.call(fn.OPERATORS["NOT"], [result], sql) if like.args.get("negate") else result
-        if isinstance(node, exp.Like):
-            result = self.call(fn.OPERATORS["LIKE"], [self.compile(node.this), self.compile(node.expression)], sql)
-            return self.call(fn.OPERATORS["NOT"], [result], sql) if node.args.get("negate") else result
+            return self._between(node, False, sql)
+        if isinstance(node, exp.Escape) and isinstance(node.this, (exp.Like, exp.SimilarTo)):
+            return self._pattern(node.this, node.expression, sql)
+        if isinstance(node, (exp.Like, exp.SimilarTo)):
+            return self._pattern(node, None, sql)
         if isinstance(node, exp.If):
             args = [self.compile(node.this), self.compile(node.args["true"])]
             false = node.args.get("false")
@@ -223,17 +312,39 @@ class Compiler:
         if isinstance(node, (exp.Cast, exp.TryCast)):
             if node.args.get("format"):
                 raise ExpressionError(f"CAST ... FORMAT is not supported: {sql}")
-            target = cast_target(node.to)
-            return fn.cast(self.compile(node.this), target, isinstance(node, exp.TryCast), sql)
+            target = cast_target(node.to, self.max_precision)
+            return fn.cast(self.compile(node.this), target, isinstance(node, exp.TryCast), sql, self.site(sql))
         if isinstance(node, exp.Substring):
             args = [node.this, node.args.get("start"), node.args.get("length")]
             return self.function("SUBSTRING", [a for a in args if a is not None], sql)
         if isinstance(node, exp.Trim):
-            # Flink CDC 3.6 compiles every TRIM form to String.trim() (LEADING/TRAILING/'x' are ignored).
-            return self.function("TRIM", [node.this], sql)
+            return self._trim(node, sql)
+        if isinstance(node, exp.Overlay):
+            args = [node.this, node.expression, node.args.get("from_") or node.args.get("from"),
+                    node.args.get("for_") or node.args.get("for")]
+            return self.function("OVERLAY", [a for a in args if a is not None], sql)
+        if isinstance(node, exp.StrPosition):
+            args = [node.args.get("substr"), node.this, node.args.get("position")]
+            return self.function("POSITION", [a for a in args if a is not None], sql)
         if isinstance(node, (exp.Ceil, exp.Floor)):
-            args = [node.this] + ([node.args["decimals"]] if node.args.get("decimals") is not None else [])
-            return self.function("CEIL" if isinstance(node, exp.Ceil) else "FLOOR", args, sql)
+            if node.args.get("decimals") is not None or node.args.get("to") is not None:
+                raise ExpressionError(f"{sql}: CEIL/FLOOR take one argument")
+            return self.function("CEIL" if isinstance(node, exp.Ceil) else "FLOOR", [node.this], sql)
+        if isinstance(node, exp.Extract):
+            unit = node.this.name if isinstance(node.this, (exp.Var, exp.Column, exp.Identifier)) else str(node.this)
+            return temporal.extract(unit, self.compile(node.expression), self.site(sql))
+        if isinstance(node, exp.Interval):
+            return self._interval(node, sql)
+        if isinstance(node, exp.Array):
+            return self.function("ARRAY", list(node.expressions), sql)
+        if isinstance(node, exp.Bracket):
+            return self._bracket(node, sql)
+        if isinstance(node, (exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentTime)):
+            if node.this is not None:
+                raise ExpressionError(f"{sql}: takes no arguments")
+            name = {exp.CurrentDate: "CURRENT_DATE", exp.CurrentTimestamp: "CURRENT_TIMESTAMP",
+                    exp.CurrentTime: "CURRENT_TIME"}[type(node)]
+            return self.function(name, [], sql)
         if isinstance(node, exp.Anonymous):
             return self.function(node.name, list(node.expressions), sql)
         if isinstance(node, exp.Func):
@@ -241,24 +352,123 @@ class Compiler:
             raise ExpressionError(f"unsupported function or expression {name}: {sql}")
         raise ExpressionError(f"unsupported expression: {sql}")
 
+    # ----------------------------------------------------------------------------------------- helpers
     def function(self, name: str, args: list[exp.Expression], sql: str) -> Node:
         definition = fn.lookup_function(name, self.udfs)
         if definition is None:
             raise ExpressionError(f"unknown function {name.upper()} in {sql}")
+        if name.upper() in _UNIT_FUNCTIONS and args and name.upper() not in {u.upper() for u in self.udfs}:
+            compiled = [self._unit(args[0])] + [self.compile(a) for a in args[1:]]
+            return self.call(definition, compiled, sql)
         return self.call(definition, [self.compile(a) for a in args], sql)
 
     def call(self, definition: fn.FunctionDef, args: list[Node], sql: str) -> Node:
         definition.check_arity(len(args))
-        return definition.build(args, sql)
+        return definition.build(args, self.site(sql))
+
+    def _unit(self, node: exp.Expression) -> Node:
+        if isinstance(node, (exp.Column, exp.Var)) and not getattr(node.this, "quoted", False):
+            return UnitKeyword(node.name.upper())
+        raise ExpressionError(f"expected a time unit (SECOND, MINUTE, HOUR, DAY, MONTH, YEAR), got {sql_text(node)}")
+
+    def _not(self, node: exp.Not, sql: str) -> Node:
+        inner = node.this
+        if isinstance(inner, exp.In):
+            return self._in(inner, "NOT IN", sql)
+        if isinstance(inner, exp.Between):
+            return self._between(inner, True, sql)
+        if isinstance(inner, exp.Escape) and isinstance(inner.this, (exp.Like, exp.SimilarTo)):
+            matched = self._pattern(inner.this, inner.expression, sql, force_negate=True)
+            return matched
+        if isinstance(inner, (exp.Like, exp.SimilarTo)):
+            return self._pattern(inner, None, sql, force_negate=True)
+        if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+            return self.call(fn.OPERATORS["IS NOT NULL"], [self.compile(inner.this)], sql)
+        return self.call(fn.OPERATORS["NOT"], [self.compile(inner)], sql)
+
+    def _is(self, node: exp.Is, sql: str) -> Node:
+        target = node.expression
+        if isinstance(target, exp.Null):
+            return self.call(fn.OPERATORS["IS NULL"], [self.compile(node.this)], sql)
+        if isinstance(target, exp.Boolean):
+            name = "IS TRUE" if target.this else "IS FALSE"
+            return self.call(fn.OPERATORS[name], [self.compile(node.this)], sql)
+        raise ExpressionError(f"unsupported IS expression: {sql}")
+
+    def _in(self, node: exp.In, op: str, sql: str) -> Node:
+        if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+            raise ExpressionError(f"IN with a subquery is not supported: {sql}")
+        args = [self.compile(node.this)] + [self.compile(e) for e in node.expressions]
+        return self.call(fn.OPERATORS[op], args, sql)
+
+    def _between(self, node: exp.Between, negate: bool, sql: str) -> Node:
+        args = [self.compile(node.this), self.compile(node.args["low"]), self.compile(node.args["high"])]
+        name = ("NOT " if negate else "") + "BETWEEN" + (" SYMMETRIC" if node.args.get("symmetric") else "")
+        return self.call(fn.OPERATORS[name], args, sql)
+
+    def _pattern(self, node: exp.Expression, escape: exp.Expression | None, sql: str,
+                 force_negate: bool = False) -> Node:
+        name = "LIKE" if isinstance(node, exp.Like) else "SIMILAR TO"
+        args = [self.compile(node.this), self.compile(node.expression)]
+        if escape is not None:
+            args.append(self.compile(escape))
+        result = self.call(fn.OPERATORS[name], args, sql)
+        negate = bool(node.args.get("negate")) != force_negate
+        return comparison.negated(result, self.site(sql)) if negate else result
+
+    def _trim(self, node: exp.Trim, sql: str) -> Node:
+        position = node.args.get("position")
+        chars = node.expression
+        if position is None and chars is None:
+            # Flink CDC compiles TRIM(s) to Java's String.trim().
+            return self.function("TRIM", [node.this], sql)
+        side = str(position).upper() if position is not None else "BOTH"
+        value = self.compile(node.this)
+        chars_node = self.compile(chars) if chars is not None else Literal(" ", pa.string(), "' '")
+        require(value, ("string",), "TRIM")
+        require(chars_node, ("string",), "TRIM characters")
+        return fn.strings.trim_chars(side, [value, chars_node], self.site(sql))
+
+    def _interval(self, node: exp.Interval, sql: str) -> Node:
+        value = node.this
+        if isinstance(value, exp.Literal):
+            text = value.this
+        elif isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal):
+            text = "-" + value.this.this
+        else:
+            raise ExpressionError(f"an INTERVAL value must be a literal: {sql}")
+        unit = node.args.get("unit")
+        if isinstance(unit, exp.IntervalSpan):
+            start, end = unit.this.name, unit.expression.name
+        elif unit is not None:
+            start, end = unit.name, None
+        else:
+            raise ExpressionError(f"an INTERVAL needs a unit: {sql}")
+        return temporal.interval_literal(text, start, end, sql)
+
+    def _bracket(self, node: exp.Bracket, sql: str) -> Node:
+        container = node.this
+        if isinstance(container, exp.Column) and not container.table and not container.this.quoted \
+                and container.name.upper() == "MAP":
+            return self.function("MAP", list(node.expressions), sql)
+        if len(node.expressions) != 1:
+            raise ExpressionError(f"one index expected in {sql}")
+        return structs.item(self.compile(container), self.compile(node.expressions[0]), self.site(sql))
 
     def _case(self, node: exp.Case, sql: str) -> Node:
         subject = node.this
         args: list[Node] = []
         subject_node = self.compile(subject) if subject is not None else None
         for branch in node.args.get("ifs") or []:
-            cond = self.compile(branch.this)
-            if subject_node is not None:  # CASE v WHEN x → v = x (Flink CDC's '=' semantics)
-                cond = fn.compare("=", subject_node, cond, sql)
+            condition = branch.this
+            if subject_node is not None:  # CASE v WHEN x[, y] → v = x OR v = y (Flink CDC's '=' semantics)
+                values = condition.expressions if isinstance(condition, exp.Tuple) else [condition]
+                checks = [fn.compare("=", subject_node, self.compile(v), sql) for v in values]
+                cond = checks[0]
+                for extra in checks[1:]:
+                    cond = self.call(fn.OPERATORS["OR"], [cond, extra], sql)
+            else:
+                cond = self.compile(condition)
             args.append(cond)
             args.append(self.compile(branch.args["true"]))
         default = node.args.get("default")
@@ -288,30 +498,24 @@ def _literal(node: exp.Literal, sql: str, negate: bool = False) -> Literal:
 
 # ------------------------------------------------------------------------------------ schema-free checks
 
-def check_tree(node: exp.Expression, udfs: dict[str, Callable] | None = None) -> list[str]:
-    """Schema-free checks of one expression: unknown functions, bad arity, unsupported syntax, CAST targets.
-    Returns the identifiers it references."""
+def check_tree(node: exp.Expression, udfs: dict[str, Callable] | None = None, *, text: str | None = None,
+               max_precision: int = 19) -> list[str]:
+    """Schema-free checks of one expression: unknown functions, bad arity, unsupported syntax, CAST targets,
+    literal patterns. Returns the identifiers it references."""
     names: list[str] = []
-    probe = Compiler(lambda name: _Probe(name, names), udfs)
-    _walk_check(node, probe)
+    probe = Compiler(lambda name: _Probe(name, names), udfs, max_precision=max_precision, text=text)
+    for sub in node.walk():
+        if isinstance(sub, exp.Anonymous) and fn.lookup_function(sub.name, probe.udfs) is None:
+            raise located(ExpressionError(f"unknown function {sub.name.upper()} in {sql_text(sub)}"), sub, text)
+    probe.compile(node)
     return names
 
 
 class _Probe(Node):
-    """Stand-in column used by ``check_tree``: any type, records its name."""
+    """Stand-in column used by ``check_tree``: untyped (every function accepts it), records its name. What fails
+    with probes is independent of the schema."""
 
     def __init__(self, name: str, sink: list[str]):
         sink.append(name)
         self.dtype = pa.null()
         self.sql = name
-
-
-def _walk_check(node: exp.Expression, probe: Compiler) -> None:
-    # Columns compile to untyped (NULL-typed) stand-ins, which every function accepts: what fails here is
-    # independent of the schema (unknown functions, arity, literal-only arguments, CAST targets, date patterns).
-    for sub in node.walk():
-        if isinstance(sub, exp.Anonymous):
-            definition = fn.lookup_function(sub.name, probe.udfs)
-            if definition is None:
-                raise ExpressionError(f"unknown function {sub.name.upper()} in {sql_text(sub)}")
-    probe.compile(node)

@@ -1,11 +1,12 @@
 """Compiled expression nodes: each has an output type, a declared nullability and evaluates a whole column.
 
-``EvalEnv`` carries one batch's columns (source columns, metadata, and for filters the projected columns);
-``Node.eval`` returns a ``pa.Array`` of ``env.num_rows`` values of ``Node.dtype``.
+``EvalEnv`` carries one batch's columns (source columns, metadata, and for filters the projected columns) plus the
+evaluation time and zone; ``Node.eval`` returns a ``pa.Array`` of ``env.num_rows`` values of ``Node.dtype``.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -14,15 +15,24 @@ import pyarrow as pa
 NO_CONST = object()
 
 
+def current_millis() -> int:
+    """The evaluation time of a batch (epoch milliseconds); tests replace it to freeze the clock."""
+    return time.time_ns() // 1_000_000
+
+
 @dataclass
 class EvalEnv:
-    """The columns one evaluation can read, all of length ``num_rows``."""
+    """The columns one evaluation can read, all of length ``num_rows``.
+
+    ``now_ms`` is the one evaluation time of the batch: Flink CDC gives every event one ``epochTime`` shared by
+    its columns and its before/after images; here a whole batch shares it."""
 
     num_rows: int
     source: dict[str, pa.Array]
     metadata: dict[str, Callable[[], pa.Array]]
     outputs: dict[str, pa.Array] = field(default_factory=dict)
     zone: str = "UTC"
+    now_ms: int = 0
     _meta_cache: dict[str, pa.Array] = field(default_factory=dict)
 
     def meta(self, name: str) -> pa.Array:
@@ -53,10 +63,10 @@ class Literal(Node):
         self.dtype = dtype
         self.nullable = value is None
         self.sql = sql
-        self._scalar = pa.scalar(value, dtype)
+        self._scalar = None if pa.types.is_null(dtype) or value is None else pa.scalar(value, dtype)
 
     def eval(self, env: EvalEnv) -> pa.Array:
-        if self.const is None:
+        if self._scalar is None:
             return pa.nulls(env.num_rows, self.dtype)
         return pa.repeat(self._scalar, env.num_rows)
 
@@ -101,5 +111,10 @@ class Call(Node):
         if isinstance(result, pa.Scalar):
             result = pa.repeat(result, env.num_rows) if result.is_valid else pa.nulls(env.num_rows, result.type)
         if result.type != self.dtype:
-            result = result.cast(self.dtype)
+            if pa.types.is_null(result.type):
+                result = pa.nulls(len(result), self.dtype)
+            elif isinstance(self.dtype, pa.ExtensionType):
+                result = pa.ExtensionArray.from_storage(self.dtype, result.cast(self.dtype.storage_type))
+            else:
+                result = result.cast(self.dtype)
         return result

@@ -25,9 +25,10 @@ from lakecdc.errors import ExpressionError, LakeCdcError, PipelineConfigError
 from lakecdc.model import (DELETE, INSERT, OP_COLUMN, OP_TS_COLUMN, UPDATE_AFTER, UPDATE_BEFORE, ChangeBatch,
                            SourceTable, TableId)
 from lakecdc.selectors import TableSelector
-from lakecdc.transform.expressions import (METADATA_COLUMNS, OP_TS, Compiler, ProjectionItem, check_tree,
-                                           parse_filter, parse_projection)
-from lakecdc.transform.nodes import Call, ColumnRef, EvalEnv, Node
+from lakecdc.transform.metadata_columns import MetadataColumn, check_declared_metadata
+from lakecdc.transform.expressions import (METADATA_COLUMNS, OP_TS, Compiler, ProjectionItem, check_tree, located,
+                                           normalise_projection, parse_filter, parse_projection)
+from lakecdc.transform.nodes import Call, ColumnRef, EvalEnv, Node, current_millis
 from lakecdc.transform.types import family, flink_name, resolve_zone
 
 SOFT_DELETE = "SOFT_DELETE"
@@ -61,6 +62,10 @@ class TransformContext:
     metadata_list: frozenset[str] = frozenset()
     udfs: dict[str, Callable] = field(default_factory=dict)
     source_file: str | None = None
+    # pipeline.lakecdc.metadata-columns (FLIP-107 style, see lakecdc.transform.metadata_columns)
+    metadata_columns: tuple[MetadataColumn, ...] = ()
+    # pipeline.transform.decimal.precision.mode: UP_TO_19 (default) or UP_TO_38
+    decimal_precision: int = 19
 
 
 @functools.lru_cache(maxsize=256)
@@ -115,7 +120,7 @@ def _converter(rule: TransformRuleConfig, ctx: TransformContext) -> str | None:
 
 
 def _check_op_ts(names: list[str], ctx: TransformContext, path: str) -> None:
-    if OP_TS in names and OP_TS not in ctx.metadata_list:
+    if OP_TS in names and OP_TS not in ctx.metadata_list and all(c.name != OP_TS for c in ctx.metadata_columns):
         raise _error(ctx, path, "op_ts is used but the source's metadata.list does not contain op_ts "
                                 "(add 'metadata.list: op_ts' to the source block)")
 
@@ -134,16 +139,21 @@ def validate_rule(rule: TransformRuleConfig, ctx: TransformContext) -> None:
             if item.star:
                 continue
             if item.alias in METADATA_COLUMNS and item.bare_column != item.alias:
-                raise _error(ctx, path, f"Column name {item.alias} is reserved and shading it is not allowed")
+                error = located(ExpressionError(f"Column name {item.alias} is reserved and shading it is not "
+                                                f"allowed (in {item.expr.sql()} AS {item.alias})"), item.expr,
+                                normalise_projection(rule.projection))
+                raise _error(ctx, path, str(error))
             try:
-                names += check_tree(item.expr, ctx.udfs)
+                names += check_tree(item.expr, ctx.udfs, text=normalise_projection(rule.projection),
+                                    max_precision=ctx.decimal_precision)
             except ExpressionError as exc:
                 raise _error(ctx, path, str(exc)) from None
         _check_op_ts(names, ctx, path)
     if rule.filter is not None and rule.filter.strip():
         path = f"{rule.path}.filter"
         try:
-            names = check_tree(parse_filter(rule.filter), ctx.udfs)
+            names = check_tree(parse_filter(rule.filter), ctx.udfs, text=rule.filter,
+                               max_precision=ctx.decimal_precision)
         except ExpressionError as exc:
             raise _error(ctx, path, str(exc)) from None
         _check_op_ts(names, ctx, path)
@@ -171,7 +181,8 @@ class CompiledTransform:
 
     def __init__(self, *, rule_path: str, source: SourceTable, columns: list[tuple[pa.Field, Node]],
                  filter_node: Node | None, primary_keys: list[str], partition_keys: list[str],
-                 table_options: dict[str, str], converter: str | None, zone: str):
+                 table_options: dict[str, str], converter: str | None, zone: str,
+                 metadata_columns: tuple[MetadataColumn, ...] = ()):
         self.rule_path = rule_path
         self.source = source
         self._columns = columns
@@ -182,9 +193,15 @@ class CompiledTransform:
         self.table_options = table_options
         self.converter = converter
         self._zone = zone
+        self.metadata_columns = metadata_columns
 
     def __repr__(self) -> str:
         return f"CompiledTransform({self.rule_path}, {self.source.table_id}, {self.output_schema.names})"
+
+    def column_sources(self) -> dict[str, list[str]]:
+        """Output column → the source and metadata columns its expression reads, in first-use order (a literal
+        reads none). A stable accessor for column lineage; callers tell metadata names from source columns."""
+        return {f.name: _referenced_columns(node) for f, node in self._columns}
 
     def apply(self, batch: ChangeBatch) -> pa.Table:
         """Project, filter, split UPDATEs and convert; returns the output columns plus ``OP_COLUMN``."""
@@ -200,8 +217,9 @@ class CompiledTransform:
             "__table_name__": lambda: pa.repeat(pa.scalar(table_id.table), n),
             "__data_event_type__": lambda: ops,
             OP_TS: lambda: data.column(OP_TS_COLUMN).combine_chunks().cast(pa.int64()),
+            **{c.name: functools.partial(c.values, data, table_id, ops) for c in self.metadata_columns},
         }
-        env = EvalEnv(num_rows=n, source=source, metadata=metadata, zone=self._zone)
+        env = EvalEnv(num_rows=n, source=source, metadata=metadata, zone=self._zone, now_ms=current_millis())
         arrays = []
         try:
             for f, node in self._columns:
@@ -253,8 +271,23 @@ class CompiledTransform:
         return out
 
 
+def _referenced_columns(node: Node) -> list[str]:
+    """Names of the columns a compiled expression reads (walks ``Call`` arguments; lazy calls keep them too)."""
+    names: list[str] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ColumnRef):
+            if current.name not in names:
+                names.append(current.name)
+            continue
+        stack.extend(reversed(list(getattr(current, "args", None) or [])))
+    return names
+
+
 def _available(source: SourceTable, ctx: TransformContext) -> str:
     meta = list(METADATA_COLUMNS) + ([OP_TS] if OP_TS in ctx.metadata_list else [])
+    meta += [c.name for c in ctx.metadata_columns if c.name not in meta]
     return f"available columns: {', '.join(source.column_names)}; metadata columns: {', '.join(meta)}"
 
 
@@ -273,7 +306,12 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
         raise PipelineConfigError(str(exc), file=ctx.source_file, path="pipeline.local-time-zone") from None
     source_fields = {c.name: c for c in source.columns}
 
+    check_declared_metadata(ctx.metadata_columns, source, ctx.source_file)
+    declared = {c.name: c for c in ctx.metadata_columns}
+
     def metadata_ref(name: str, path: str) -> Node | None:
+        if name in declared:  # declared columns shadow the built-in op_ts
+            return ColumnRef("metadata", name, declared[name].arrow_type, declared[name].nullable)
         if name in METADATA_COLUMNS:
             dtype, nullable = _META_TYPES[name]
             return ColumnRef("metadata", name, dtype, nullable)
@@ -300,7 +338,8 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
         items = parse_projection(text)
     except ExpressionError as exc:
         raise PipelineConfigError(str(exc), file=ctx.source_file, path=path) from None
-    compiler = Compiler(projection_resolver(path), ctx.udfs)
+    compiler = Compiler(projection_resolver(path), ctx.udfs, max_precision=ctx.decimal_precision,
+                        text=normalise_projection(text))
     names: list[str] = []
     columns: dict[str, tuple[pa.Field, Node]] = {}
 
@@ -313,12 +352,17 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
         if item.star:
             for c in source.columns:
                 put(c.name, c.arrow_field(), ColumnRef("source", c.name, c.arrow_type, c.nullable))
+            for m in ctx.metadata_columns:  # FLIP-107: * includes the persisted (non-VIRTUAL) metadata columns
+                if not m.virtual:
+                    put(m.name, m.field, ColumnRef("metadata", m.name, m.arrow_type, m.nullable))
             continue
         try:
             node = compiler.compile(item.expr)
+            output = _output_field(item, node)
         except ExpressionError as exc:
+            exc = located(exc, item.expr, normalise_projection(text))
             raise PipelineConfigError(str(exc), file=ctx.source_file, path=path) from None
-        put(item.alias, _output_field(item, node), node)
+        put(item.alias, output, node)
 
     # --- keys
     pk_path = f"{rule_path}.primary-keys"
@@ -355,7 +399,8 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
             return projection_resolver(fpath)(name)
 
         try:
-            filter_node = Compiler(filter_resolve, ctx.udfs).compile(parse_filter(rule.filter))
+            filter_node = Compiler(filter_resolve, ctx.udfs, max_precision=ctx.decimal_precision,
+                                   text=rule.filter).compile(parse_filter(rule.filter))
             if family(filter_node.dtype) not in ("boolean", "null"):
                 raise ExpressionError(f"the filter must be a BOOLEAN expression, got "
                                       f"{flink_name(filter_node.dtype)}: {rule.filter.strip()}")
@@ -368,12 +413,19 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
         raise PipelineConfigError(str(exc), file=ctx.source_file, path=f"{rule_path}.table-options") from None
     return CompiledTransform(rule_path=rule_path, source=source, columns=[columns[n] for n in names],
                              filter_node=filter_node, primary_keys=primary_keys, partition_keys=partition_keys,
-                             table_options=options, converter=_converter(rule, ctx), zone=zone)
+                             table_options=options, converter=_converter(rule, ctx), zone=zone,
+                             metadata_columns=ctx.metadata_columns)
 
 
 def _output_field(item: ProjectionItem, node: Node) -> pa.Field:
     """§3.2 rule 5: bare references keep type and nullability; computed columns are nullable (IFNULL excepted);
     CHAR/VARCHAR results are STRING; an untyped NULL becomes a nullable STRING."""
+    kind = family(node.dtype)
+    if kind == "variant":
+        raise ExpressionError(f"column {item.alias!r} would be a VARIANT ({node.sql}); lakecdc cannot write VARIANT "
+                              "columns to Paimon: CAST(... AS STRING) keeps the JSON text")
+    if kind == "interval":
+        raise ExpressionError(f"column {item.alias!r} is an INTERVAL ({node.sql}); add it to a date or time")
     dtype = pa.string() if pa.types.is_null(node.dtype) else node.dtype
     if item.bare_column is not None and isinstance(node, ColumnRef):
         return pa.field(item.alias, dtype, nullable=node.nullable)

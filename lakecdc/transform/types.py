@@ -1,9 +1,11 @@
-"""Type helpers of the transform layer: Arrow types as Flink CDC types, common types, Java-style text, time zones.
+"""Type helpers of the transform layer: Arrow types as Flink CDC types, Calcite's result types, Java-style text,
+time zones.
 
 Flink CDC type ↔ Arrow type used here: BOOLEAN bool, TINYINT int8, SMALLINT int16, INT int32, BIGINT int64,
 FLOAT float32, DOUBLE float64, DECIMAL(p,s) decimal128(p,s), CHAR/VARCHAR/STRING string, DATE date32,
 TIME time32/time64, TIMESTAMP(p) naive timestamp, TIMESTAMP_LTZ(p) tz-aware timestamp (an instant),
-BINARY/VARBINARY/BYTES binary. The NULL literal has Arrow type ``null``.
+BINARY/VARBINARY/BYTES binary, ARRAY list, MAP map, ROW struct, VARIANT ``VARIANT`` (an extension type holding
+JSON text). The NULL literal has Arrow type ``null``.
 """
 
 from __future__ import annotations
@@ -21,10 +23,38 @@ from lakecdc.errors import ExpressionError
 
 INT_TYPES = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 _INT_RANK = {t: i for i, t in enumerate(INT_TYPES)}
+_INT_DIGITS = {pa.int8(): 3, pa.int16(): 5, pa.int32(): 10, pa.int64(): 19}
+
+
+class VariantType(pa.ExtensionType):
+    """Flink CDC's VARIANT (PARSE_JSON results), stored as normalised JSON text."""
+
+    def __init__(self):
+        super().__init__(pa.string(), "lakecdc.variant")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type, serialized):
+        return cls()
+
+
+VARIANT = VariantType()
+try:
+    pa.register_extension_type(VARIANT)
+except pa.ArrowKeyError:  # already registered (module reloaded)
+    pass
+
+
+def variant_array(storage: pa.Array) -> pa.Array:
+    return pa.ExtensionArray.from_storage(VARIANT, storage.cast(pa.string()))
 
 
 def family(t: pa.DataType) -> str:
     """The comparison/coercion family of a type."""
+    if isinstance(t, VariantType):
+        return "variant"
     if pa.types.is_null(t):
         return "null"
     if pa.types.is_boolean(t):
@@ -41,11 +71,30 @@ def family(t: pa.DataType) -> str:
         return "time"
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         return "binary"
+    if pa.types.is_map(t):
+        return "map"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return "array"
+    if pa.types.is_struct(t):
+        return "row"
+    if pa.types.is_interval(t):
+        return "interval"
     return str(t)
+
+
+def precision_of(t: pa.DataType) -> int:
+    """Fractional-second digits of a TIME / TIMESTAMP type."""
+    return {"s": 0, "ms": 3, "us": 6, "ns": 9}[t.unit]
+
+
+def unit_for_precision(precision: int) -> str:
+    return "s" if precision == 0 else "ms" if precision <= 3 else "us" if precision <= 6 else "ns"
 
 
 def flink_name(t: pa.DataType) -> str:
     """The Flink CDC spelling of a type, for error messages."""
+    if isinstance(t, VariantType):
+        return "VARIANT"
     if pa.types.is_null(t):
         return "NULL"
     if pa.types.is_boolean(t):
@@ -63,32 +112,41 @@ def flink_name(t: pa.DataType) -> str:
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return "STRING"
     if pa.types.is_timestamp(t):
-        return "TIMESTAMP_LTZ" if t.tz else "TIMESTAMP"
+        return f"TIMESTAMP_LTZ({precision_of(t)})" if t.tz else f"TIMESTAMP({precision_of(t)})"
     if pa.types.is_date(t):
         return "DATE"
     if pa.types.is_time(t):
-        return "TIME"
+        return f"TIME({precision_of(t)})"
     if family(t) == "binary":
         return "BINARY"
+    if pa.types.is_map(t):
+        return f"MAP<{flink_name(t.key_type)}, {flink_name(t.item_type)}>"
+    if family(t) == "array":
+        return f"ARRAY<{flink_name(t.value_type)}>"
+    if pa.types.is_struct(t):
+        return "ROW<" + ", ".join(f"{f.name} {flink_name(f.type)}" for f in t) + ">"
     return str(t).upper()
 
 
-def _decimal_of_int(t: pa.DataType) -> pa.DataType:
-    return pa.decimal128({pa.int8(): 3, pa.int16(): 5, pa.int32(): 10}.get(t, 19), 0)
+# -------------------------------------------------------------------------------------------- numeric types
 
-
-def _as_decimal(t: pa.DataType) -> pa.DataType:
+def integer_decimal(t: pa.DataType) -> pa.DataType:
+    """The DECIMAL Calcite uses for an exact operand: TINYINT (3,0), SMALLINT (5,0), INT (10,0), BIGINT (19,0)."""
     if pa.types.is_decimal(t):
         return t
     if pa.types.is_unsigned_integer(t):
         return pa.decimal128(20, 0)
-    return _decimal_of_int(t)
+    return pa.decimal128(_INT_DIGITS.get(t, 19), 0)
+
+
+def capped_decimal(precision: int, scale: int, max_precision: int) -> pa.DataType:
+    precision = max(1, min(precision, max_precision))
+    return pa.decimal128(precision, max(0, min(scale, precision)))
 
 
 def common_numeric(a: pa.DataType, b: pa.DataType) -> pa.DataType:
-    """The type both numeric operands are converted to for arithmetic/comparison (Java/Calcite-like promotion):
-    any DOUBLE → DOUBLE; FLOAT (without DOUBLE) → FLOAT; any DECIMAL → DECIMAL wide enough for both;
-    integers → the wider integer."""
+    """Calcite's least restrictive numeric type: any DOUBLE → DOUBLE; FLOAT (without DOUBLE) → FLOAT (DOUBLE with
+    a DECIMAL); any DECIMAL → DECIMAL wide enough for both; integers → the wider integer."""
     if pa.types.is_null(a):
         return b
     if pa.types.is_null(b):
@@ -99,13 +157,42 @@ def common_numeric(a: pa.DataType, b: pa.DataType) -> pa.DataType:
         other = b if pa.types.is_floating(a) else a
         return pa.float64() if pa.types.is_decimal(other) else pa.float32()
     if pa.types.is_decimal(a) or pa.types.is_decimal(b):
-        da, db = _as_decimal(a), _as_decimal(b)
+        da, db = integer_decimal(a), integer_decimal(b)
         scale = max(da.scale, db.scale)
         digits = max(da.precision - da.scale, db.precision - db.scale)
         return pa.decimal128(min(38, digits + scale), scale)
     if pa.types.is_unsigned_integer(a) or pa.types.is_unsigned_integer(b):
         return pa.int64() if max(a.bit_width, b.bit_width) < 64 else pa.decimal128(20, 0)
     return a if _INT_RANK[a] >= _INT_RANK[b] else b
+
+
+def arithmetic_type(op: str, a: pa.DataType, b: pa.DataType, max_precision: int) -> pa.DataType:
+    """Calcite's result type of ``a op b`` (op one of + - * / %) with Flink CDC's maximum DECIMAL precision
+    (19 by default, 38 with ``transform.decimal.precision.mode: UP_TO_38``)."""
+    if pa.types.is_null(a) and pa.types.is_null(b):
+        return pa.int32()
+    if pa.types.is_null(a):
+        a = b
+    if pa.types.is_null(b):
+        b = a
+    if op == "%" and not (pa.types.is_decimal(a) or pa.types.is_decimal(b)):
+        return b if not pa.types.is_floating(a) or pa.types.is_floating(b) else common_numeric(a, b)
+    if not (pa.types.is_decimal(a) or pa.types.is_decimal(b)) or pa.types.is_floating(a) or \
+            pa.types.is_floating(b):
+        return common_numeric(a, b)
+    da, db = integer_decimal(a), integer_decimal(b)
+    p1, s1, p2, s2 = da.precision, da.scale, db.precision, db.scale
+    if op in ("+", "-"):
+        scale = max(s1, s2)
+        return capped_decimal(max(p1 - s1, p2 - s2) + scale + 1, scale, max_precision)
+    if op == "*":
+        return capped_decimal(p1 + p2, min(s1 + s2, max_precision), max_precision)
+    if op == "/":
+        whole = min(p1 - s1 + s2, max_precision)
+        scale = min(max(6, s1 + p2 + 1), max_precision - whole, max_precision)
+        return capped_decimal(whole + scale, scale, max_precision)
+    scale = max(s1, s2)  # %
+    return capped_decimal(min(p1 - s1, p2 - s2) + scale, scale, max_precision)
 
 
 def common_type(types: list[pa.DataType], what: str) -> pa.DataType:
@@ -128,6 +215,8 @@ def common_type(types: list[pa.DataType], what: str) -> pa.DataType:
             result = pa.string()
         elif fa == "binary":
             result = pa.binary()
+        elif fa in ("array", "map", "row"):
+            raise ExpressionError(f"{what}: incompatible types {flink_name(result)} and {flink_name(t)}")
     return result
 
 
@@ -141,17 +230,30 @@ def cast_array(arr: pa.Array, t: pa.DataType) -> pa.Array:
         return arr
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), t)
-    return arr.cast(t, safe=False) if pa.types.is_integer(t) and pa.types.is_integer(arr.type) else arr.cast(t)
+    if pa.types.is_integer(t) and pa.types.is_integer(arr.type):
+        return arr.cast(t, safe=False)
+    if pa.types.is_decimal(t) and pa.types.is_decimal(arr.type) and arr.type.scale > t.scale:
+        return arr.cast(t, safe=False)
+    if pa.types.is_floating(t) and pa.types.is_decimal(arr.type):
+        return decimal_to_float(arr, t)
+    return arr.cast(t)
+
+
+def decimal_to_float(arr: pa.Array, t: pa.DataType = pa.float64()) -> pa.Array:
+    """BigDecimal.doubleValue(): the nearest double. Arrow's decimal → double cast divides in floating point
+    (29.90 → 29.900000000000002); parsing the exact decimal text rounds correctly."""
+    return arr.cast(pa.string()).cast(pa.float64()).cast(t)
 
 
 # ---------------------------------------------------------------------------------------------------- time zones
 
 _OFFSET = re.compile(r"(?:UTC|GMT)?([+-])(\d{1,2})(?::?(\d{2}))?")
+_UNIT_FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
 def zone_offset_seconds(zone: str) -> int | None:
     """Fixed offset of ``+08:00``-style zones (also ``UTC+8``, ``GMT-05:30``, ``Z``); None for region names."""
-    if zone in ("Z", "UTC", "GMT"):
+    if zone in ("Z", "UTC", "GMT", "UT", "Etc/UTC"):
         return 0
     m = _OFFSET.fullmatch(zone)
     if not m:
@@ -195,21 +297,31 @@ def to_wall_clock(arr: pa.Array, zone: str) -> pa.Array:
         naive = arr.cast(pa.timestamp(unit))  # the UTC wall clock, same stored value
         if offset == 0:
             return naive
-        factor = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[unit]
-        return pc.add(naive, pa.scalar(offset * factor, pa.duration(unit)))
+        return pc.add(naive, pa.scalar(offset * _UNIT_FACTOR[unit], pa.duration(unit)))
     return pc.local_timestamp(arr.cast(pa.timestamp(unit, tz=zone)))
 
 
-def from_wall_clock(arr: pa.Array, zone: str, unit: str) -> pa.Array:
-    """Naive wall-clock timestamps in ``zone`` as a tz-aware (UTC) array."""
+def from_wall_clock(arr: pa.Array, zone: str, unit: str | None = None) -> pa.Array:
+    """Naive wall-clock timestamps in ``zone`` as a tz-aware (UTC) array. A wall clock that falls in a
+    daylight-saving gap moves forward by the gap, an ambiguous one takes the earlier offset (java.time rules)."""
+    unit = unit or arr.type.unit
     offset = zone_offset_seconds(zone)
     arr = arr.cast(pa.timestamp(unit))
     if offset is not None:
-        factor = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[unit]
-        utc = pc.subtract(arr, pa.scalar(offset * factor, pa.duration(unit))) if offset else arr
+        utc = pc.subtract(arr, pa.scalar(offset * _UNIT_FACTOR[unit], pa.duration(unit))) if offset else arr
         return utc.cast(pa.timestamp(unit, tz="UTC"))
-    return pc.assume_timezone(arr, zone, ambiguous="earliest", nonexistent="latest").cast(
-        pa.timestamp(unit, tz="UTC"))
+    earliest = pc.assume_timezone(arr, zone, ambiguous="earliest", nonexistent="earliest")
+    # nonexistent="earliest" maps a wall clock in a gap to the instant just before the gap; java.time instead
+    # shifts the wall clock by the gap length, i.e. the same elapsed offset as before the transition.
+    naive_back = to_wall_clock(earliest, zone)
+    in_gap = pc.fill_null(pc.not_equal(naive_back.cast(pa.timestamp(unit)), arr), False)
+    if pc.any(in_gap).as_py():
+        before = pc.subtract(arr, pa.scalar(3 * 3600 * _UNIT_FACTOR[unit], pa.duration(unit)))
+        offset_before = pc.subtract(before, pc.assume_timezone(before, zone, ambiguous="earliest",
+                                                               nonexistent="earliest").cast(pa.timestamp(unit)))
+        shifted = pc.subtract(arr, offset_before).cast(pa.timestamp(unit, tz="UTC"))
+        earliest = pc.if_else(in_gap, shifted, earliest.cast(pa.timestamp(unit, tz="UTC")))
+    return earliest.cast(pa.timestamp(unit, tz="UTC"))
 
 
 # ------------------------------------------------------------------------------------------- Java-style text
@@ -272,7 +384,8 @@ def _java_scientific(value: float, single: bool) -> str:
 
 def _java_double_text(arr: pa.Array) -> pa.Array:
     """Double.toString / Float.toString: '1.0', '29.9', '1.0E7', '1.0E-5', 'NaN', 'Infinity'."""
-    text = arr.cast(pa.string())
+    single = pa.types.is_float32(arr.type)
+    text = arr.cast(pa.string())  # Arrow prints the shortest text that round-trips, as Java does
     text = pc.if_else(pc.match_substring_regex(text, r"^-?[0-9]+$"), pc.binary_join_element_wise(text, ".0", ""),
                       text)
     absval = pc.abs(arr)
@@ -281,15 +394,32 @@ def _java_double_text(arr: pa.Array) -> pa.Array:
     if pc.any(sci).as_py():
         # Per-row Python only for the values Java prints in scientific notation (|x| >= 1e7 or < 1e-3): Arrow has
         # no kernel for Java's "d.dddE±n" form, and such values are a small minority of real data.
-        single = pa.types.is_float32(arr.type)
         values = text.to_pylist()
         for i, (flag, value) in enumerate(zip(sci.to_pylist(), arr.to_pylist())):
             if flag:
                 values[i] = _java_scientific(value, single)
         text = pa.array(values, pa.string())
-    text = pc.replace_substring_regex(text, r"^nan$", "NaN")
+    text = pc.replace_substring_regex(text, r"^-?nan$", "NaN")
     text = pc.replace_substring_regex(text, r"^inf$", "Infinity")
     return pc.replace_substring_regex(text, r"^-inf$", "-Infinity")
+
+
+def time_as_timestamp(arr: pa.Array) -> pa.Array:
+    """A TIME array as timestamps on 1970-01-01 (same unit), so the temporal kernels apply."""
+    t = arr.type
+    if pa.types.is_time64(t):
+        return arr.cast(pa.int64()).cast(pa.timestamp(t.unit))
+    return arr.cast(pa.int32()).cast(pa.int64()).cast(pa.timestamp(t.unit))
+
+
+def timestamp_as_time(ts: pa.Array, unit: str) -> pa.Array:
+    """The time-of-day of naive timestamps as TIME of ``unit``."""
+    ts = ts.cast(pa.timestamp(unit), safe=False)
+    day = pc.floor_temporal(ts, unit="day")
+    ticks = pc.subtract(ts.cast(pa.int64()), day.cast(pa.int64()))
+    if unit in ("s", "ms"):
+        return ticks.cast(pa.int32()).cast(pa.time32(unit))
+    return ticks.cast(pa.time64(unit))
 
 
 def java_to_string(arr: pa.Array, zone: str = "UTC") -> pa.Array:
@@ -297,11 +427,13 @@ def java_to_string(arr: pa.Array, zone: str = "UTC") -> pa.Array:
 
     BOOLEAN 'true'; DECIMAL keeps its scale ('29.90'); DOUBLE '1.0'/'1.0E7'; DATE '2026-01-01';
     TIMESTAMP LocalDateTime ('2026-01-01T12:00', seconds/fraction only when non-zero); TIMESTAMP_LTZ Instant
-    ('2026-01-01T12:00:00Z', in UTC); TIME LocalTime ('09:30'); BINARY decoded as UTF-8."""
+    ('2026-01-01T12:00:00Z', in UTC); TIME LocalTime ('09:30'); BINARY decoded as UTF-8; VARIANT its JSON."""
     t = arr.type
     fam = family(t)
     if fam == "string":
         return arr.cast(pa.string())
+    if fam == "variant":
+        return arr.storage
     if fam == "null":
         return pa.nulls(len(arr), pa.string())
     if pa.types.is_floating(t):
@@ -315,13 +447,20 @@ def java_to_string(arr: pa.Array, zone: str = "UTC") -> pa.Array:
         text = pc.binary_join_element_wise(date, "T", tod, "Z" if t.tz else "", "")
         return text
     if fam == "time":
-        unit = t.unit
-        ts = arr.cast(pa.int64()).cast(pa.timestamp(unit)) if pa.types.is_time64(t) else \
-            arr.cast(pa.int32()).cast(pa.int64()).cast(pa.timestamp(unit))
-        return _java_time_of_day(ts, always_seconds=False)
+        return _java_time_of_day(time_as_timestamp(arr), always_seconds=False)
     if fam == "binary":
-        return arr.cast(pa.binary()).cast(pa.string())
+        return utf8_decode(arr)
     raise ExpressionError(f"cannot convert {flink_name(t)} to a string")
+
+
+def utf8_decode(arr: pa.Array) -> pa.Array:
+    """Bytes as UTF-8 text; malformed sequences become U+FFFD as in Java's ``new String(bytes, UTF_8)``."""
+    try:
+        return arr.cast(pa.binary()).cast(pa.string())
+    except pa.ArrowInvalid:
+        # Only batches holding malformed UTF-8 take this per-row path: Arrow has no replacing decoder.
+        return pa.array([None if v is None else v.decode("utf-8", errors="replace") for v in arr.to_pylist()],
+                        pa.string())
 
 
 def decimal_literal_type(text: str) -> pa.DataType:
@@ -332,5 +471,4 @@ def decimal_literal_type(text: str) -> pa.DataType:
     precision = max(1, len(whole) + len(frac))
     if precision > 38:
         raise ExpressionError(f"numeric literal {text} has more than 38 digits")
-    return pa.decimal128(precision, len(frac))
-
+    return pa.decimal128(max(precision, len(frac)), len(frac))

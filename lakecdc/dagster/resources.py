@@ -1,0 +1,81 @@
+"""Connection settings as Dagster resources, so one pipeline YAML runs in dev and prod against different servers.
+
+The pipeline YAML keeps its full ``source:`` and ``sink:`` blocks (they are what ``lakecdc run`` uses); a resource
+field that is set overrides the YAML's value when Dagster runs the pipeline, and a field left unset keeps it.
+Secrets belong in ``dg.EnvVar``: Dagster then shows the variable's name, never its value, in the UI::
+
+    MySqlResource(hostname=dg.EnvVar("MYSQL_HOST"), password=dg.EnvVar("MYSQL_PASSWORD"))
+    PaimonCatalogResource(warehouse=dg.EnvVar("LAKECDC_WAREHOUSE"))
+
+Every asset, check and sensor of a pipeline reads the resources under the keys ``pipeline.lakecdc.resource.mysql``
+and ``.paimon`` name (default ``mysql`` and ``paimon``).
+"""
+
+import dataclasses
+from typing import Optional
+
+import dagster as dg
+from pydantic import Field
+
+from lakecdc.config import PipelineConfig
+
+
+class MySqlResource(dg.ConfigurableResource):
+    """The MySQL/MariaDB server of a pipeline's ``source:`` block. Unset fields keep the YAML's values."""
+
+    hostname: Optional[str] = Field(default=None, description="Server host name (overrides source.hostname)")
+    port: Optional[int] = Field(default=None, description="Server port (overrides source.port)")
+    username: Optional[str] = Field(default=None, description="User (overrides source.username)")
+    password: Optional[str] = Field(default=None, description="Password; pass dg.EnvVar('...') for secrets")
+    server_time_zone: Optional[str] = Field(default=None, description="Overrides source.server-time-zone")
+
+    def apply(self, config: PipelineConfig) -> PipelineConfig:
+        changes = {name: value for name, value in (
+            ("hostname", self.hostname), ("port", self.port), ("username", self.username),
+            ("password", self.password), ("server_time_zone", self.server_time_zone)) if value is not None}
+        if not changes:
+            return config
+        return dataclasses.replace(config, source=dataclasses.replace(config.source, **changes))
+
+
+class PaimonCatalogResource(dg.ConfigurableResource):
+    """The Paimon catalog of a pipeline's ``sink:`` block. Unset fields keep the YAML's values."""
+
+    warehouse: Optional[str] = Field(default=None, description="Warehouse path or URI (overrides "
+                                                                "catalog.properties.warehouse)")
+    catalog_options: dict[str, str] = Field(default_factory=dict,
+                                            description="Extra catalog.properties.* (override the YAML's)")
+
+    def apply(self, config: PipelineConfig) -> PipelineConfig:
+        options = dict(config.sink.catalog_options)
+        options.update(self.catalog_options)
+        if self.warehouse:
+            options["warehouse"] = self.warehouse
+        if options == config.sink.catalog_options:
+            return config
+        return dataclasses.replace(config, sink=dataclasses.replace(config.sink, catalog_options=options))
+
+
+def resource_keys(config: PipelineConfig) -> set[str]:
+    return {config.automation.mysql_resource, config.automation.paimon_resource}
+
+
+def default_resources(configs: list[PipelineConfig]) -> dict[str, dg.ConfigurableResource]:
+    """A no-override resource for every key the pipelines use (they then run exactly as their YAML says)."""
+    resources: dict[str, dg.ConfigurableResource] = {}
+    for config in configs:
+        resources.setdefault(config.automation.mysql_resource, MySqlResource())
+        resources.setdefault(config.automation.paimon_resource, PaimonCatalogResource())
+    return resources
+
+
+def effective_config(config: PipelineConfig, resources) -> PipelineConfig:
+    """The pipeline as it runs here: the YAML with the bound resources' overrides applied. ``resources`` is a
+    Dagster resources object (``context.resources``)."""
+    mysql = getattr(resources, config.automation.mysql_resource, None)
+    paimon = getattr(resources, config.automation.paimon_resource, None)
+    if isinstance(mysql, MySqlResource):
+        config = mysql.apply(config)
+    if isinstance(paimon, PaimonCatalogResource):
+        config = paimon.apply(config)
+    return config

@@ -1,0 +1,380 @@
+"""What each Paimon table of a run has to do, and the chunked, resumable snapshot.
+
+**Which source tables a run captures** (:func:`admit_tables`). Every run resolves ``tables`` against the live
+server. A table that no checkpoint of the pipeline has seen before was created after the pipeline started: it is
+captured with a snapshot when ``scan.newly-added-table.enabled``, from the binlog only (from the pipeline's oldest
+checkpoint) when ``scan.binlog.newly-added-table.enabled``, and otherwise ignored (as in Flink CDC). Every checkpoint
+records the captured set (``lakecdc.captured-tables``).
+
+**What a table does** (:func:`plan_work`): a table without checkpoint starts as ``scan.startup.mode`` says (a
+snapshot for ``initial``/``snapshot``, else a binlog read from the startup position); a table whose checkpoint
+lists an unfinished snapshot (``lakecdc.snapshot.pending``) or lacks one of its current source tables continues
+or starts that snapshot; a ``snapshot``-mode table whose snapshot is complete is finished; the others read the
+binlog from their checkpoint.
+
+**The chunked snapshot** (:func:`run_snapshot`), one commit group after the other until every source is read:
+
+1. open a consistent snapshot at binlog position P;
+2. catch up the part already committed: binlog changes in (C, P], C being the checkpoint, restricted to the
+   chunk-key ranges snapshotted so far (lakecdc.source.chunks.restrict_to_snapshotted);
+3. read the next chunks at P until ``lakecdc.snapshot.commit-rows`` rows;
+4. commit rows and progress together: checkpoint P, the new chunk progress.
+
+After each commit every snapshotted key is exactly at P (its snapshot rows at P, or its older state plus every
+change up to P) and no other key is in the table, so a run killed at any point resumes from the last commit,
+repeats nothing and loses nothing; the binlog read after the snapshot starts at the last P. Each change is applied
+once (never replayed over a newer snapshot row), so this holds for append tables and SOFT_DELETE transforms too,
+not only for upserts on a primary key. Memory is bounded by the rows of one commit group.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from lakecdc.config import PipelineConfig
+from lakecdc.errors import BinlogPurgedError, SourceConnectionLost, SourceError
+from lakecdc.model import BinlogOffset, ChangeBatch, TableCounts, TableId
+from lakecdc.runtime.checkpoint import PHASE_SNAPSHOT, Checkpoint, checkpoint_properties
+from lakecdc.runtime.plan import PipelinePlan, SourcePlan, TargetPlan
+from lakecdc.source import ChunkKey, ChunkProgress, MySqlSource, restrict_to_snapshotted, snapshotted_mask
+
+logger = logging.getLogger("lakecdc.runtime")
+
+SNAPSHOT, BINLOG, FRESH_BINLOG, FINISHED, IDLE = "snapshot", "binlog", "fresh-binlog", "finished", "idle"
+
+
+# ------------------------------------------------------------------------------------------- captured tables
+
+
+@dataclass
+class Admission:
+    """Which planned source tables this run captures."""
+
+    captured: set[TableId]  # every source table captured (recorded in each checkpoint)
+    new: set[TableId] = field(default_factory=set)  # created after the pipeline started, and captured
+    ignored: set[TableId] = field(default_factory=set)  # created after the pipeline started, not captured
+    pipeline_started: bool = False
+
+
+def admit_tables(config: PipelineConfig, plan: PipelinePlan, checkpoints: dict[TableId, Checkpoint | None],
+                 log=logger) -> Admission:
+    """Split the planned source tables into known, newly added and ignored ones (see the module docstring).
+    ``checkpoints`` holds the checkpoint of every target of the (unrestricted) plan."""
+    known: set[TableId] = set()
+    started = False
+    for checkpoint in checkpoints.values():
+        if checkpoint is None:
+            continue
+        started = True
+        known |= set(checkpoint.captured if checkpoint.captured is not None else checkpoint.sources)
+    planned = set(plan.sources)
+    if not started:
+        return Admission(captured=planned)
+    new = planned - known
+    source = config.source
+    if new and not (source.newly_added_tables or source.binlog_newly_added_tables):
+        for table in sorted(new):
+            log.warning("%s matches 'tables' but was created after the pipeline started; it is not captured "
+                        "(set scan.newly-added-table.enabled: true to snapshot and capture it, or "
+                        "scan.binlog.newly-added-table.enabled: true to capture it from the binlog)", table)
+        return Admission(captured=planned - new, ignored=new, pipeline_started=True)
+    return Admission(captured=planned, new=new, pipeline_started=True)
+
+
+def without_sources(plan: PipelinePlan, dropped: set[TableId]) -> PipelinePlan:
+    """``plan`` minus some source tables (targets left without a source are dropped)."""
+    if not dropped:
+        return plan
+    sources = {sid: p for sid, p in plan.sources.items() if sid not in dropped}
+    targets = {}
+    for target, target_plan in plan.targets.items():
+        kept = [s for s in target_plan.sources if s.source.table_id not in dropped]
+        if kept:
+            targets[target] = TargetPlan(target_plan.target, target_plan.schema, target_plan.primary_keys,
+                                         target_plan.partition_keys, target_plan.options, target_plan.comment, kept)
+    return PipelinePlan(sources, targets)
+
+
+# ------------------------------------------------------------------------------------------- per-table work
+
+
+@dataclass
+class TargetWork:
+    """What one run does for one Paimon table."""
+
+    target: TableId
+    kind: str  # SNAPSHOT, BINLOG, FRESH_BINLOG, FINISHED or IDLE
+    checkpoint: Checkpoint | None
+    offset: BinlogOffset | None = None  # BINLOG: the checkpoint; FRESH_BINLOG: where reading starts
+    progress: dict[TableId, ChunkProgress] = field(default_factory=dict)  # SNAPSHOT: unfinished sources
+    done_sources: list[TableId] = field(default_factory=list)  # SNAPSHOT: sources already snapshotted
+    skip_events: int = 0
+    skip_rows: int = 0
+
+
+def plan_work(config: PipelineConfig, plan: PipelinePlan, checkpoints: dict[TableId, Checkpoint | None],
+              admission: Admission, source: MySqlSource, head: BinlogOffset, log=logger) -> dict[TableId, TargetWork]:
+    startup: tuple[BinlogOffset, int, int] | None = None
+    pipeline_position = min((c.offset for c in checkpoints.values() if c is not None), default=head)
+    work = {}
+    for target, target_plan in plan.targets.items():
+        checkpoint = checkpoints.get(target)
+        sources = [s.source.table_id for s in target_plan.sources]
+        if checkpoint is None:
+            all_new = admission.new.issuperset(sources)
+            if all_new and config.source.binlog_newly_added_tables:
+                work[target] = TargetWork(target, FRESH_BINLOG, None, offset=pipeline_position)
+            elif all_new or config.source.startup_mode in ("initial", "snapshot"):
+                work[target] = TargetWork(target, SNAPSHOT, None,
+                                          progress={s: ChunkProgress() for s in sources})
+            else:
+                if startup is None:
+                    startup = startup_position(config, source, head, log)
+                offset, skip_events, skip_rows = startup
+                work[target] = TargetWork(target, FRESH_BINLOG, None, offset=offset, skip_events=skip_events,
+                                          skip_rows=skip_rows)
+            continue
+        progress = {s: ChunkProgress.from_json(p) for s, p in checkpoint.pending.items() if s in sources}
+        for s in sources:
+            if s in checkpoint.sources or s in progress:
+                continue
+            if s in admission.new and config.source.binlog_newly_added_tables:
+                log.info("%s joins %s from the binlog at its checkpoint %s", s, target, checkpoint.offset)
+                continue
+            progress[s] = ChunkProgress()  # a source this table has not seen yet: snapshot it
+        if progress:
+            done = [s for s in sources if s not in progress]
+            work[target] = TargetWork(target, SNAPSHOT, checkpoint, offset=checkpoint.offset, progress=progress,
+                                      done_sources=done)
+        elif config.source.startup_mode == "snapshot":
+            work[target] = TargetWork(target, FINISHED, checkpoint, offset=checkpoint.offset)
+        elif checkpoint.offset < head:
+            work[target] = TargetWork(target, BINLOG, checkpoint, offset=checkpoint.offset)
+        else:
+            work[target] = TargetWork(target, IDLE, checkpoint, offset=checkpoint.offset)
+    return work
+
+
+def startup_position(config: PipelineConfig, source: MySqlSource, head: BinlogOffset,
+                     log=logger) -> tuple[BinlogOffset, int, int]:
+    """(offset, skip-events, skip-rows) where tables without checkpoint start in the binlog-only startup modes."""
+    startup = config.source.startup
+    mode = startup.mode
+    if mode == "latest-offset":
+        offset = head
+    elif mode == "earliest-offset":
+        offset = source.earliest_offset()
+    elif mode == "timestamp":
+        offset = source.offset_at_timestamp(startup.timestamp_millis or 0)
+    elif startup.gtid_set:
+        offset = source.offset_for_gtid(startup.gtid_set)
+    else:
+        offset = BinlogOffset(startup.file or "", int(startup.pos or 4))
+        source.check_available(offset, "scan.startup.specific-offset")
+        if offset > head:
+            raise SourceError(f"scan.startup.specific-offset {offset} is past the end of the binlog ({head}) of "
+                              f"{source.options.address}; check the file name and position")
+    log.info("scan.startup.mode %s: tables without checkpoint start at %s%s", mode, offset,
+             f" (gtid {offset.gtid})" if offset.gtid else "")
+    return offset, startup.skip_events, startup.skip_rows
+
+
+def check_binlog_available(source: MySqlSource, checkpoints: dict[TableId, BinlogOffset], warehouse: str) -> None:
+    """BinlogPurgedError naming every table whose checkpoint's binlog file the server no longer has, and how to
+    re-snapshot it, before anything is read or written."""
+    if not checkpoints:
+        return
+    files = source.binary_logs()
+    lost = {t: o for t, o in checkpoints.items() if o.file not in files}
+    if not lost:
+        return
+    oldest = files[0] if files else "none"
+    tables = "; ".join(f"{t} at {o}" for t, o in sorted(lost.items()))
+    paths = ", ".join(f"{warehouse.rstrip('/')}/{t.database}.db/{t.table}" for t in sorted(lost))
+    raise BinlogPurgedError(
+        f"the binlog that Paimon table(s) {tables} must continue from is gone from {source.options.address} "
+        f"(oldest binlog there: {oldest}; purged by PURGE BINARY LOGS or binlog_expire_logs_seconds), so the "
+        f"changes made since those checkpoints can no longer be read. Re-snapshot the table(s): in Dagster, "
+        f"materialize them with run config 'resnapshot: true'; or drop them ({paths}) and run the pipeline again, "
+        "which snapshots them anew while the other tables continue. Nothing was written. Keep binlogs longer than "
+        "the longest pause between runs.")
+
+
+# ------------------------------------------------------------------------------------------- chunked snapshot
+
+
+@dataclass
+class SnapshotContext:
+    """What the chunked snapshot of one table needs from the run."""
+
+    config: PipelineConfig
+    plan: PipelinePlan
+    source: MySqlSource
+    sink: object  # lakecdc.sink.PaimonSink
+    run_id: str
+    captured: list[str]
+    # apply(source_plan, batch, writer, counts): transform a batch and write it to the open writer
+    apply: Callable[[SourcePlan, ChangeBatch, object, TableCounts], int]
+    failpoint: Callable[[str], None]
+    log: logging.Logger | logging.LoggerAdapter = logger
+    progress_report: Callable | None = None  # optional: (table_id) -> object with add(rows) / finish(offset)
+
+
+@dataclass
+class SnapshotOutcome:
+    commits: int = 0
+    snapshot_id: int | None = None
+    offset: BinlogOffset | None = None
+    counts: TableCounts = field(default_factory=TableCounts)
+    rows_written: int = 0
+    complete: bool = False
+    snapshot_rows: int = 0  # rows read from MySQL by this run
+    catchup_rows: int = 0  # binlog rows applied to the snapshotted part
+
+
+def run_snapshot(ctx: SnapshotContext, work: TargetWork, keys: dict[TableId, ChunkKey | None]) -> SnapshotOutcome:
+    """Snapshot one Paimon table's unfinished source tables, committing every ``snapshot_commit_rows`` rows."""
+    target = work.target
+    target_plan = ctx.plan.targets[target]
+    plans = {s.source.table_id: s for s in target_plan.sources}
+    progress = dict(work.progress)
+    done = list(work.done_sources)
+    position = work.checkpoint.offset if work.checkpoint is not None else None
+    outcome = SnapshotOutcome(offset=position)
+    reports = {}
+    for table_id, p in progress.items():
+        key = keys.get(table_id)
+        if p.column is None and key is not None and not p.started:
+            progress[table_id] = ChunkProgress.not_started(key)
+        elif p.started and (p.column or None) != (key.name if key else None):
+            raise SourceError(
+                f"the unfinished snapshot of {table_id} into {target} was chunked by {p.column!r} but the chunk key is "
+                f"now {key.name if key else None!r} (scan.incremental.snapshot.chunk.key-column changed?); put the "
+                "option back, or drop the Paimon table to start its snapshot over")
+        if ctx.progress_report is not None:
+            reports[table_id] = ctx.progress_report(table_id)
+    ctx.log.info("snapshot of %s into %s: %s", ", ".join(map(str, progress)), target,
+                 "; ".join(f"{t}: {p.describe()}" for t, p in progress.items()))
+    while progress:
+        group = _snapshot_group(ctx, target, plans, progress, done, position, keys, outcome, reports)
+        position = group
+        for table_id in [t for t, p in progress.items() if p.done]:
+            del progress[table_id]
+            done.append(table_id)
+            if table_id in reports:
+                reports[table_id].finish(position)
+    outcome.complete = True
+    return outcome
+
+
+def _snapshot_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, SourcePlan],
+                    progress: dict[TableId, ChunkProgress], done: list[TableId], position: BinlogOffset | None,
+                    keys: dict, outcome: SnapshotOutcome, reports: dict) -> BinlogOffset:
+    """One commit group (retried with backoff when the connection is lost). Updates ``progress`` in place and
+    returns the group's position."""
+    options = ctx.source.options
+    attempt = 0
+    while True:
+        writer = ctx.sink.open_writer(target)
+        counts = TableCounts()
+        try:
+            snap_offset, new_progress, written, rows, catchup = _read_group(
+                ctx, target, plans, progress, done, position, keys, writer, counts, reports)
+            ctx.failpoint("before-commit")
+            pending = {str(t): p.to_json() for t, p in new_progress.items() if not p.done}
+            properties = checkpoint_properties(
+                snap_offset, phase=PHASE_SNAPSHOT, pipeline=ctx.config.name,
+                run_id=ctx.run_id, source_tables=sorted(str(s) for s in plans), counts=counts, pending=pending,
+                captured=ctx.captured, startup_mode=ctx.config.source.startup_mode)
+            snapshot_id = writer.commit(properties)
+        except SourceConnectionLost as lost:
+            writer.abort()
+            attempt += 1
+            if attempt > options.connect_max_retries:
+                raise SourceError(f"snapshot of {target}: {lost}; gave up after {options.connect_max_retries} "
+                                  "retries (connect.max-retries)") from lost
+            delay = options.backoff(attempt)
+            ctx.log.warning("snapshot of %s: %s; retry %d/%d in %.1f s", target, lost, attempt,
+                            options.connect_max_retries, delay)
+            time.sleep(delay)
+            continue
+        except BaseException:
+            writer.abort()
+            raise
+        progress.update(new_progress)
+        outcome.commits += 1
+        outcome.snapshot_id = snapshot_id
+        outcome.offset = snap_offset
+        outcome.rows_written += written
+        outcome.snapshot_rows += rows
+        outcome.catchup_rows += catchup
+        for name in ("inserted", "updated", "deleted"):
+            setattr(outcome.counts, name, getattr(outcome.counts, name) + getattr(counts, name))
+        ctx.log.info("snapshot of %s: committed snapshot %s at %s (%d rows read, %d binlog rows caught up; %s)",
+                     target, snapshot_id, snap_offset, rows, catchup,
+                     "; ".join(f"{t}: {p.describe()}" for t, p in new_progress.items()))
+        ctx.failpoint("snapshot-group-committed")
+        return snap_offset
+
+
+def _read_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, SourcePlan],
+                progress: dict[TableId, ChunkProgress], done: list[TableId], position: BinlogOffset | None,
+                keys: dict, writer, counts: TableCounts, reports: dict):
+    """Catch-up and chunks of one group written to ``writer``: (position, progress, rows written, snapshot rows,
+    binlog rows)."""
+    new_progress = dict(progress)
+    written = rows_read = catchup_rows = 0
+    unfinished = [t for t in plans if t in progress]
+    with ctx.source.snapshot([plans[t].source for t in unfinished]) as snap:
+        offset = snap.offset
+        if position is not None and position < offset:
+            catchup_rows, caught = _catch_up(ctx, target, plans, progress, done, position, offset, keys, writer,
+                                             counts)
+            written += caught
+        elif position is not None and position > offset:
+            raise SourceError(f"snapshot of {target}: the server's binlog position {offset} is before the "
+                              f"table's checkpoint {position}; was the binlog reset (RESET MASTER)? Drop the Paimon "
+                              "table to snapshot it anew")
+        budget = ctx.config.snapshot_commit_rows
+        for table_id in unfinished:
+            if budget <= 0:
+                break
+            before = snap.rows_read
+            for batch in snap.read_chunks(table_id, keys.get(table_id), progress[table_id], budget):
+                written += ctx.apply(plans[table_id], batch, writer, counts)
+                if table_id in reports:
+                    reports[table_id].add(batch.num_rows)
+            new_progress[table_id] = snap.progress
+            read = snap.rows_read - before
+            rows_read += read
+            budget -= max(read, 1)
+    return offset, new_progress, written, rows_read, catchup_rows
+
+
+def _catch_up(ctx: SnapshotContext, target: TableId, plans: dict[TableId, SourcePlan],
+              progress: dict[TableId, ChunkProgress], done: list[TableId], start: BinlogOffset, stop: BinlogOffset,
+              keys: dict, writer, counts: TableCounts) -> tuple[int, int]:
+    """Binlog changes in (start, stop] of the rows this table already holds (whole done sources, snapshotted key
+    ranges of the others), written to ``writer``: (binlog rows applied, rows written)."""
+    tables = {t: plans[t].source for t in plans if t in done or (t in progress and progress[t].started)}
+    if not tables:
+        return 0, 0
+    check_binlog_available(ctx.source, {target: start}, ctx.sink.warehouse)
+    reader = ctx.source.read_binlog(tables, {t: start for t in tables}, stop)
+    applied = written = 0
+    for batch in reader:
+        table_id = batch.table.table_id
+        if table_id in progress:
+            key = keys.get(table_id)
+            values = batch.data.column(key.name) if key is not None else None
+            mask = snapshotted_mask(ctx.source.options, key, progress[table_id],
+                                    values if values is not None else batch.data.column(0))
+            batch = restrict_to_snapshotted(batch, mask)
+            if batch is None:
+                continue
+        applied += batch.num_rows
+        written += ctx.apply(plans[table_id], batch, writer, counts)
+    return applied, written

@@ -1,0 +1,84 @@
+"""Conditional functions: ``CASE`` (both forms), ``IF``, ``COALESCE``, ``IFNULL``, ``NULLIF``.
+
+The result type is the least restrictive common type of the branches (numbers widen, character results are
+STRING); branches of different families are rejected when the rule is compiled. A NULL condition does not match.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakecdc.transform.functions.base import as_bool, function, require
+from lakecdc.transform.functions.comparison import compare
+from lakecdc.transform.nodes import Call, Node
+from lakecdc.transform.types import cast_array, common_type
+
+
+def _branch_type(nodes: list[Node], what: str) -> pa.DataType:
+    t = common_type([n.dtype for n in nodes], what)
+    return pa.string() if pa.types.is_null(t) else t
+
+
+def _cond(arr: pa.Array) -> pa.Array:
+    """``isTrue(c)``: NULL conditions do not match."""
+    return pc.fill_null(as_bool(arr), False)
+
+
+def _cast_branch(arr: pa.Array, out: pa.DataType) -> pa.Array:
+    return cast_array(arr, out) if not isinstance(out, pa.ExtensionType) else arr
+
+
+@function("IF", min_args=3, max_args=3)
+def _if(args, site):
+    require(args[0], ("boolean",), "IF condition")
+    out = _branch_type(args[1:], "IF")
+
+    def run(env, xs):
+        return pc.if_else(_cond(xs[0]), _cast_branch(xs[1], out), _cast_branch(xs[2], out))
+    return Call(run, args, out, site.sql)
+
+
+@function("CASE", min_args=2, max_args=None, operator=True)
+def _case(args, site):
+    """args = [cond1, value1, cond2, value2, ..., (else)]; no ELSE → NULL."""
+    pairs = [(args[i], args[i + 1]) for i in range(0, len(args) - 1, 2)]
+    default = args[-1] if len(args) % 2 else None
+    for cond, _ in pairs:
+        require(cond, ("boolean",), "CASE WHEN condition")
+    values = [v for _, v in pairs] + ([default] if default is not None else [])
+    out = _branch_type(values, "CASE")
+
+    def run(env, xs):
+        conds = [_cond(xs[i]) for i in range(0, 2 * len(pairs), 2)]
+        vals = [_cast_branch(xs[i], out) for i in range(1, 2 * len(pairs), 2)]
+        if default is not None:
+            vals.append(_cast_branch(xs[-1], out))
+        names = [f"c{i}" for i in range(len(conds))]
+        return pc.case_when(pa.StructArray.from_arrays(conds, names=names), *vals)
+    return Call(run, args, out, site.sql)
+
+
+@function("COALESCE", min_args=1, max_args=None)
+def _coalesce(args, site):
+    out = _branch_type(args, "COALESCE")
+    return Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, out) for x in xs]), args, out, site.sql)
+
+
+@function("IFNULL", min_args=2, max_args=2)
+def _ifnull(args, site):
+    """Like COALESCE, but declared NOT NULL when the replacement is NOT NULL (Flink CDC's one exception)."""
+    out = _branch_type(args, "IFNULL")
+    return Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, out) for x in xs]), args, out, site.sql,
+                nullable=args[0].nullable and args[1].nullable)
+
+
+@function("NULLIF", min_args=2, max_args=2)
+def _nullif(args, site):
+    """NULL when ``a`` equals ``b`` (numbers by value across types), else ``a``; the type of ``a``."""
+    eq = compare("=", args[0], args[1], site.sql)
+    out = args[0].dtype if not pa.types.is_null(args[0].dtype) else pa.string()
+
+    def run(env, xs):
+        return pc.if_else(xs[1], pa.scalar(None, out), _cast_branch(xs[0], out))
+    return Call(run, [args[0], eq], out, site.sql)

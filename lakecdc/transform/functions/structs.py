@@ -1,0 +1,273 @@
+"""Collections and JSON: ``ARRAY[...]``, ``MAP[...]``, ``ROW(...)``, ``x[i]`` / ``m[k]`` / ``v[i|k]``,
+``CARDINALITY``, ``ARRAY_CONTAINS``, ``ARRAY_POSITION``, ``ELEMENT``, ``PARSE_JSON``, ``TRY_PARSE_JSON``.
+
+Arrays are 1-based; an index out of range or a missing key gives NULL. A VARIANT (PARSE_JSON) is kept as
+normalised JSON text; it can be indexed and CAST to STRING, but a VARIANT column cannot be written to Paimon by
+lakecdc, so a projection whose output is a VARIANT is refused when the rule is compiled.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakecdc.errors import ExpressionError
+from lakecdc.transform.functions.base import (Site, as_string, data_error, fam, first_value, function,
+                                              is_null_literal, null_of, require, where_null, with_scalars)
+from lakecdc.transform.functions.comparison import comparison_type
+from lakecdc.transform.nodes import Call, Node
+from lakecdc.transform.types import VARIANT, cast_array, common_type, flink_name, variant_array
+
+
+# ------------------------------------------------------------------------------------------- constructors
+
+@function("ARRAY", min_args=1, max_args=None)
+def _array(args, site):
+    element = common_type([a.dtype for a in args], "ARRAY")  # NULL only while validating without a schema
+    out = pa.list_(element)
+
+    def run(env, xs):
+        n = env.num_rows
+        columns = [cast_array(x, element) for x in xs]
+        values = pa.concat_arrays(columns)
+        # row r takes element r of every column: interleave with a take
+        order = (np.arange(len(columns))[None, :] * n + np.arange(n)[:, None]).reshape(-1)
+        flat = values.take(pa.array(order))
+        offsets = pa.array(np.arange(0, n * len(columns) + 1, len(columns), dtype=np.int32))
+        return pa.ListArray.from_arrays(offsets, flat, type=out)
+    return Call(run, args, out, site.sql)
+
+
+@function("MAP", min_args=2, max_args=None)
+def _map(args, site):
+    if len(args) % 2:
+        raise ExpressionError(f"MAP[...] needs key/value pairs, got {len(args)} values")
+    keys, values = args[0::2], args[1::2]
+    key_type = common_type([k.dtype for k in keys], "MAP keys")
+    value_type = common_type([v.dtype for v in values], "MAP values")
+    out = pa.map_(pa.string() if pa.types.is_null(key_type) else key_type, value_type)
+
+    def run(env, xs):
+        n = env.num_rows
+        pairs = len(keys)
+        key_cols = [cast_array(x, out.key_type) for x in xs[0::2]]
+        value_cols = [cast_array(x, value_type) for x in xs[1::2]]
+        order = pa.array((np.arange(pairs)[None, :] * n + np.arange(n)[:, None]).reshape(-1))
+        flat_keys = pa.concat_arrays(key_cols).take(order)
+        flat_values = pa.concat_arrays(value_cols).take(order)
+        offsets = pa.array(np.arange(0, n * pairs + 1, pairs, dtype=np.int32))
+        return pa.MapArray.from_arrays(offsets, flat_keys, flat_values, type=out)
+    return Call(run, args, out, site.sql)
+
+
+@function("ROW", min_args=1, max_args=None)
+def _row(args, site):
+    """ROW(a, b, ...) with fields f0, f1, ..."""
+    fields = [pa.field(f"f{i}", a.dtype if not pa.types.is_null(a.dtype) else pa.string())
+              for i, a in enumerate(args)]
+    out = pa.struct(fields)
+
+    def run(env, xs):
+        return pa.StructArray.from_arrays([cast_array(x, f.type) for x, f in zip(xs, fields)], fields=fields)
+    return Call(run, args, out, site.sql)
+
+
+# ---------------------------------------------------------------------------------------------- item access
+
+def item(container: Node, key: Node, site: Site) -> Node:
+    """``container[key]``: arrays and rows by 1-based position, maps and variants by key or position."""
+    kind = fam(container)
+    if kind == "array":
+        require(key, ("numeric",), "array index")
+        element = container.dtype.value_type
+
+        def run_array(env, xs, values):
+            index = int(values[0])
+            arr = xs[0]
+            lengths = pc.fill_null(pc.list_value_length(arr), 0)
+            inside = pc.and_(pc.greater_equal(pa.scalar(index, pa.int64()), 1),
+                             pc.less_equal(pa.scalar(index, pa.int64()), lengths.cast(pa.int64())))
+            if index < 1 or not pc.any(inside).as_py():
+                return pa.nulls(len(arr), element)
+            safe = pc.if_else(inside, arr, pa.scalar([None] * index, arr.type)) if index > 0 else arr
+            return where_null(pc.invert(inside), pc.list_element(safe, index - 1))
+        return with_scalars([container, key], (1,), run_array, element, site)
+    if kind == "map":
+        value_type = container.dtype.item_type
+        comparison_type(_typed(container.dtype.key_type), key, "[]")
+
+        def run_map(env, xs, values):
+            found = pc.map_lookup(xs[0], pa.scalar(values[0], container.dtype.key_type), "first")
+            return found
+        return with_scalars([container, key], (1,), run_map, value_type, site)
+    if kind == "row":
+        require(key, ("numeric",), "ROW field position")
+        if not key.is_const:
+            raise ExpressionError(f"a ROW field position must be a literal: {site.sql}")
+        position = int(key.const)
+        if not 1 <= position <= container.dtype.num_fields:
+            return null_of(pa.string(), site)
+        field = container.dtype.field(position - 1)
+        return Call(lambda env, xs: pc.struct_field(xs[0], [position - 1]), [container], field.type, site.sql)
+    if kind == "variant":
+        require(key, ("numeric", "string"), "VARIANT index")
+
+        def run_variant(env, xs, values):
+            return variant_item(xs[0], values[0])
+        return with_scalars([container, key], (1,), run_variant, VARIANT, site)
+    if kind == "null":
+        return null_of(pa.string(), site)
+    raise ExpressionError(f"{flink_name(container.dtype)} cannot be indexed with [] ({site.sql})")
+
+
+class _TypedProbe(Node):
+    def __init__(self, dtype: pa.DataType):
+        self.dtype = dtype
+        self.sql = flink_name(dtype)
+
+
+def _typed(dtype: pa.DataType) -> Node:
+    return _TypedProbe(dtype)
+
+
+def variant_item(arr: pa.Array, key) -> pa.Array:
+    """Object member / 1-based array element of JSON values (per row: Arrow has no JSON kernels; VARIANT values
+    come from PARSE_JSON, which is per row for the same reason)."""
+    out = []
+    for text in arr.storage.to_pylist():
+        if text is None:
+            out.append(None)
+            continue
+        value = json.loads(text)
+        picked = None
+        if isinstance(key, str) and isinstance(value, dict):
+            picked = value.get(key)
+        elif isinstance(key, int) and not isinstance(key, bool) and isinstance(value, list) and \
+                1 <= key <= len(value):
+            picked = value[key - 1]
+        out.append(None if picked is None else _normal_json(picked))
+    return variant_array(pa.array(out, pa.string()))
+
+
+# ------------------------------------------------------------------------------------- collection functions
+
+@function("CARDINALITY")
+def _cardinality(args, site):
+    require(args[0], ("array", "map"), "CARDINALITY")
+    return Call(lambda env, xs: pc.list_value_length(xs[0]).cast(pa.int32()), args, pa.int32(), site.sql)
+
+
+def _element_equal(arr: pa.Array, needle) -> pa.Array:
+    """Per list element: equals the needle (NULL elements never match)."""
+    values = pc.list_flatten(arr)
+    parents = pc.list_parent_indices(arr)
+    hits = pc.fill_null(pc.equal(values, pa.scalar(needle, values.type)), False)
+    return values, parents, hits
+
+
+@function("ARRAY_CONTAINS", min_args=2, max_args=2)
+def _array_contains(args, site):
+    require(args[0], ("array",), "ARRAY_CONTAINS")
+    if fam(args[0]) == "array" and not pa.types.is_null(args[0].dtype.value_type):
+        comparison_type(_typed(args[0].dtype.value_type), args[1], "ARRAY_CONTAINS")
+
+    def run(env, xs, values):
+        arr = xs[0]
+        _, parents, hits = _element_equal(arr, values[0])
+        counts = np.bincount(parents.to_numpy(zero_copy_only=False)[hits.to_numpy(zero_copy_only=False)],
+                             minlength=len(arr))
+        return where_null(pc.is_null(arr), pa.array(counts > 0))
+    return with_scalars(args, (1,), run, pa.bool_(), site)
+
+
+@function("ARRAY_POSITION", min_args=2, max_args=2)
+def _array_position(args, site):
+    """1-based position of the first equal element, 0 when absent."""
+    require(args[0], ("array",), "ARRAY_POSITION")
+
+    def run(env, xs, values):
+        arr = xs[0]
+        _, parents, hits = _element_equal(arr, values[0])
+        parent = parents.to_numpy(zero_copy_only=False)
+        hit = hits.to_numpy(zero_copy_only=False)
+        offsets = arr.offsets.to_numpy(zero_copy_only=False)[:-1] - arr.offsets[0].as_py()
+        positions = np.zeros(len(arr), dtype=np.int64)
+        rows, first = np.unique(parent[hit], return_index=True)  # first hit of each row, in element order
+        positions[rows] = np.arange(len(parent))[hit][first] - offsets[rows] + 1
+        return where_null(pc.is_null(arr), pa.array(positions).cast(pa.int32()))
+    return with_scalars(args, (1,), run, pa.int32(), site)
+
+
+@function("ELEMENT")
+def _element(args, site):
+    """The only element of an array; NULL for an empty array; more than one element fails the batch."""
+    require(args[0], ("array",), "ELEMENT")
+    element = args[0].dtype.value_type if fam(args[0]) == "array" else pa.string()
+
+    def run(env, xs):
+        arr = xs[0]
+        lengths = pc.fill_null(pc.list_value_length(arr), 0)
+        many = pc.greater(lengths, 1)
+        if pc.any(many).as_py():
+            raise data_error(site, "ELEMENT of an array with more than one element", first_value(arr, many))
+        one = pc.equal(lengths, 1)
+        safe = pc.if_else(one, arr, pa.scalar([None], arr.type))
+        return where_null(pc.invert(one), pc.list_element(safe, 0))
+    return Call(run, args, element, site.sql)
+
+
+# ---------------------------------------------------------------------------------------------------- JSON
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _pairs_no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise _DuplicateKey("duplicate key")
+    return dict(pairs)
+
+
+def _normal_json(value) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def parse_json_column(arr: pa.Array, allow_duplicates: bool, strict: bool, site: Site) -> pa.Array:
+    """JSON text → VARIANT (normalised JSON); NULL or '' → NULL. Invalid JSON fails the batch (PARSE_JSON) or
+    gives NULL (TRY_PARSE_JSON). Per row: Arrow has no JSON kernel for a column of documents."""
+    hook = None if allow_duplicates else _pairs_no_duplicates
+    out = []
+    for text in as_string(arr).to_pylist():
+        if text is None or text == "":
+            out.append(None)
+            continue
+        try:
+            out.append(_normal_json(json.loads(text, object_pairs_hook=hook)))
+        except (ValueError, RecursionError):
+            if strict:
+                raise data_error(site, "Failed to parse json string", text) from None
+            out.append(None)
+    return variant_array(pa.array(out, pa.string()))
+
+
+def _parse_json(strict: bool):
+    def build(args, site):
+        require(args[0], ("string",), "PARSE_JSON")
+        if len(args) > 1:
+            require(args[1], ("boolean",), "PARSE_JSON allowDuplicateKeys")
+        if is_null_literal(args[0]):
+            return null_of(VARIANT, site)
+
+        def run(env, xs, values):
+            allow = bool(values[0]) if values else False
+            return parse_json_column(xs[0], allow, strict, site)
+        return with_scalars(args, tuple(range(1, len(args))), run, VARIANT, site, null_if_scalar_null=False)
+    return build
+
+
+function("PARSE_JSON", min_args=1, max_args=2)(_parse_json(True))
+function("TRY_PARSE_JSON", min_args=1, max_args=2)(_parse_json(False))

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Regenerates the UI screenshots in docs/img/ from a real run: runs the tutorial (scripts/tutorial.sh: sandbox
+# MariaDB, three micro-batches through Dagster), re-snapshots one partition through the re-snapshot job, starts
+# `dagster dev` headless on a free loopback port against the tutorial's DAGSTER_HOME, renders pages with headless
+# Chromium, and stops Dagster again. The sandbox MariaDB keeps running, as after scripts/tutorial.sh
+# (scripts/mariadb.sh stop).
+#
+#   scripts/screenshots.sh            # needs chromium (apt-get install chromium)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+[ -n "$CHROMIUM" ] || { echo "screenshots: chromium is not installed (apt-get install chromium)" >&2; exit 1; }
+
+scripts/tutorial.sh >/dev/null
+
+export LAKECDC_MYSQL_PORT=${LAKECDC_MYSQL_PORT:-3307}
+export MYSQL_HOST=127.0.0.1 MYSQL_PORT=$LAKECDC_MYSQL_PORT MYSQL_USER=root MYSQL_PASSWORD=
+export LAKECDC_WAREHOUSE="$ROOT/.lakecdc/tutorial/warehouse"
+export DAGSTER_HOME="$ROOT/.lakecdc/tutorial/dagster_home"
+export LAKECDC_PIPELINES_DIR="$ROOT/assets"
+export DAGSTER_DISABLE_TELEMETRY=yes
+PATH="$ROOT/.venv/bin:$PATH"
+# One Dagster run at a time per table (the assets' pools); the tutorial's dagster.yaml is otherwise empty.
+printf 'concurrency:\n  pools:\n    default_limit: 1\ntelemetry:\n  enabled: false\n' > "$DAGSTER_HOME/dagster.yaml"
+
+# A partition re-snapshot, so the asset's history also shows one.
+dagster job execute -m definitions -j resnapshot__inventory__orders --tags '{"dagster/partition": "order_day=20260103"}' \
+  >/dev/null 2>&1 || echo "screenshots: the partition re-snapshot failed (continuing)" >&2
+
+PORT=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+LOG=$ROOT/.lakecdc/tutorial/dagster-dev.log
+setsid dagster dev -w workspace.yaml -h 127.0.0.1 -p "$PORT" >"$LOG" 2>&1 &
+DEV=$!
+stop() { kill -TERM -- "-$DEV" 2>/dev/null || true; wait "$DEV" 2>/dev/null || true; }
+trap stop EXIT
+
+URL="http://127.0.0.1:$PORT"
+for _ in $(seq 1 120); do
+  curl -sf "$URL/server_info" >/dev/null 2>&1 && break
+  sleep 1
+done
+curl -sf "$URL/server_info" >/dev/null || { tail -30 "$LOG" >&2; echo "screenshots: dagster dev did not start" >&2; exit 1; }
+# The code location must be loaded before the pages render anything.
+for _ in $(seq 1 60); do
+  curl -s -X POST -H 'Content-Type: application/json' "$URL/graphql" \
+    -d '{"query":"{ assetNodes { id } }"}' | grep -q '"id"' && break
+  sleep 1
+done
+# Dismiss the "join the community" modal that would cover every page.
+curl -s -X POST -H 'Content-Type: application/json' "$URL/graphql" -d '{"query":"mutation { setNuxSeen }"}' >/dev/null
+
+mkdir -p docs/img
+shot() {  # shot FILE PATH [WIDTH,HEIGHT]
+  "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking --hide-scrollbars \
+    --window-size="${3:-1600,1000}" --virtual-time-budget=25000 --screenshot="$ROOT/docs/img/$1" "$URL$2" \
+    >/dev/null 2>&1
+  echo "docs/img/$1"
+}
+shot lineage.png "/assets/paimon/inventory/orders?view=lineage&lineageScope=neighbors"
+shot asset.png "/assets/paimon/inventory/orders"
+shot events.png "/assets/paimon/inventory/orders?view=events"
+shot checks.png "/assets/paimon/inventory/orders?view=checks"
+shot resnapshot.png "/locations/lakecdc/jobs/resnapshot__inventory__orders/partitions"

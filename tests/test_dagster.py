@@ -1,0 +1,329 @@
+"""The Dagster experience in process, against the private MariaDB and real Paimon files: asset checks (and a
+failing one blocking), column lineage, the partitions a commit changed, re-snapshots of a partition and of a
+table, resources, retries of transient errors only, the schedule, the failure alert, progress logs."""
+
+import http.server
+import json
+import logging
+import shutil
+import threading
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from lakecdc.config import load_pipeline, parse_pipeline
+from lakecdc.dagster import MySqlResource, PaimonCatalogResource, build_definitions, build_pipeline_definitions
+from lakecdc.dagster.assets import partitions_name
+from lakecdc.errors import PipelineConfigError
+from lakecdc.model import TableId
+from lakecdc.sink import PaimonSink
+from lakecdc.sink.sql import run_sql
+
+ROOT = Path(__file__).resolve().parent.parent
+ORDERS = TableId("inventory", "orders")
+ORDERS_KEY = dg.AssetKey(["paimon", "inventory", "orders"])
+MYSQL_ORDERS = dg.AssetKey(["mysql", "inventory", "orders"])
+CREATE_ORDERS = """CREATE TABLE inventory.orders (id BIGINT NOT NULL, product VARCHAR(100) NOT NULL,
+  price DECIMAL(10, 2) NOT NULL, created_at DATETIME(3) NOT NULL, PRIMARY KEY (id))"""
+
+
+@pytest.fixture
+def tutorial(mariadb, tmp_path, monkeypatch):
+    """The tutorial's inventory.orders with two orders, its pipeline YAML in a pipelines directory, a warehouse."""
+    env = {"MYSQL_HOST": "127.0.0.1", "MYSQL_PORT": str(mariadb.port), "MYSQL_USER": "root", "MYSQL_PASSWORD": "",
+           "LAKECDC_WAREHOUSE": str(tmp_path / "warehouse")}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    shutil.copy(ROOT / "assets" / "tutorial.yaml", pipelines / "tutorial.yaml")
+    mariadb.execute("DROP DATABASE IF EXISTS inventory")
+    mariadb.execute("CREATE DATABASE inventory")
+    mariadb.execute(CREATE_ORDERS)
+    mariadb.execute("INSERT INTO inventory.orders VALUES (101, 'book', 29.90, '2026-01-01 12:00:00'), "
+                    "(102, 'pen', 5.00, '2026-01-02 09:30:00')")
+    yield load_pipeline(pipelines / "tutorial.yaml"), pipelines
+    mariadb.execute("DROP DATABASE IF EXISTS inventory")
+
+
+def without_binlog(mariadb, statement):
+    """Change MySQL behind the pipeline's back (the change never reaches the binlog): Paimon drifts."""
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")
+            cur.execute(statement)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def materialize(defs, instance, *, run_config=None, selection=(ORDERS_KEY,)):
+    if all(isinstance(item, dg.AssetCheckKey) for item in selection):
+        selection = dg.AssetSelection.checks(*selection)
+    else:
+        selection = list(selection)
+    result = dg.materialize([*defs.assets], instance=instance, selection=selection, raise_on_error=False,
+                            run_config=run_config, resources=defs.resources)
+    materializations = {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
+    checks = {e.check_name: e
+              for e in result.get_asset_check_evaluations()}
+    return result, materializations, checks
+
+
+def active_rows(config):
+    table = run_sql(config.sink.catalog_options,
+                    "SELECT id, product_upper, op_type FROM inventory.orders ORDER BY id")
+    return [tuple(r.values()) for r in table.to_pylist()]
+
+
+def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
+    config, pipelines = tutorial
+    defs = build_definitions(pipelines)
+    sink = PaimonSink(config.sink.catalog_options)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result, metadata, checks = materialize(defs, instance)
+        assert result.success
+        meta = metadata[ORDERS_KEY]
+        # Column lineage from the transform expressions.
+        lineage = {col: [(dep.asset_key, dep.column_name) for dep in deps]
+                   for col, deps in meta["dagster/column_lineage"].value.deps_by_column.items()}
+        assert lineage["id"] == [(MYSQL_ORDERS, "id")]
+        assert lineage["product_upper"] == [(MYSQL_ORDERS, "product")]
+        assert lineage["order_day"] == [(MYSQL_ORDERS, "created_at")]
+        assert "source_table" not in lineage and "op_type" not in lineage  # metadata only
+        schema = {c.name: c for c in meta["dagster/column_schema"].value.columns}
+        assert schema["product_upper"].description == "from inventory.orders.product"
+        # The partitions this commit changed, with row counts.
+        partitions = {r.data["partition"]: r.data for r in meta["lakecdc/partitions_changed"].value.records}
+        assert set(partitions) == {"order_day=20260101", "order_day=20260102"}
+        assert partitions["order_day=20260101"]["inserted"] == 1
+        assert partitions["order_day=20260101"]["rows_now"] == 1
+        assert sorted(instance.get_dynamic_partitions(partitions_name(ORDERS))) == sorted(partitions)
+        # The checks ran with the materialisation and passed; the quiet source gives an exact count.
+        assert set(checks) == {"primary_key_unique", "row_count_matches_source", "schema_matches_source"}
+        assert all(c.passed for c in checks.values()), {n: c.description for n, c in checks.items()}
+        count = checks["row_count_matches_source"].metadata
+        assert count["tolerance"].value == 0 and count["source_quiet"].value is True
+        assert count["paimon_active_rows"].value == 2
+
+        # Binlog changes: soft-deleted rows are not active rows, the count still matches.
+        mariadb.execute("UPDATE inventory.orders SET product = 'notebook' WHERE id = 101")
+        mariadb.execute("DELETE FROM inventory.orders WHERE id = 102")
+        mariadb.execute("INSERT INTO inventory.orders VALUES (103, 'pencil', 3.50, '2026-01-03 12:00:00')")
+        result, metadata, checks = materialize(defs, instance)
+        assert result.success and all(c.passed for c in checks.values())
+        assert checks["row_count_matches_source"].metadata["paimon_active_rows"].value == 2
+        partitions = {r.data["partition"]: r.data for r in metadata[ORDERS_KEY]["lakecdc/partitions_changed"].value.records}
+        assert partitions["order_day=20260102"]["inserted"] == 1  # the soft delete is an insert of the marker row
+        checkpoint = sink.checkpoint(ORDERS)
+
+        # Drift behind the binlog's back: the row-count check fails, and being blocking, fails the run.
+        without_binlog(mariadb, "DELETE FROM inventory.orders WHERE id = 103")
+        result, metadata, checks = materialize(defs, instance)
+        failed = checks["row_count_matches_source"]
+        assert not failed.passed and failed.severity == dg.AssetCheckSeverity.ERROR
+        assert failed.metadata["difference"].value == 1 and failed.metadata["tolerance"].value == 0
+        assert "2 active rows in Paimon but 1 in MySQL" in failed.description
+        assert not result.success
+
+        # Re-snapshot one partition through the partitioned job: 103 is marked deleted; a row missing from
+        # another partition stays missing (that partition is not re-read).
+        without_binlog(mariadb, "INSERT INTO inventory.orders VALUES (104, 'ink', 2.00, '2026-01-01 08:00:00')")
+        job = defs.resolve_job_def("resnapshot__inventory__orders")
+        outcome = job.execute_in_process(instance=instance, partition_key="order_day=20260103",
+                                         raise_on_error=False)
+        assert outcome.success
+        assert (103, "PENCIL", "-D") in active_rows(config)
+        assert all(row[0] != 104 for row in active_rows(config))
+        properties = sink.checkpoint(ORDERS)
+        assert properties["lakecdc.phase"] == "resnapshot"
+        assert properties["lakecdc.resnapshot.partition"] == "order_day=20260103"
+        # A partition re-snapshot keeps the table's checkpoint: the other partitions are still there.
+        assert (properties["lakecdc.binlog.file"], properties["lakecdc.binlog.pos"]) == (
+            checkpoint["lakecdc.binlog.file"], checkpoint["lakecdc.binlog.pos"])
+        recorded = instance.get_latest_materialization_event(ORDERS_KEY).asset_materialization.metadata
+        assert recorded["lakecdc/phase"].value == "resnapshot"
+
+        # Re-snapshot the whole table through the asset's run config: 104 arrives, the checkpoint moves.
+        result, metadata, checks = materialize(
+            defs, instance, run_config={"ops": {"paimon__inventory__orders": {"config": {"resnapshot": True}}}})
+        assert result.success and all(c.passed for c in checks.values()), \
+            {n: c.description for n, c in checks.items()}
+        assert (104, "INK", "+I") in active_rows(config)
+        whole = sink.checkpoint(ORDERS)
+        assert whole["lakecdc.resnapshot.partition"] == ""
+        # A whole-table re-snapshot equals MySQL at the snapshot position, which becomes the checkpoint.
+        assert whole["lakecdc.resnapshot.offset"] == f"{whole['lakecdc.binlog.file']}:{whole['lakecdc.binlog.pos']}"
+        assert metadata[ORDERS_KEY]["lakecdc/phase"].value == "resnapshot"
+
+        # Schema drift in MySQL: the schema check fails, naming the column, before any run would.
+        mariadb.execute("ALTER TABLE inventory.orders ADD COLUMN coupon VARCHAR(10)")
+        _, _, checks = materialize(defs, instance,
+                                   selection=[dg.AssetCheckKey(ORDERS_KEY, "schema_matches_source")])
+        drift = checks["schema_matches_source"]
+        assert not drift.passed and "coupon" in drift.description
+
+
+def test_partition_resnapshot_is_refused_for_bad_partitions(mariadb, tutorial, tmp_path):
+    config, pipelines = tutorial
+    defs = build_definitions(pipelines)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assert materialize(defs, instance)[0].success
+        result, _, _ = materialize(defs, instance, run_config={
+            "ops": {"paimon__inventory__orders": {"config": {"resnapshot": True, "partition": "day=1"}}}})
+        assert not result.success
+        failure = result.get_step_failure_events()[0].event_specific_data.error.message
+        assert "order_day=<value>" in failure
+        # Configuration errors are not retried.
+        assert not any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)
+
+
+RESOURCE_PIPELINE = """
+source:
+  type: mysql
+  hostname: 127.0.0.1
+  port: 1
+  username: {user}
+  password: not-the-password
+  tables: {db}.items
+sink:
+  type: paimon
+  catalog.properties.metastore: filesystem
+  catalog.properties.warehouse: /nonexistent/warehouse
+pipeline:
+  name: resources {db}
+  lakecdc.retry.max-retries: 2
+  lakecdc.retry.delay: 50ms
+  lakecdc.schedule: "15 3 * * *"
+  lakecdc.sensor.default-status: stopped
+"""
+SECRET = "Res0urce-Secr3t"
+
+
+def test_resources_override_yaml_and_transient_errors_are_retried(mariadb, fresh_db, tmp_path, monkeypatch):
+    user = f"r_{fresh_db[-8:]}"
+    mariadb.execute(f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{SECRET}'")
+    mariadb.execute(f"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'127.0.0.1'")
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.items (id INT PRIMARY KEY, name VARCHAR(20))")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.items VALUES (1, 'a'), (2, 'b')")
+    config = parse_pipeline(RESOURCE_PIPELINE.format(user=user, db=fresh_db))
+    key = dg.AssetKey(["paimon", fresh_db, "items"])
+    try:
+        # The YAML points at port 1 with a wrong password: unreachable, a transient error, retried then failed.
+        defs = build_pipeline_definitions(config)
+        with dg.instance_for_test() as instance:
+            result, _, _ = materialize(defs, instance, selection=[key])
+        assert not result.success
+        retries = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+        assert len(retries) == 2
+
+        # Resources (EnvVar for the secret) make the same YAML run against the real server and warehouse.
+        monkeypatch.setenv("ITEMS_PASSWORD", SECRET)
+        resources = {"mysql": MySqlResource(port=mariadb.port, password=dg.EnvVar("ITEMS_PASSWORD")),
+                     "paimon": PaimonCatalogResource(warehouse=str(tmp_path / "warehouse"))}
+        defs = build_pipeline_definitions(config, resources=resources)
+        with dg.instance_for_test() as instance:
+            result, metadata, checks = materialize(defs, instance, selection=[key])
+            assert result.success and all(c.passed for c in checks.values())
+            assert metadata[key]["dagster/row_count"].value == 2
+            text = json.dumps({k: str(v) for k, v in metadata[key].items()})
+            assert SECRET not in text
+            logs = "".join(str(e.message) for e in result.all_events)
+            assert SECRET not in logs
+
+            # The sensor reads the same resources; its cursor records the head it saw.
+            sensor = defs.resolve_sensor_def(f"{config.slug}_binlog_sensor")
+            tick = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs, resources=defs.resources))
+            assert tick.run_requests == [] and tick.cursor, tick.skip_message
+            assert json.loads(tick.cursor)["requested"] == []
+            mariadb.execute(f"INSERT INTO `{fresh_db}`.items VALUES (3, 'c')")
+            tick = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs,
+                                                                resources=defs.resources, cursor=tick.cursor))
+            assert [r.asset_selection for r in tick.run_requests] == [[key]]
+            assert json.loads(tick.cursor)["requested"] == [f"{fresh_db}.items"]
+
+        # A wrong password is not transient: no retry.
+        monkeypatch.setenv("ITEMS_PASSWORD", "wrong")
+        with dg.instance_for_test() as instance:
+            result, _, _ = materialize(defs, instance, selection=[key])
+        assert not result.success
+        assert not any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)
+        assert SECRET not in "".join(str(e.message) for e in result.all_events)
+
+        # The cron schedule from the YAML.
+        schedule = defs.resolve_schedule_def(f"{config.slug}_schedule")
+        assert schedule.cron_schedule == "15 3 * * *"
+        assert schedule.job_name == f"{config.slug}_job"
+    finally:
+        mariadb.execute(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'")
+
+
+def test_invalid_automation_keys_name_the_key():
+    base = RESOURCE_PIPELINE.format(user="u", db="d")
+    with pytest.raises(PipelineConfigError, match=r"pipeline.lakecdc.schedule: expected a cron"):
+        parse_pipeline(base.replace('"15 3 * * *"', "daily"))
+    with pytest.raises(PipelineConfigError, match=r"pipeline.lakecdc.retry.max-retries"):
+        parse_pipeline(base.replace("max-retries: 2", "max-retries: -1"))
+    with pytest.raises(PipelineConfigError, match=r"invalid cron schedule"):
+        build_pipeline_definitions(parse_pipeline(base.replace('"15 3 * * *"', '"99 3 * * *"')))
+
+
+class _Hook(http.server.BaseHTTPRequestHandler):
+    received: list = []
+
+    def do_POST(self):  # noqa: N802
+        length = int(self.headers["Content-Length"])
+        _Hook.received.append(json.loads(self.rfile.read(length)))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_failure_alert_posts_to_the_webhook(mariadb, fresh_db):
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        text = RESOURCE_PIPELINE.format(user="root", db=fresh_db).replace(
+            "lakecdc.retry.max-retries: 2", f"lakecdc.retry.max-retries: 0\n  lakecdc.alert.webhook: "
+                                            f"http://127.0.0.1:{server.server_port}/hook")
+        config = parse_pipeline(text)
+        defs = build_pipeline_definitions(config)
+        with dg.instance_for_test() as instance:
+            result = defs.resolve_job_def(f"{config.slug}_job").execute_in_process(instance=instance,
+                                                                                  raise_on_error=False)
+            assert not result.success
+            sensor = defs.resolve_sensor_def(f"{config.slug}_failure_alert")
+            context = dg.build_run_status_sensor_context(
+                sensor_name=sensor.name, dagster_instance=instance, dagster_run=result.dagster_run,
+                dagster_event=result.get_run_failure_event()).for_run_failure()
+            sensor(context)
+        alert = _Hook.received[-1]
+        assert alert["pipeline"] == config.name and alert["run_id"] == result.run_id
+        assert "cannot connect to MySQL at 127.0.0.1:1" in alert["text"]
+        assert "not-the-password" not in json.dumps(alert)
+    finally:
+        server.shutdown()
+
+
+def test_snapshot_progress_and_summary_logs(mariadb, tutorial, monkeypatch, caplog):
+    import lakecdc.runtime.report as report
+    from lakecdc.runtime import run_micro_batch
+
+    config, _ = tutorial
+    mariadb.execute("INSERT INTO inventory.orders SELECT seq, 'bulk', 1.00, '2026-02-01 00:00:00' "
+                    "FROM seq_1000_to_4999", database="inventory")
+    mariadb.execute("ANALYZE TABLE inventory.orders")
+    monkeypatch.setattr(report, "PROGRESS_INTERVAL_SECONDS", 0.0)
+    with caplog.at_level(logging.INFO, logger="lakecdc.runtime"):
+        run_micro_batch(config)
+    lines = [r.getMessage() for r in caplog.records]
+    progress = [line for line in lines if "rows/s" in line and "ETA" in line]
+    assert progress, lines
+    assert any(line.startswith("snapshot of inventory.orders: 4,002 rows at") for line in lines)
+    assert any(line.startswith("summary inventory.orders: snapshot, snapshot 1") and "4002 inserted" in line
+               for line in lines)
+

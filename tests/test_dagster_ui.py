@@ -1,0 +1,229 @@
+"""The real Dagster UI, headless: `dagster-webserver` and `dagster-daemon` on a loopback port against definitions.py
+(workspace.yaml), the tutorial pipeline launched and inspected through GraphQL only: the asset graph's
+mysql → paimon edge, the latest materialisation's metadata, the asset checks, and the binlog sensor's cursor after
+a real tick. With Chromium installed, the asset lineage page is also rendered to a PNG (skipped otherwise)."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+LOCATION = "lakecdc"
+REPOSITORY = "__repository__"
+SLUG = "enrich_mysql_orders_with_soft_deletes"
+ORDERS_PATH = ["paimon", "inventory", "orders"]
+DAGSTER_YAML = """concurrency:
+  pools:
+    default_limit: 1
+telemetry:
+  enabled: false
+"""
+CREATE_ORDERS = """CREATE TABLE inventory.orders (id BIGINT NOT NULL, product VARCHAR(100) NOT NULL,
+  price DECIMAL(10, 2) NOT NULL, created_at DATETIME(3) NOT NULL, PRIMARY KEY (id))"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Dagster:
+    """A headless webserver (+ daemon) and a GraphQL client for it."""
+
+    def __init__(self, env: dict, port: int):
+        self.env, self.port = env, port
+        self.url = f"http://127.0.0.1:{port}/graphql"
+        self.processes = []
+        self.logs = []
+
+    def start(self, tmp: Path) -> None:
+        for name, command in (
+                ("webserver", [str(BIN / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p",
+                               str(self.port)]),
+                ("daemon", [str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"])):
+            log = open(tmp / f"{name}.log", "w")
+            self.logs.append(tmp / f"{name}.log")
+            self.processes.append(subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log,
+                                                   stderr=subprocess.STDOUT, start_new_session=True))
+        deadline = time.monotonic() + 240  # generous: a loaded 2-core CI machine starts the code server slowly
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"http://127.0.0.1:{self.port}/server_info", timeout=2).ok:
+                    # the code location must be loaded too
+                    data = self.query("{ repositoriesOrError { ... on RepositoryConnection { nodes { name } } } }")
+                    if data["repositoriesOrError"].get("nodes"):
+                        return
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        raise AssertionError("the webserver did not come up: " + self.tail())
+
+    def stop(self) -> None:
+        for process in self.processes:
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for process in self.processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+    def tail(self) -> str:
+        return "\n".join(p.read_text()[-3000:] for p in self.logs if p.exists())
+
+    def query(self, query: str, variables: dict | None = None) -> dict:
+        response = requests.post(self.url, json={"query": query, "variables": variables or {}}, timeout=60)
+        body = response.json()  # schema errors come back as HTTP 400 with a JSON body
+        assert "errors" not in body, body["errors"]
+        return body["data"]
+
+    def wait_for_run(self, run_id: str, timeout: float = 180) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.query("query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }",
+                                {"id": run_id})["runOrError"]["status"]
+            if status in ("SUCCESS", "FAILURE", "CANCELED"):
+                return status
+            time.sleep(1)
+        raise AssertionError(f"run {run_id} did not finish: " + self.tail())
+
+
+LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
+  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
+  ... on InvalidSubsetError { message } ... on RunConfigValidationInvalid { errors { message } } } }"""
+ASSET_NODES = """{ assetNodes { assetKey { path } groupName kinds pools opVersion
+  dependencyKeys { path } dependedByKeys { path } } }"""
+ASSET = """query($path: [String!]!) { assetOrError(assetKey: {path: $path}) { ... on Asset {
+  assetMaterializations(limit: 1) { runId metadataEntries { __typename label
+    ... on IntMetadataEntry { intValue } ... on TextMetadataEntry { text }
+    ... on TableSchemaMetadataEntry { schema { columns { name type description } } }
+    ... on TableColumnLineageMetadataEntry { lineage { columnName columnDeps { assetKey { path } columnName } } }
+    ... on TableMetadataEntry { table { records } } } }
+  definition { assetChecksOrError { ... on AssetChecks { checks { name blocking
+    executionForLatestMaterialization { status evaluation { success description } } } } } } } } }"""
+SENSOR = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor { sensorState { status
+  typeSpecificData { ... on SensorData { lastCursor lastRunKey } }
+  ticks(limit: 10) { status cursor runIds skipReason error { message } } } } } }"""
+START_SENSOR = """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) { __typename
+  ... on Sensor { sensorState { status } } ... on PythonError { message } } }"""
+
+
+def metadata_of(ui: Dagster) -> tuple[dict, dict]:
+    asset = ui.query(ASSET, {"path": ORDERS_PATH})["assetOrError"]
+    entries = {e["label"]: e for e in asset["assetMaterializations"][0]["metadataEntries"]}
+    checks = {c["name"]: c for c in asset["definition"]["assetChecksOrError"]["checks"]}
+    return entries, checks
+
+
+@pytest.fixture
+def ui(mariadb, tmp_path):
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    text = (ROOT / "assets" / "tutorial.yaml").read_text()
+    # A fast sensor that starts stopped, so the test launches the first run itself.
+    text = text.rstrip("\n") + "\n  lakecdc.sensor.interval: 1s\n  lakecdc.sensor.default-status: stopped\n"
+    (pipelines / "tutorial.yaml").write_text(text)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(DAGSTER_YAML)
+    mariadb.execute("DROP DATABASE IF EXISTS inventory")
+    mariadb.execute("CREATE DATABASE inventory")
+    mariadb.execute(CREATE_ORDERS)
+    mariadb.execute("INSERT INTO inventory.orders VALUES (101, 'book', 29.90, '2026-01-01 12:00:00'), "
+                    "(102, 'pen', 5.00, '2026-01-02 09:30:00')")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "LAKECDC_PIPELINES_DIR": str(pipelines),
+           "MYSQL_HOST": "127.0.0.1", "MYSQL_PORT": str(mariadb.port), "MYSQL_USER": "root", "MYSQL_PASSWORD": "",
+           "LAKECDC_WAREHOUSE": str(tmp_path / "warehouse"), "DAGSTER_DISABLE_TELEMETRY": "yes"}
+    env.pop("LAKECDC_FAILPOINT", None)
+    dagster = Dagster(env, free_port())
+    dagster.start(tmp_path)
+    try:
+        yield dagster
+    finally:
+        dagster.stop()
+        mariadb.execute("DROP DATABASE IF EXISTS inventory")
+
+
+def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
+    # The asset graph: mysql/inventory/orders → paimon/inventory/orders, with its pool and code version.
+    nodes = {"/".join(n["assetKey"]["path"]): n for n in ui.query(ASSET_NODES)["assetNodes"]}
+    orders = nodes["paimon/inventory/orders"]
+    assert [k["path"] for k in orders["dependencyKeys"]] == [["mysql", "inventory", "orders"]]
+    assert [k["path"] for k in nodes["mysql/inventory/orders"]["dependedByKeys"]] == [ORDERS_PATH]
+    assert orders["kinds"] == ["paimon"] and nodes["mysql/inventory/orders"]["kinds"] == ["mysql"]
+    assert orders["pools"] == ["lakecdc/inventory.orders"] and orders["opVersion"]
+
+    # Launch the pipeline's job through GraphQL and wait for it (the daemon dequeues and launches it).
+    launched = ui.query(LAUNCH, {"params": {"selector": {
+        "repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "jobName": f"{SLUG}_job"}}})
+    assert launched["launchRun"]["__typename"] == "LaunchRunSuccess", launched
+    run_id = launched["launchRun"]["run"]["runId"]
+    assert ui.wait_for_run(run_id) == "SUCCESS", ui.tail()
+
+    entries, checks = metadata_of(ui)
+    assert entries["lakecdc/paimon_snapshot_id"]["intValue"] == 1
+    assert entries["lakecdc/phase"]["text"] == "snapshot"
+    assert entries["lakecdc/binlog_offset"]["text"].count(":") == 1
+    assert entries["lakecdc/inserted"]["intValue"] == 2 and entries["dagster/row_count"]["intValue"] == 2
+    columns = [c["name"] for c in entries["dagster/column_schema"]["schema"]["columns"]]
+    assert columns[:4] == ["id", "product", "price", "created_at"] and columns[-1] == "order_day"
+    lineage = {c["columnName"]: [(d["assetKey"]["path"], d["columnName"]) for d in c["columnDeps"]]
+               for c in entries["dagster/column_lineage"]["lineage"]}
+    assert lineage["product_upper"] == [(["mysql", "inventory", "orders"], "product")]
+    assert lineage["order_day"] == [(["mysql", "inventory", "orders"], "created_at")]
+    partitions = [json.loads(r) for r in entries["lakecdc/partitions_changed"]["table"]["records"]]
+    assert sorted(p["partition"] for p in partitions) == ["order_day=20260101", "order_day=20260102"]
+    assert {name: (c["blocking"], c["executionForLatestMaterialization"]["status"]) for name, c in checks.items()} \
+        == {"primary_key_unique": (True, "SUCCEEDED"), "row_count_matches_source": (True, "SUCCEEDED"),
+            "schema_matches_source": (True, "SUCCEEDED")}
+
+    # Start the binlog sensor, change MySQL, and wait for a tick that launches a run.
+    selector = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY,
+                "sensorName": f"{SLUG}_binlog_sensor"}
+    started = ui.query(START_SENSOR, {"s": selector})["startSensor"]
+    assert started["__typename"] == "Sensor", started
+    mariadb.execute("UPDATE inventory.orders SET product = 'notebook' WHERE id = 101")
+    head = mariadb.execute("SHOW MASTER STATUS")
+    deadline = time.monotonic() + 120
+    ticks = []
+    while time.monotonic() < deadline:
+        state = ui.query(SENSOR, {"s": selector})["sensorOrError"]["sensorState"]
+        ticks = [t for t in state["ticks"] if t["runIds"]]
+        if ticks:
+            break
+        time.sleep(1)
+    assert ticks, f"no tick launched a run: {state['ticks']}\n{ui.tail()}"
+    cursor = json.loads(state["typeSpecificData"]["lastCursor"])
+    assert cursor["requested"] == ["inventory.orders"]
+    if head:
+        assert cursor["head"] == f"{head[0][0]}:{head[0][1]}"
+    assert state["typeSpecificData"]["lastRunKey"] == f"{cursor['head']}|inventory.orders"
+    assert ui.wait_for_run(ticks[0]["runIds"][0]) == "SUCCESS", ui.tail()
+    entries, checks = metadata_of(ui)
+    assert entries["lakecdc/phase"]["text"] == "binlog" and entries["lakecdc/updated"]["intValue"] == 1
+    assert entries["lakecdc/binlog_offset"]["text"] == cursor["head"]
+    assert all(c["executionForLatestMaterialization"]["status"] == "SUCCEEDED" for c in checks.values())
+
+    # The asset lineage page, rendered by headless Chromium (only when it is installed).
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium:
+        requests.post(ui.url, json={"query": "mutation { setNuxSeen }"}, timeout=30)
+        png = tmp_path / "lineage.png"
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                        "--window-size=1400,900", "--virtual-time-budget=15000", f"--screenshot={png}",
+                        f"http://127.0.0.1:{ui.port}/assets/paimon/inventory/orders?view=lineage"],
+                       capture_output=True, timeout=120)
+        assert png.exists() and png.stat().st_size > 20_000
