@@ -202,7 +202,8 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     while time.monotonic() < deadline:
         state = ui.query(SENSOR, {"s": selector})["sensorOrError"]["sensorState"]
         ticks = [t for t in state["ticks"] if t["runIds"]]
-        if ticks:
+        # the daemon stores the tick before the sensor's cursor: wait for both
+        if ticks and state["typeSpecificData"]["lastCursor"]:
             break
         time.sleep(1)
     assert ticks, f"no tick launched a run: {state['ticks']}\n{ui.tail()}"

@@ -53,8 +53,8 @@ class Node:
     def is_const(self) -> bool:
         return self.const is not NO_CONST
 
-    def eval(self, env: EvalEnv) -> pa.Array:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def eval(self, env: EvalEnv) -> pa.Array:  # pragma: no cover - every concrete node overrides it
+        raise TypeError(f"{type(self).__name__} is a placeholder node and has no value")
 
 
 class Literal(Node):
