@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecdc.errors import ExpressionError
+from lakecdc.transform.types import fraction_nanos
 
 SIMPLE = "simple"
 JAVA_TIME = "java_time"
@@ -183,19 +184,6 @@ def _offset_text(offsets: pa.Array, f: Field) -> pa.Array:
     return text
 
 
-def _fraction(ts: pa.Array) -> pa.Array:
-    """Nanosecond of second."""
-    unit = ts.type.unit
-    if unit == "s":
-        return pc.multiply(pc.second(ts), 0)
-    nanos = pc.multiply(pc.millisecond(ts), 1_000_000)
-    if unit in ("us", "ns"):
-        nanos = pc.add(nanos, pc.multiply(pc.microsecond(ts), 1000))
-    if unit == "ns":
-        nanos = pc.add(nanos, pc.nanosecond(ts))
-    return nanos
-
-
 def _field(ts: pa.Array, f: Field, style: str, offsets: pa.Array | None) -> pa.Array:
     c, letter = f.count, f.letter
     if letter == "G":
@@ -240,11 +228,11 @@ def _field(ts: pa.Array, f: Field, style: str, offsets: pa.Array | None) -> pa.A
         return _num(pc.second(ts), c)
     if letter == "S":
         if style == SIMPLE:
-            return _num(pc.divide(_fraction(ts), 1_000_000), c)
-        digits = _num(_fraction(ts), 9)
+            return _num(pc.divide(fraction_nanos(ts), 1_000_000), c)
+        digits = _num(fraction_nanos(ts), 9)
         return pc.utf8_slice_codeunits(digits, 0, c) if c <= 9 else pc.utf8_rpad(digits, width=c, padding="0")
     if letter == "n":
-        return _num(_fraction(ts), c)
+        return _num(fraction_nanos(ts), c)
     if letter == "a":
         return pc.if_else(pc.less(pc.hour(ts), 12), "AM", "PM")
     if letter in "ZXx":

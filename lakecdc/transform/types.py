@@ -330,7 +330,8 @@ def _pad(arr: pa.Array, width: int) -> pa.Array:
     return pc.utf8_lpad(arr.cast(pa.string()), width=width, padding="0")
 
 
-def _fraction_nanos(ts: pa.Array) -> pa.Array:
+def fraction_nanos(ts: pa.Array) -> pa.Array:
+    """Nanosecond of second of each timestamp."""
     unit = ts.type.unit
     if unit == "s":
         return pc.multiply(pc.hour(ts), 0)
@@ -356,7 +357,7 @@ def _java_fraction(nanos: pa.Array) -> pa.Array:
 def _java_time_of_day(ts: pa.Array, always_seconds: bool) -> pa.Array:
     """HH:mm[:ss[.fraction]] as LocalTime.toString (seconds only when non-zero) or ISO_INSTANT (always)."""
     hm = pc.binary_join_element_wise(_pad(pc.hour(ts), 2), _pad(pc.minute(ts), 2), ":")
-    nanos = _fraction_nanos(ts)
+    nanos = fraction_nanos(ts)
     sec = pc.binary_join_element_wise(":", _pad(pc.second(ts), 2), _java_fraction(nanos), "")
     if always_seconds:
         return pc.binary_join_element_wise(hm, sec, "")
