@@ -110,7 +110,7 @@ def change_big(cur, rnd):
         cur.execute("UPDATE IGNORE big SET id = %s WHERE id = %s", (rnd.randrange(1, 230_000), k))
 
 
-def wait_for_snapshots(sink, target, count, proc, timeout=60):
+def wait_for_snapshots(sink, target, count, proc, timeout=180):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
