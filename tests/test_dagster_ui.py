@@ -149,8 +149,8 @@ def ui(mariadb, tmp_path):
            "LAKECDC_WAREHOUSE": str(tmp_path / "warehouse"), "DAGSTER_DISABLE_TELEMETRY": "yes"}
     env.pop("LAKECDC_FAILPOINT", None)
     dagster = Dagster(env, free_port())
-    dagster.start(tmp_path)
     try:
+        dagster.start(tmp_path)  # inside the try: a server that never came up is stopped too
         yield dagster
     finally:
         dagster.stop()
