@@ -225,23 +225,20 @@ def _wkb_geometry(data: bytes, offset: int) -> tuple[dict, int]:
         x, y = struct.unpack_from(order + "dd", data, at)
         return [_wkb_number(x), _wkb_number(y)], at + 16
 
-    def points(at: int) -> tuple[list, int]:
-        (n,) = struct.unpack_from(order + "I", data, at)
-        at += 4
-        out = []
-        for _ in range(n):
-            p, at = point(at)
-            out.append(p)
-        return out, at
+    def counted(read_item):
+        """A reader of WKB's count-prefixed lists of items."""
+        def read(at: int) -> tuple[list, int]:
+            (n,) = struct.unpack_from(order + "I", data, at)
+            at += 4
+            out = []
+            for _ in range(n):
+                item, at = read_item(at)
+                out.append(item)
+            return out, at
+        return read
 
-    def rings(at: int) -> tuple[list, int]:
-        (n,) = struct.unpack_from(order + "I", data, at)
-        at += 4
-        out = []
-        for _ in range(n):
-            r, at = points(at)
-            out.append(r)
-        return out, at
+    points = counted(point)
+    rings = counted(points)
 
     names = {1: "Point", 2: "LineString", 3: "Polygon", 4: "MultiPoint", 5: "MultiLineString", 6: "MultiPolygon",
              7: "GeometryCollection"}
