@@ -67,8 +67,9 @@ def best_of(fn, repeat: int = 3) -> float:
     return min(times)
 
 
-def main() -> None:
-    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+def measure(rows: int) -> tuple[float, float]:
+    """Best-of-3 seconds of the compiled tutorial rule and of the hand-written reference over ``rows`` rows (their
+    results are checked equal first)."""
     batch = make_batch(rows)
     rule = TransformRuleConfig(index=0, source_table="inventory.orders", projection=PROJECTION,
                                primary_keys="id, order_day", partition_keys="order_day",
@@ -78,8 +79,21 @@ def main() -> None:
     reference = hand_written(batch)
     assert ours.column("order_day").equals(reference.column("order_day"))
     assert ours.column("product_upper").equals(reference.column("product_upper"))
-    t_ours = best_of(lambda: compiled.apply(batch))
-    t_ref = best_of(lambda: hand_written(batch))
+    return best_of(lambda: compiled.apply(batch)), best_of(lambda: hand_written(batch))
+
+
+def case(rows: int):
+    """The suite's transform case (bench/__main__.py)."""
+    from bench.common import Case, Reference
+
+    t_ours, t_ref = measure(rows)
+    return Case(f"tutorial transform over {rows:,} rows (best of 3)", "rows/s", "lakecdc transform rule", t_ours,
+                rows, [Reference("hand-written pyarrow.compute", t_ref, rows)])
+
+
+def main() -> None:
+    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    t_ours, t_ref = measure(rows)
     print(f"tutorial transform, {rows:,} rows")
     print(f"  lakecdc transform      {rows / t_ours:>12,.0f} rows/s  ({t_ours:.3f} s)")
     print(f"  hand-written pyarrow   {rows / t_ref:>12,.0f} rows/s  ({t_ref:.3f} s)")

@@ -1,4 +1,4 @@
-"""Command line: ``lakecdc validate|run|status PIPELINE.yaml``.
+"""Command line: ``lakecdc validate|run|status|describe|sql|upkeep PIPELINE.yaml``.
 
 ``run`` executes one micro-batch through the same code path as the Dagster asset. Errors are printed as one
 clear line (file, key path, what to do) with exit code 2 for configuration errors and 1 for runtime failures.
@@ -82,6 +82,37 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_upkeep(args: argparse.Namespace) -> int:
+    from lakecdc.errors import SinkError
+    from lakecdc.model import TableId
+    from lakecdc.runtime.upkeep import upkeep_pipeline
+    from lakecdc.sink.maintenance import parse_duration_ms
+
+    config = _load(args.pipeline)
+    try:
+        tables = [TableId.parse(t) for t in args.table] if args.table else None
+    except ValueError as exc:
+        raise SinkError(f"--table: {exc}") from None
+    older = parse_duration_ms(args.orphans_older_than, "--orphans-older-than") / 1000 \
+        if args.orphans_older_than is not None else None
+    wait = parse_duration_ms(args.wait, "--wait") / 1000
+    results = upkeep_pipeline(config, tables, full_compaction=args.full, orphan_older_than_seconds=older,
+                              wait_seconds=wait)
+    if args.json:
+        print(json.dumps({"pipeline": config.name, "tables": [{
+            "table": str(r.table), "skipped": r.skipped, "compaction_snapshot_id": r.compaction_snapshot_id,
+            "partitions_compacted": r.partitions_compacted, "files_rewritten": r.files_rewritten,
+            "manifest_snapshot_id": r.manifest_snapshot_id, "manifests_before": r.manifests_before,
+            "manifests_after": r.manifests_after, "expired_snapshots": r.expired_snapshots,
+            "expired_files_deleted": r.expired_files_deleted, "orphan_files_deleted": r.orphan_files_deleted,
+            "notes": r.notes} for r in results]}, indent=2))
+    else:
+        print(f"pipeline {config.name!r}: upkeep of {len(results)} table(s)")
+        for result in results:
+            print(f"  {result.summary()}")
+    return 0
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     from lakecdc.sink.sql import format_table, run_sql
 
@@ -125,6 +156,20 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("pipeline")
     sql.add_argument("query", help="e.g. \"SELECT * FROM inventory.orders ORDER BY id\"")
     sql.set_defaults(func=cmd_sql)
+    upkeep = commands.add_parser("upkeep", help="compact small files, merge manifests, expire snapshots and remove "
+                                                "orphan files of the pipeline's Paimon tables")
+    upkeep.add_argument("pipeline")
+    upkeep.add_argument("--table", action="append", default=[], metavar="DB.TABLE",
+                        help="only this table (repeatable); default: every table the pipeline wrote")
+    upkeep.add_argument("--full", action="store_true",
+                        help="full compaction: rewrite every bucket with more than one file or deleted rows")
+    upkeep.add_argument("--orphans-older-than", metavar="DURATION",
+                        help="remove unreferenced files older than this (default: pipeline.lakecdc.upkeep."
+                             "orphan-files.older-than, 1 d)")
+    upkeep.add_argument("--wait", default="0 s", metavar="DURATION",
+                        help="wait this long for a table another writer holds, then skip it (default: skip)")
+    upkeep.add_argument("--json", action="store_true")
+    upkeep.set_defaults(func=cmd_upkeep)
     return parser
 
 

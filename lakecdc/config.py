@@ -64,11 +64,13 @@ _PIPELINE_KEYS = {
     "lakecdc.pool", "lakecdc.resource.mysql", "lakecdc.resource.paimon", "lakecdc.alert.webhook",
     "lakecdc.metadata-columns",
     "lakecdc.snapshot.commit-rows",
+    "lakecdc.upkeep.enabled", "lakecdc.upkeep.every-commits", "lakecdc.upkeep.orphan-files.older-than",
+    "lakecdc.upkeep.schedule",
 }
 _SCHEMA_CHANGE_BEHAVIORS = {"exception", "evolve", "try_evolve", "lenient", "ignore"}
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m|h)?\s*$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m|h|d)?\s*$")
 
 
 # --- the parsed pipeline ---------------------------------------------------------------------------------------
@@ -118,6 +120,9 @@ class SinkConfig:
     partition_keys: dict[TableId, list[str]]
     commit_user_prefix: str
     name: str | None = None
+    # include.schema.changes / exclude.schema.changes, expanded to event types (None: the option is absent)
+    include_schema_changes: tuple[str, ...] | None = None
+    exclude_schema_changes: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -144,6 +149,17 @@ class AutomationConfig:
 
 
 @dataclass
+class UpkeepConfig:
+    """``pipeline.lakecdc.upkeep.*``: table upkeep (compaction, manifest merging, snapshot expiry, orphan files;
+    lakecdc.sink.maintenance) after a run's commits, and the schedule of the Dagster upkeep job."""
+
+    enabled: bool = True  # in the pipeline's runs (the CLI and the Dagster job run it regardless)
+    every_commits: int = 1  # upkeep of a table once this many snapshots were committed since its last upkeep
+    orphan_older_than_seconds: float = 86400.0  # orphan files younger than this are kept (Paimon: 1 day)
+    schedule: str | None = None  # cron of the Dagster upkeep job; None = no schedule
+
+
+@dataclass
 class PipelineConfig:
     name: str
     source: SourceConfig
@@ -166,6 +182,8 @@ class PipelineConfig:
     udfs: tuple = ()
     # pipeline.transform.decimal.precision.mode: 19 (UP_TO_19, default) or 38 (UP_TO_38)
     decimal_precision: int = 19
+    # pipeline.lakecdc.upkeep.*
+    upkeep: UpkeepConfig = field(default_factory=UpkeepConfig)
 
     @property
     def slug(self) -> str:
@@ -183,13 +201,16 @@ def load_pipeline(path: str | os.PathLike, env: dict[str, str] | None = None) ->
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise PipelineConfigError(f"cannot read the pipeline file: {exc.strerror}", file=path) from None
+    except UnicodeDecodeError as exc:
+        raise PipelineConfigError(f"the pipeline file is not UTF-8 text (invalid byte at offset {exc.start}); save "
+                                  "it as UTF-8", file=path) from None
     return parse_pipeline(text, path=path, env=env)
 
 
 def parse_pipeline(text: str, *, path: str | None = None, env: dict[str, str] | None = None) -> PipelineConfig:
     env = dict(os.environ) if env is None else env
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -197,15 +218,71 @@ def parse_pipeline(text: str, *, path: str | None = None, env: dict[str, str] | 
         raise PipelineConfigError(f"not valid YAML{where}: {problem}", file=path) from None
     if not isinstance(raw, dict):
         raise PipelineConfigError("the pipeline must be a YAML mapping with source, sink and pipeline", file=path)
-    raw = _substitute_env(raw, env, path, "")
+    _check_password_source(raw, path)
+    try:
+        raw = _substitute_env(raw, env, path, "")
+    except RecursionError:
+        raise PipelineConfigError("the YAML nests too deeply (an alias that contains itself?)", file=path) from None
     return _Parser(path).pipeline(raw)
 
 
-def _substitute_env(value: Any, env: dict[str, str], file: str | None, key_path: str) -> Any:
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, except that a key written twice in one mapping is an error: PyYAML keeps the last
+    one silently, so a second ``source:`` or ``password:`` further down would quietly replace the first."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # '<<: *defaults' may be overridden by explicit keys
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: reported as such later
+            continue
+        if first is not None:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the key {key!r} is given twice (first at line {first + 1}); keep one",
+                key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+_PASSWORD_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::-)?\}")
+
+
+def _check_password_source(raw: dict, file: str | None) -> None:
+    """Passwords come only from the environment: ``source.password`` must be empty or exactly one ``${VAR}``
+    (``${VAR:-}`` allowed: an empty default is no secret). A literal, or a non-empty default, would put a secret in a
+    file that ends up in version control, in Dagster's UI (``lakecdc/pipeline_file``) and in backups."""
+    source = raw.get("source")
+    value = source.get("password") if isinstance(source, dict) else None
+    if value is None or value == "" or (isinstance(value, str) and _PASSWORD_REF.fullmatch(value.strip())):
+        return
+    raise PipelineConfigError(
+        "a password written in the pipeline file is refused: passwords come only from environment variables. "
+        "Write 'password: ${MYSQL_PASSWORD}' and export MYSQL_PASSWORD where the pipeline runs (a default such as "
+        "${MYSQL_PASSWORD:-secret} counts as written in the file), or bind a Dagster "
+        "MySqlResource(password=dg.EnvVar(\"MYSQL_PASSWORD\"))", file=file, path="source.password")
+
+
+_SUBSTITUTE_BUDGET = 100_000  # values a pipeline may expand to: YAML aliases can nest exponentially
+
+
+def _substitute_env(value: Any, env: dict[str, str], file: str | None, key_path: str,
+                    budget: list[int] | None = None) -> Any:
+    budget = budget if budget is not None else [_SUBSTITUTE_BUDGET]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise PipelineConfigError(f"the YAML expands to more than {_SUBSTITUTE_BUDGET} values (aliases nested in "
+                                  "aliases?); a pipeline is a few dozen options: remove the aliases", file=file)
     if isinstance(value, dict):
-        return {k: _substitute_env(v, env, file, _join(key_path, str(k))) for k, v in value.items()}
+        return {k: _substitute_env(v, env, file, _join(key_path, str(k)), budget) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute_env(v, env, file, f"{key_path}[{i}]") for i, v in enumerate(value)]
+        return [_substitute_env(v, env, file, f"{key_path}[{i}]", budget) for i, v in enumerate(value)]
     if isinstance(value, str):
         def replace(match: re.Match) -> str:
             name, default = match.group(1), match.group(2)
@@ -293,7 +370,7 @@ class _Parser:
         if not match:
             raise self.error(_join(path, key), f"expected a duration like 30s, 500ms or 2min, got {raw[key]!r}")
         number, unit = float(match.group(1)), (match.group(2) or "ms")
-        factor = {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600}[unit]
+        factor = {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600, "d": 86400}[unit]
         return number * factor
 
     # sections
@@ -357,10 +434,28 @@ class _Parser:
                                               minimum=1),
             metadata_columns=parse_metadata_columns(pipeline_raw.get("lakecdc.metadata-columns"), file=self.file,
                                                     path="pipeline.lakecdc.metadata-columns"),
-            udfs=udfs, decimal_precision=38 if precision_mode == "UP_TO_38" else 19)
+            udfs=udfs, decimal_precision=38 if precision_mode == "UP_TO_38" else 19,
+            upkeep=self.upkeep(pipeline_raw))
         self.validate_transforms(config)
         self.validate_table_options(config)
+        from lakecdc.transform.routes import Router
+
+        Router(config.routes, mode=config.route_mode, file=self.file)  # route patterns, before any connection
         return config
+
+    def upkeep(self, raw: dict) -> UpkeepConfig:
+        path = "pipeline"
+        schedule = self.string(raw, path, "lakecdc.upkeep.schedule")
+        if schedule is not None and len(schedule.split()) not in (5, 6):
+            raise self.error("pipeline.lakecdc.upkeep.schedule",
+                             f"expected a cron expression like '0 3 * * *' (minute hour day month weekday), got "
+                             f"{schedule!r}")
+        return UpkeepConfig(
+            enabled=self.boolean(raw, path, "lakecdc.upkeep.enabled", True),
+            every_commits=self.integer(raw, path, "lakecdc.upkeep.every-commits", 1, minimum=1),
+            orphan_older_than_seconds=self.duration_seconds(raw, path, "lakecdc.upkeep.orphan-files.older-than",
+                                                            86400.0),
+            schedule=schedule)
 
     def automation(self, raw: dict) -> AutomationConfig:
         path = "pipeline"
@@ -448,7 +543,7 @@ class _Parser:
             raise self.error("source.connect.timeout", "must be at least 250ms")
         return SourceConfig(
             hostname=self.string(raw, path, "hostname", required=True),
-            port=self.integer(raw, path, "port", 3306, minimum=1),
+            port=self._port(raw, path),
             username=self.string(raw, path, "username", required=True),
             password=self.string(raw, path, "password", default="", allow_empty=True) or "",
             tables=self.string(raw, path, "tables", required=True),
@@ -516,6 +611,12 @@ class _Parser:
             skip_events=self.integer(raw, path, keys["skip_events"], 0, minimum=0),
             skip_rows=self.integer(raw, path, keys["skip_rows"], 0, minimum=0))
 
+    def _port(self, raw: dict, path: str) -> int:
+        port = self.integer(raw, path, "port", 3306, minimum=1)
+        if port > 65535:
+            raise self.error(f"{path}.port", f"a TCP port is 1..65535, got {port}")
+        return port
+
     def _server_id(self, text: str) -> tuple[int, int | None]:
         match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
         if not match:
@@ -546,14 +647,45 @@ class _Parser:
                              f"only the 'filesystem' metastore is supported, got {metastore!r}")
         if not catalog.get("warehouse"):
             raise self.error("sink.catalog.properties.warehouse", "required option is missing")
-        for key in ("include.schema.changes", "exclude.schema.changes"):
-            if key in raw:
-                raise self.error(f"sink.{key}", "not supported yet (schema changes arrive with a later release)")
+        from lakecdc.sink.catalog import local_warehouse_path
+
+        if local_warehouse_path(catalog["warehouse"].strip()) is None:
+            raise self.error("sink.catalog.properties.warehouse",
+                             f"{catalog['warehouse']!r} is not a local filesystem: lakecdc writes only to local "
+                             "(or NFS with working flock) warehouses for now, because each Paimon table needs a "
+                             "single writer and object stores/HDFS would need an external commit lock. Use a local "
+                             "path or file:// URI (see docs/operations.md, 'Object-store warehouses')")
+        include = self._schema_change_types(raw, "include.schema.changes")
+        exclude = self._schema_change_types(raw, "exclude.schema.changes")
         prefix = raw.get("commit.user-prefix", raw.get("commit.user", "admin"))
         return SinkConfig(
             catalog_options=catalog, table_properties=table_props,
             partition_keys=self._partition_keys(self.string(raw, path, "partition.key", default="") or ""),
-            commit_user_prefix=str(prefix), name=self.string(raw, path, "name"))
+            commit_user_prefix=str(prefix), name=self.string(raw, path, "name"),
+            include_schema_changes=include, exclude_schema_changes=exclude)
+
+    def _schema_change_types(self, raw: dict, key: str) -> tuple[str, ...] | None:
+        """A list of schema change event types or families (Flink CDC: ``[column, drop.table]``), expanded."""
+        from lakecdc.source.ddl import EVENT_FAMILIES, EVENT_TYPES
+
+        if key not in raw or raw[key] is None:
+            return None
+        value = raw[key]
+        items = value if isinstance(value, list) else str(value).strip("[]").split(",")
+        expanded: list[str] = []
+        for item in items:
+            tag = str(item).strip().strip("'\"").lower()
+            if not tag:
+                continue
+            if tag in EVENT_TYPES:
+                expanded.append(tag)
+            elif tag in EVENT_FAMILIES:
+                expanded += EVENT_FAMILIES[tag]
+            else:
+                raise self.error(f"sink.{key}", f"unknown schema change type {item!r}; use event types "
+                                                f"({', '.join(EVENT_TYPES)}) or families "
+                                                f"({', '.join(sorted(EVENT_FAMILIES))})")
+        return tuple(dict.fromkeys(expanded))
 
     def _partition_keys(self, text: str) -> dict[TableId, list[str]]:
         result: dict[TableId, list[str]] = {}
@@ -630,17 +762,20 @@ class _Parser:
     def validate_table_options(self, config: PipelineConfig) -> None:
         """Refuse Paimon table options the storage library cannot honour correctly, or whose merge engine cannot
         take the -U/-D rows the pipeline writes (lakecdc.sink.options), before any run."""
+        from lakecdc.sink.maintenance import policy_problem
         from lakecdc.sink.tables import pipeline_options_problem
         from lakecdc.transform import parse_table_options
 
-        problem = pipeline_options_problem(config.sink.table_properties, ())
+        problem = pipeline_options_problem(config.sink.table_properties, ()) \
+            or policy_problem(config.sink.table_properties)
         if problem:
             raise self.error("sink.table.properties", problem)
         for rule in config.transforms:
             options = dict(config.sink.table_properties)
             options.update(parse_table_options(rule.table_options, rule.table_options_delimiter))
             soft_delete = (rule.converter_after_transform or "").strip().upper() == "SOFT_DELETE"
-            problem = pipeline_options_problem(options, ("-U",) if soft_delete else ("-U", "-D"))
+            problem = pipeline_options_problem(options, ("-U",) if soft_delete else ("-U", "-D")) \
+                or policy_problem(options)
             if problem:
                 raise self.error(f"{rule.path}.table-options", problem + " (options: sink table.properties, then "
                                                                          "this rule's table-options)")

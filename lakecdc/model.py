@@ -39,6 +39,11 @@ class TableId:
         return cls(database, table)
 
 
+COMMENT_KEY = b"comment"  # Arrow field metadata: the column comment
+DECLARED_TYPE_KEY = b"lakecdc.paimon-type"  # Arrow field metadata: the Paimon type to declare (VARCHAR(20), ...)
+DEFAULT_KEY = b"lakecdc.default"  # Arrow field metadata: the column's default value as text
+_SIZED_TYPE = re.compile(r"^(char|varchar|binary|varbinary)\((\d+)\)")
+
 _BINLOG_INDEX = re.compile(r"\.(\d+)$")
 
 
@@ -87,9 +92,40 @@ class SourceColumn:
     comment: str = ""
     charset: str = ""  # character columns: information_schema CHARACTER_SET_NAME, e.g. "utf8mb4"
     collation: str = ""  # character columns: COLLATION_NAME, e.g. "utf8mb4_unicode_ci"
+    default: str | None = None  # COLUMN_DEFAULT as text (None: no default / NULL)
 
     def arrow_field(self) -> pa.Field:
         return pa.field(self.name, self.arrow_type, nullable=self.nullable)
+
+    @property
+    def declared_type(self) -> str | None:
+        """The Paimon type Flink CDC declares where Arrow cannot say it (CHAR(n), VARCHAR(n), BINARY(n),
+        VARBINARY(n)); None for the other columns, whose Arrow type maps one to one."""
+        match = _SIZED_TYPE.match(self.column_type.strip().lower())
+        sized = pa.types.is_string(self.arrow_type) or pa.types.is_binary(self.arrow_type) \
+            or pa.types.is_fixed_size_binary(self.arrow_type)
+        if not match or not sized:
+            return None
+        kind, length = match.group(1), int(match.group(2))
+        if length < 1:
+            return None  # CHAR(0) / BINARY(0): Paimon lengths start at 1
+        return f"{kind.upper()}({length})"
+
+    def sink_field(self) -> pa.Field:
+        """The column as a pipeline output column: the Arrow field plus its comment and declared Paimon type,
+        which table creation and schema evolution carry into Paimon."""
+        metadata = {}
+        if self.comment:
+            metadata[COMMENT_KEY] = self.comment.encode()
+        if self.declared_type:
+            metadata[DECLARED_TYPE_KEY] = self.declared_type.encode()
+        if self.default is not None:
+            metadata[DEFAULT_KEY] = self.default.encode()
+        return pa.field(self.name, self.arrow_type, nullable=self.nullable, metadata=metadata or None)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "type": self.column_type, "nullable": self.nullable, "comment": self.comment,
+                "charset": self.charset, "collation": self.collation, "default": self.default}
 
 
 @dataclass(frozen=True)
@@ -118,6 +154,12 @@ class SourceTable:
     def change_schema(self) -> pa.Schema:
         """The source columns plus the two system columns of a change batch."""
         return change_schema(self.arrow_schema())
+
+    def to_json(self) -> dict:
+        """A JSON-able form (Arrow types are re-derived from the MySQL types when read back: source_schema_from_json
+        in lakecdc.source.schema)."""
+        return {"table": str(self.table_id), "columns": [c.to_json() for c in self.columns],
+                "primary_keys": list(self.primary_keys), "comment": self.comment}
 
 
 def change_schema(columns: pa.Schema) -> pa.Schema:

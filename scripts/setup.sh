@@ -18,10 +18,19 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   "$PYTHON" -m venv .venv
 fi
-# Reinstall only when the dependency pins changed.
+# The columnar binlog decoder is a C extension (lakecdc/source/_rowsdecoder.c, built by pip through setup.py): it
+# needs a C compiler and the Python headers.
+if ! command -v cc >/dev/null 2>&1 || ! .venv/bin/python -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  echo "setup: installing a C compiler and the Python headers (apt-get)" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gcc python3-dev >/dev/null
+fi
+# Reinstall only when the dependency pins or the C extension's sources changed (or the extension is missing).
 STAMP=.venv/.lakecdc-installed
-WANT=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
-if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+WANT=$(cat pyproject.toml constraints.txt setup.py lakecdc/source/_rowsdecoder.c | sha256sum | cut -d' ' -f1)
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ] || ! ls lakecdc/source/_rowsdecoder*.so >/dev/null 2>&1; then
   echo "setup: installing Python dependencies" >&2
   if ! .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]' \
       > .venv/pip-install.log 2>&1; then

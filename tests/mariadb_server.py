@@ -70,7 +70,12 @@ def _free_port() -> int:
 class MariaDBServer:
     """``with MariaDBServer() as db: conn = db.connect()`` — root with an empty password on ``db.port``."""
 
-    def __init__(self, *, startup_timeout: float = 60.0):
+    def __init__(self, *, startup_timeout: float = 60.0, flags: tuple[str, ...] = SERVER_FLAGS,
+                 log_bin: bool = True):
+        """``flags`` replace SERVER_FLAGS and ``log_bin=False`` starts the server without a binlog (hostile-input
+        tests of servers not set up for CDC)."""
+        self.flags = tuple(flags)
+        self.log_bin = log_bin
         self.host = "127.0.0.1"
         self.port = 0
         self.user = "root"
@@ -128,8 +133,8 @@ class MariaDBServer:
              f"--socket={os.path.join(self.base_dir, 'mysqld.sock')}",
              f"--pid-file={os.path.join(self.base_dir, 'mysqld.pid')}",
              f"--log-error={self.error_log}", f"--port={self.port}", f"--tmpdir={self.tmpdir}",
-             f"--log-bin={os.path.join(self.datadir, 'binlog')}",
-             *SERVER_FLAGS],
+             *([f"--log-bin={os.path.join(self.datadir, 'binlog')}"] if self.log_bin else []),
+             *self.flags],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             # the death signal follows the thread that started the server: only tie it to the main thread
             preexec_fn=_stop_with_parent if threading.current_thread() is threading.main_thread() else None,

@@ -186,7 +186,7 @@ source:
   hostname: 127.0.0.1
   port: 1
   username: {user}
-  password: not-the-password
+  password: ${{YAML_PASSWORD:-}}
   tables: {db}.items
 sink:
   type: paimon
@@ -208,6 +208,7 @@ def test_resources_override_yaml_and_transient_errors_are_retried(mariadb, fresh
     mariadb.execute(f"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'127.0.0.1'")
     mariadb.execute(f"CREATE TABLE `{fresh_db}`.items (id INT PRIMARY KEY, name VARCHAR(20))")
     mariadb.execute(f"INSERT INTO `{fresh_db}`.items VALUES (1, 'a'), (2, 'b')")
+    monkeypatch.setenv("YAML_PASSWORD", "not-the-password")
     config = parse_pipeline(RESOURCE_PIPELINE.format(user=user, db=fresh_db))
     key = dg.AssetKey(["paimon", fresh_db, "items"])
     try:

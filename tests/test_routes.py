@@ -44,7 +44,9 @@ def test_replace_symbol_and_regex_groups():
     groups = Router([route(0, r"db_(\.*).(\.*)_tbl", "sink_db_$1.sink_table_$2")])
     assert targets(groups, "db_a.x_tbl") == ["sink_db_a.sink_table_x"]
     literal_dollar = Router([route(0, r"db.(\.*)", "lake.t_\\$_$1")])
-    assert targets(literal_dollar, "db.orders") == ["lake.t_$_orders"]
+    assert literal_dollar.routes[0].target_text(TableId.parse("db.orders")) == "lake.t_$_orders"
+    with pytest.raises(PipelineConfigError, match=r"contains '\$'"):  # Paimon reads t_$_x as a system table
+        literal_dollar.targets(TableId.parse("db.orders"))
 
 
 def test_all_match_fans_out_first_match_stops():

@@ -105,9 +105,9 @@ PAIMON_TYPES = {
     "bit1": "BOOLEAN", "bit10": "BINARY(2)", "yr": "INT", "dte": "DATE", "dte_nn": "DATE NOT NULL",
     "tm0": "TIME(0)", "tm3": "TIME(3)", "tm6": "TIME(6)", "dt0": "TIMESTAMP(0)", "dt3": "TIMESTAMP(3)",
     "dt6": "TIMESTAMP(6)", "dtz": "TIMESTAMP(0)", "ts0": "TIMESTAMP_LTZ(0)",
-    "ts3": "TIMESTAMP_LTZ(3)", "ts6": "TIMESTAMP_LTZ(6)", "ch": "STRING",
-    "vc": "STRING", "tx": "STRING", "emoji": "STRING", "l1": "STRING", "gbk": "STRING", "u16": "STRING",
-    "bn": "BINARY(4)", "vb": "BYTES", "bl": "BYTES", "en": "STRING", "st": "ARRAY<STRING>", "js": "STRING",
+    "ts3": "TIMESTAMP_LTZ(3)", "ts6": "TIMESTAMP_LTZ(6)", "ch": "CHAR(5)",
+    "vc": "VARCHAR(20)", "tx": "STRING", "emoji": "VARCHAR(10)", "l1": "VARCHAR(10)", "gbk": "VARCHAR(10)",
+    "u16": "VARCHAR(10)", "bn": "BINARY(4)", "vb": "VARBINARY(10)", "bl": "BYTES", "en": "STRING", "st": "ARRAY<STRING>", "js": "STRING",
     "geo": "STRING", "pt": "STRING",
 }
 

@@ -116,7 +116,7 @@ def assert_table_definition(config):
     schema = table.schema()
     fields = [(f.name(), f.field_type()) for f in schema.fields()]
     assert fields == [
-        ("id", "BIGINT NOT NULL"), ("product", "STRING NOT NULL"), ("price", "DECIMAL(10, 2) NOT NULL"),
+        ("id", "BIGINT NOT NULL"), ("product", "VARCHAR(100) NOT NULL"), ("price", "DECIMAL(10, 2) NOT NULL"),
         ("created_at", "TIMESTAMP(3) NOT NULL"), ("source_table", "STRING"), ("source_ts", "BIGINT NOT NULL"),
         ("op_type", "STRING NOT NULL"), ("product_upper", "STRING"), ("order_day", "STRING NOT NULL"),
     ]

@@ -1,6 +1,7 @@
 """Builds Dagster ``Definitions`` from pipeline YAML: per pipeline one asset per Paimon table (with its checks),
-the external MySQL source assets, a job, a binlog sensor, an optional schedule, a failure alert, and a re-snapshot
-job per partitioned table; plus the MySQL and Paimon resources the pipelines read their connections from."""
+the external MySQL source assets, a job, a binlog sensor, an optional schedule, a failure alert, a table upkeep
+job (optionally scheduled) and a re-snapshot job per partitioned table; plus the MySQL and Paimon resources the
+pipelines read their connections from."""
 
 import os
 from pathlib import Path
@@ -9,8 +10,8 @@ import dagster as dg
 
 from lakecdc.config import PipelineConfig, load_pipeline
 from lakecdc.dagster.assets import build_pipeline_assets, declared_partition_keys, table_lineage
-from lakecdc.dagster.jobs import build_pipeline_job, build_resnapshot_job
-from lakecdc.dagster.resources import default_resources
+from lakecdc.dagster.jobs import build_pipeline_job, build_resnapshot_job, build_upkeep_job, build_upkeep_schedule
+from lakecdc.dagster.resources import check_secrets, default_resources
 from lakecdc.dagster.sensors import build_binlog_sensor, build_failure_sensor, build_schedule
 from lakecdc.errors import PipelineConfigError
 
@@ -32,11 +33,13 @@ def _pipeline_parts(config: PipelineConfig, use_resources: bool) -> dg.Definitio
     resnapshot_jobs = [build_resnapshot_job(config, target, feeds, use_resources=use_resources)
                        for target, feeds in sorted(lineage.items()) if declared_partition_keys(config, target, feeds)]
     schedule = build_schedule(config, job)
+    upkeep_job = build_upkeep_job(config, sorted(lineage), use_resources=use_resources)
+    upkeep_schedule = build_upkeep_schedule(config, upkeep_job)
     return dg.Definitions(
-        assets=[*assets, *source_specs], jobs=[job, *resnapshot_jobs],
+        assets=[*assets, *source_specs], jobs=[job, upkeep_job, *resnapshot_jobs],
         sensors=[build_binlog_sensor(config, job, sorted(lineage), use_resources=use_resources),
                  build_failure_sensor(config, sorted(lineage))],
-        schedules=[schedule] if schedule else [])
+        schedules=[s for s in (schedule, upkeep_schedule) if s is not None])
 
 
 def _merge(configs: list[PipelineConfig], resources: dict | None) -> dg.Definitions:
@@ -62,6 +65,7 @@ def _merge(configs: list[PipelineConfig], resources: dict | None) -> dg.Definiti
     if resources is not None:
         bound = default_resources(configs)
         bound.update(resources)
+        check_secrets(bound)
     return dg.Definitions(assets=assets, jobs=merged.jobs, sensors=merged.sensors, schedules=merged.schedules,
                           resources=bound, executor=dg.in_process_executor)
 

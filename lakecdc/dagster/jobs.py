@@ -1,11 +1,14 @@
-"""Jobs of a pipeline: the micro-batch job over all its tables, and for each partitioned Paimon table a
-re-snapshot job partitioned by the table's Paimon partitions.
+"""Jobs of a pipeline: the micro-batch job over all its tables, the table upkeep job (``<pipeline>_upkeep``), and
+for each partitioned Paimon table a re-snapshot job partitioned by the table's Paimon partitions.
 
 The re-snapshot job is how a user re-loads one partition from the UI: open the job, pick partitions in its
 Partitions tab, *Launch backfill*. Each run re-snapshots one partition of the one table in one commit, in the
 table's concurrency pool, while the other tables' micro-batches go on. Its partitions are filled in by the
 table's own materialisations (every commit adds the Paimon partitions it touched).
 """
+
+import zoneinfo
+from typing import Optional
 
 import dagster as dg
 
@@ -15,6 +18,7 @@ from lakecdc.dagster.checks import PK_UNIQUE, ROW_COUNT, SCHEMA, has_filter
 from lakecdc.dagster.failures import retry_policy
 from lakecdc.dagster.metadata import paimon_key
 from lakecdc.dagster.resources import effective_config, resource_keys
+from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import TableId
 
 TABLE_TAG = "lakecdc/table"
@@ -61,3 +65,85 @@ def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[
         _resnapshot()
 
     return _job
+
+
+class UpkeepRunConfig(dg.Config):
+    """Run config of the upkeep job (all optional)."""
+
+    full_compaction: bool = False
+    wait_seconds: float = 60.0
+    orphan_older_than_seconds: Optional[float] = None
+
+
+def upkeep_job_name(config: PipelineConfig) -> str:
+    return f"{config.slug}_upkeep"
+
+
+def build_upkeep_job(config: PipelineConfig, targets: list[TableId], *,
+                     use_resources: bool = False) -> dg.JobDefinition:
+    """Table upkeep of every Paimon table of the pipeline (lakecdc.sink.maintenance): one op per table in the
+    table's concurrency pool, so it queues behind the table's micro-batch instead of colliding with it; a table
+    still locked after ``wait_seconds`` is skipped with a warning. Each table reports an observation of its asset
+    with what upkeep did."""
+    pipeline = config
+
+    def table_op(target: TableId):
+        @dg.op(name=f"upkeep__{target.database}__{target.table}".replace("-", "_"), pool=pool_name(config, target),
+               required_resource_keys=resource_keys(config) if use_resources else set(),
+               tags={TABLE_TAG: str(target)},
+               description=f"Compact, merge manifests, expire snapshots and remove orphan files of {target}")
+        def _upkeep(context: dg.OpExecutionContext, config: UpkeepRunConfig):
+            from lakecdc.runtime.upkeep import upkeep_pipeline
+
+            effective = effective_config(pipeline, context.resources)
+            try:
+                [result] = upkeep_pipeline(effective, [target], full_compaction=config.full_compaction,
+                                           orphan_older_than_seconds=config.orphan_older_than_seconds,
+                                           wait_seconds=config.wait_seconds, log=context.log)
+            except LakeCdcError as exc:
+                raise dg.Failure(description=f"{target}: upkeep failed: {exc}", allow_retries=False) from None
+            if result.skipped:
+                context.log.warning(result.summary())
+            context.log_event(dg.AssetObservation(asset_key=paimon_key(target), metadata=upkeep_metadata(result)))
+
+        return _upkeep
+
+    ops = [table_op(target) for target in sorted(targets)]
+
+    @dg.job(name=upkeep_job_name(config), executor_def=dg.in_process_executor, tags={PIPELINE_TAG: config.slug},
+            description=f"Table upkeep of the Paimon tables of {config.name!r}: compaction of small files, manifest "
+                        "merging, snapshot expiry (snapshot.num-retained.*, snapshot.time-retained) and orphan "
+                        "file removal")
+    def _job():
+        for op in ops:
+            op()
+
+    return _job
+
+
+def upkeep_metadata(result) -> dict:
+    return {
+        "lakecdc/upkeep": dg.MetadataValue.text(result.summary()),
+        "lakecdc/upkeep_skipped": dg.MetadataValue.text(result.skipped or ""),
+        "lakecdc/compaction_snapshot_id": dg.MetadataValue.int(result.compaction_snapshot_id or 0),
+        "lakecdc/files_rewritten": dg.MetadataValue.int(result.files_rewritten),
+        "lakecdc/manifests": dg.MetadataValue.int(result.manifests_after),
+        "lakecdc/expired_snapshots": dg.MetadataValue.int(len(result.expired_snapshots)),
+        "lakecdc/files_deleted": dg.MetadataValue.int(result.expired_files_deleted + result.orphan_files_deleted),
+    }
+
+
+def build_upkeep_schedule(config: PipelineConfig, job) -> dg.ScheduleDefinition | None:
+    """``pipeline.lakecdc.upkeep.schedule``: the upkeep job on a cron schedule (e.g. nightly)."""
+    cron = config.upkeep.schedule
+    if not cron:
+        return None
+    try:
+        zone = config.local_time_zone if config.local_time_zone in zoneinfo.available_timezones() else "UTC"
+        return dg.ScheduleDefinition(name=f"{config.slug}_upkeep_schedule", job=job, cron_schedule=cron,
+                                     execution_timezone=zone, tags={PIPELINE_TAG: config.slug},
+                                     default_status=dg.DefaultScheduleStatus.RUNNING,
+                                     description=f"Table upkeep of {config.name!r} on the cron schedule {cron}")
+    except dg.DagsterInvalidDefinitionError as exc:
+        raise PipelineConfigError(f"invalid cron schedule {cron!r}: {exc}", file=config.path,
+                                  path="pipeline.lakecdc.upkeep.schedule") from None

@@ -157,6 +157,9 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
         metadata["dagster/column_lineage"] = column_lineage(plan)
     if result.row_count is not None:
         metadata["dagster/row_count"] = dg.MetadataValue.int(result.row_count)
+    upkeep = getattr(result, "upkeep", None)
+    if upkeep is not None:  # table upkeep after the commit (lakecdc.sink.maintenance)
+        metadata["lakecdc/upkeep"] = dg.MetadataValue.text(upkeep.summary())
     partitions = getattr(result, "partitions", None)
     if result.partition_keys:
         rows_now = partition_rows(catalog_options, result.target, result.partition_keys, list(partitions or {})) \
@@ -180,13 +183,14 @@ def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId
     from lakecdc.runtime.checkpoint import (BINLOG_FILE, BINLOG_GTID, BINLOG_POS, DELETED, INSERTED, PHASE,
                                             UPDATED, offset_from_properties)
     from lakecdc.sink import PaimonSink
+    from lakecdc.sink.maintenance import latest_change_snapshot_id
 
     sink = PaimonSink(catalog_options)
     if not sink.table_exists(target):
         return None
     properties = sink.checkpoint(target)
     offset = offset_from_properties(properties)
-    snapshot_id = sink.latest_snapshot_id(target)
+    snapshot_id = latest_change_snapshot_id(sink, target)  # upkeep snapshots (compaction, ...) are no commit
     if offset is None or snapshot_id is None:
         return None
     recorded = recorded_snapshot_id(instance, paimon_key(target))

@@ -56,6 +56,20 @@ class PaimonCatalogResource(dg.ConfigurableResource):
         return dataclasses.replace(config, sink=dataclasses.replace(config.sink, catalog_options=options))
 
 
+def check_secrets(resources: dict) -> None:
+    """Refuse a MySqlResource whose password is plain text: Dagster shows resource config in the UI (the
+    Resources page, the run's config), so a password must be a ``dg.EnvVar``, which the UI shows by name only."""
+    from lakecdc.errors import PipelineConfigError
+
+    for key, resource in resources.items():
+        password = getattr(resource, "password", None) if isinstance(resource, MySqlResource) else None
+        if password and not isinstance(password, dg.EnvVar):
+            raise PipelineConfigError(
+                f"resource {key!r}: MySqlResource(password=...) is given as plain text, which Dagster would show in "
+                f"its UI; pass it as MySqlResource(password=dg.EnvVar(\"MYSQL_PASSWORD\")) and export "
+                f"MYSQL_PASSWORD")
+
+
 def resource_keys(config: PipelineConfig) -> set[str]:
     return {config.automation.mysql_resource, config.automation.paimon_resource}
 

@@ -25,10 +25,14 @@ _ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagst
 
 
 def busy_tables(instance, config: PipelineConfig, tables: list[TableId]) -> dict[TableId, str]:
-    """Tables an active run of the pipeline writes → that run's id."""
+    """Tables an active run writes → that run's id: runs of the pipeline's jobs, and any other run selecting its
+    assets (*Materialize* in the UI or ``dagster asset materialize`` run the implicit asset job, without the
+    pipeline's tag)."""
     busy: dict[TableId, str] = {}
-    runs = instance.get_runs(filters=dg.RunsFilter(statuses=_ACTIVE, tags={PIPELINE_TAG: config.slug}))
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=_ACTIVE))
     for run in runs:
+        if not concerns_pipeline(run, config, tables):
+            continue
         if run.tags.get(TABLE_TAG):
             written = [TableId.parse(run.tags[TABLE_TAG])]
         elif run.asset_selection:

@@ -245,6 +245,35 @@ class Table:
                 result = result.select([ROW_KIND_COLUMN] + list(columns))
         return ReadResult(result)
 
+    # ----------------------------------------------------------------- upkeep
+    def upkeep(self, *, compact: bool = True, full_compaction: bool = False, merge_manifests: bool = True,
+               expire: bool = True, remove_orphans: bool = True, orphan_older_than_seconds: float = 86400.0,
+               wait_seconds: float = 0.0):
+        """Table upkeep (lakecdc.sink.maintenance, docs/operations.md): compaction of small files, manifest
+        merging, snapshot expiry by the table's ``snapshot.*`` options and removal of orphan files, under the table
+        lock (waiting up to ``wait_seconds`` for another writer, then skipping). Returns an UpkeepResult."""
+        from lakecdc.sink.maintenance import upkeep_table
+
+        return upkeep_table(self._sink, self.table_id, compact=compact, full_compaction=full_compaction,
+                            merge_manifests=merge_manifests, expire=expire, remove_orphans=remove_orphans,
+                            orphan_older_than_seconds=orphan_older_than_seconds, wait_seconds=wait_seconds)
+
+    def compact(self, *, full: bool = False, wait_seconds: float = 0.0):
+        """Rewrite the partitions with too many small files (all buckets with more than one file when ``full``)
+        and merge the manifests; no snapshot expires and no file is deleted."""
+        return self.upkeep(full_compaction=full, expire=False, remove_orphans=False, wait_seconds=wait_seconds)
+
+    def expire_snapshots(self, *, wait_seconds: float = 0.0):
+        """Expire snapshots by ``snapshot.num-retained.min/max``, ``snapshot.time-retained`` and
+        ``snapshot.expire.limit`` and delete the files only they referenced."""
+        return self.upkeep(compact=False, merge_manifests=False, remove_orphans=False, wait_seconds=wait_seconds)
+
+    def remove_orphan_files(self, *, older_than_seconds: float = 86400.0, wait_seconds: float = 0.0):
+        """Delete files under the table directory that no snapshot or tag references, if older than
+        ``older_than_seconds``."""
+        return self.upkeep(compact=False, merge_manifests=False, expire=False,
+                           orphan_older_than_seconds=older_than_seconds, wait_seconds=wait_seconds)
+
 
 class TableWrite:
     """Writes for one commit (``Table.new_write``): ``write`` any number of times, then ``commit`` once. Leaving

@@ -25,6 +25,9 @@ SNAPSHOT_PENDING = "lakecdc.snapshot.pending"
 # Every source table the pipeline captured at that run (to tell tables created later: scan.newly-added-table.*)
 CAPTURED_TABLES = "lakecdc.captured-tables"
 STARTUP_MODE = "lakecdc.startup.mode"
+# The schema history: JSON {"db.table": SourceTable.to_json()} of each source table as of the checkpoint's offset,
+# so the binlog after it is decoded with the schema its rows were written with (docs/schema-changes.md).
+SOURCE_SCHEMAS = "lakecdc.source.schemas"
 
 PHASE_SNAPSHOT = "snapshot"
 PHASE_BINLOG = "binlog"
@@ -39,7 +42,8 @@ def offset_from_properties(properties: dict[str, str] | None) -> BinlogOffset | 
 
 def checkpoint_properties(offset: BinlogOffset, *, phase: str, pipeline: str, run_id: str,
                           source_tables: list[str], counts: TableCounts, pending: dict[str, dict] | None = None,
-                          captured: list[str] | None = None, startup_mode: str | None = None) -> dict[str, str]:
+                          captured: list[str] | None = None, startup_mode: str | None = None,
+                          source_schemas: dict[str, dict] | None = None) -> dict[str, str]:
     properties = {
         BINLOG_FILE: offset.file,
         BINLOG_POS: str(offset.pos),
@@ -58,6 +62,8 @@ def checkpoint_properties(offset: BinlogOffset, *, phase: str, pipeline: str, ru
         properties[CAPTURED_TABLES] = ",".join(sorted(captured))
     if startup_mode:
         properties[STARTUP_MODE] = startup_mode
+    if source_schemas:
+        properties[SOURCE_SCHEMAS] = json.dumps(source_schemas, sort_keys=True, separators=(",", ":"))
     return properties
 
 
@@ -71,6 +77,7 @@ class Checkpoint:
     pending: dict[TableId, dict] = field(default_factory=dict)  # unfinished snapshots: chunk progress (JSON)
     captured: frozenset[TableId] | None = None  # every source table of the pipeline at that run, when recorded
     startup_mode: str = ""
+    schemas: dict[TableId, dict] = field(default_factory=dict)  # source schema history (SourceTable.to_json)
 
     @property
     def snapshot_pending(self) -> bool:
@@ -93,7 +100,9 @@ def read_checkpoint(properties: dict[str, str] | None) -> Checkpoint | None:
     pending_text = properties.get(SNAPSHOT_PENDING) or ""
     pending = {TableId.parse(k): v for k, v in json.loads(pending_text).items()} if pending_text else {}
     captured = properties.get(CAPTURED_TABLES)
+    schemas_text = properties.get(SOURCE_SCHEMAS) or ""
+    schemas = {TableId.parse(k): v for k, v in json.loads(schemas_text).items()} if schemas_text else {}
     return Checkpoint(
         offset=offset, phase=properties.get(PHASE, ""), sources=tuple(_table_ids(properties.get(SOURCE_TABLES, ""))),
         pending=pending, captured=frozenset(_table_ids(captured)) if captured is not None else None,
-        startup_mode=properties.get(STARTUP_MODE, ""))
+        startup_mode=properties.get(STARTUP_MODE, ""), schemas=schemas)

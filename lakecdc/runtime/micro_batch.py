@@ -9,6 +9,8 @@
    ``lakecdc.snapshot.commit-rows`` rows, so a run that dies resumes the snapshot where it stopped.
 5. Rows pass through the transform as Arrow tables and go to the native Paimon writer; every commit's snapshot
    properties carry the offset (and snapshot progress) it reached.
+6. Still under the locks, table upkeep of the tables that committed (lakecdc.runtime.upkeep): compaction,
+   manifest merging, snapshot expiry and orphan files, as far as their thresholds say.
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecdc.config import PipelineConfig
-from lakecdc.model import OP_COLUMN, BinlogOffset, ChangeBatch, TableCounts, TableId
+from lakecdc.model import OP_COLUMN, BinlogOffset, ChangeBatch, SourceTable, TableCounts, TableId
 from lakecdc.runtime import snapshots as _snapshots
 from lakecdc.runtime.checkpoint import PHASE_BINLOG, PHASE_SNAPSHOT, checkpoint_properties, read_checkpoint
-from lakecdc.runtime.plan import PipelinePlan, SourcePlan, TargetPlan, build_plan, source_options
+from lakecdc.runtime.plan import (PipelinePlan, SourcePlan, TargetPlan, build_plan, planned_targets,
+                                  source_options)
 from lakecdc.runtime.report import SnapshotProgress, count_partitions, estimate_rows, log_summary
+from lakecdc.runtime.upkeep import upkeep_after_commits
 from lakecdc.sink import PaimonSink, TableWriter
-from lakecdc.source import MySqlSource
+from lakecdc.source import MySqlSource, TableSchemaChange
 
 logger = logging.getLogger("lakecdc.runtime")
 
@@ -59,6 +63,7 @@ class TableResult:
     commits: int = 0  # snapshots this run committed (a chunked snapshot commits several)
     snapshot_complete: bool = True  # False while a chunked snapshot still has chunks to read
     snapshot_rows: int = 0  # rows this run read from MySQL for a snapshot
+    upkeep: object | None = None  # lakecdc.sink.maintenance.UpkeepResult when upkeep ran after the commits
 
 
 @dataclass
@@ -92,10 +97,13 @@ def run_micro_batch(config: PipelineConfig, *, targets: set[TableId] | None = No
     started = time.monotonic()
     source = MySqlSource(source_options(config))
     source.check_server()
-    full_plan = build_plan(config, source)
     sink = PaimonSink(config.sink.catalog_options, config.sink.table_properties, config.sink.commit_user_prefix)
-    admission = _snapshots.admit_tables(
-        config, full_plan, {t: read_checkpoint(sink.checkpoint(t)) for t in full_plan.targets}, log)
+    stored = _stored_checkpoints(config, sink, planned_targets(config, source))
+    history = schema_history(stored, source.options)
+    # decode the binlog after each checkpoint with the schema its rows were written with (and keep reading tables
+    # dropped upstream up to their DROP TABLE)
+    full_plan = build_plan(config, source, schemas=history)
+    admission = _snapshots.admit_tables(config, full_plan, stored, log)
     plan = full_plan.restrict(set(targets)) if targets is not None else full_plan
     plan = _snapshots.without_sources(plan, admission.ignored)
     keys = {sid: source.chunk_key(p.source) for sid, p in plan.sources.items()}  # bad chunk-key options fail here
@@ -111,24 +119,28 @@ def run_micro_batch(config: PipelineConfig, *, targets: set[TableId] | None = No
         _snapshots.check_binlog_available(
             source, {t: w.offset for t, w in work.items() if w.kind in (_snapshots.BINLOG, _snapshots.SNAPSHOT)
                      and w.offset is not None}, sink.warehouse)
-        results = _prepare_targets(plan, sink)
+        results = _prepare_targets(config, plan, sink, checkpoints)
         run.tables = results
         captured = sorted(str(t) for t in admission.captured)
         writers: dict[TableId, TableWriter] = {}
         try:
             binlog_targets = {t for t, w in work.items() if w.kind == _snapshots.BINLOG}
             if binlog_targets:
+                evolver = _schema_applier(config, plan, sink, run_id, captured, binlog_targets,
+                                          {t: work[t].offset for t in binlog_targets}, writers, results, log)
                 _run_binlog(plan, source, sink, binlog_targets, {t: work[t].offset for t in binlog_targets}, head,
-                            writers, results, log)
+                            writers, results, log, evolver)
                 run.binlog_reads += 1
             fresh = {t: w for t, w in work.items() if w.kind == _snapshots.FRESH_BINLOG}
             for (start, skip_events, skip_rows), group in _by_start(fresh).items():
+                evolver = _schema_applier(config, plan, sink, run_id, captured, group, {t: None for t in group},
+                                          writers, results, log)
                 _run_fresh_binlog(plan, source, sink, group, start, head, skip_events, skip_rows, writers, results,
-                                  log)
+                                  log, evolver)
                 run.binlog_reads += 1
             failpoint("before-commit")
             for target in sorted(writers):
-                _commit(config, run_id, target, writers[target], results[target], log, captured)
+                _commit(config, run_id, target, writers[target], results[target], log, captured, plan)
                 failpoint("between-commits")
         except BaseException:
             for writer in writers.values():
@@ -136,20 +148,31 @@ def run_micro_batch(config: PipelineConfig, *, targets: set[TableId] | None = No
             raise
         _run_snapshots(config, plan, source, sink, run_id, captured, work, keys, results, log)
         for result in results.values():
-            if result.committed:
+            if result.committed and sink.table_exists(result.target):
                 result.row_count = sink.row_count(result.target)
-    failpoint("after-commit")
+        failpoint("after-commit")
+        # table upkeep (compaction, manifests, expiry, orphans) under the locks this run holds
+        kept_up = upkeep_after_commits(config, sink, [r.target for r in results.values()
+                                                      if r.committed and sink.table_exists(r.target)],
+                                       failpoint=failpoint, log=log)
+        for target, outcome in kept_up.items():
+            results[target].upkeep = outcome
     log_summary(results, time.monotonic() - started, log)
     run.seconds = time.monotonic() - started
     return run
 
 
-def _prepare_targets(plan: PipelinePlan, sink: PaimonSink) -> dict[TableId, TableResult]:
+def _prepare_targets(config: PipelineConfig, plan: PipelinePlan, sink: PaimonSink,
+                     checkpoints: dict) -> dict[TableId, TableResult]:
     results = {}
     for target, target_plan in plan.targets.items():
         description = sink.ensure_table(target, target_plan.schema, target_plan.primary_keys,
                                         target_plan.partition_keys, target_plan.options, target_plan.comment)
-        _check_existing_schema(target_plan, description.schema)
+        if not description.created:
+            checkpoint = checkpoints.get(target)
+            if checkpoint is None or not checkpoint.schemas or _adds_columns(config):
+                _check_existing_schema(target_plan, description.schema)
+            _coerce_into_table(config, plan, sink, target)
         results[target] = TableResult(
             target=target, sources=[s.source.table_id for s in target_plan.sources], phase=PHASE_BINLOG,
             committed=False, snapshot_id=None, offset=None, schema=description.schema,
@@ -158,8 +181,28 @@ def _prepare_targets(plan: PipelinePlan, sink: PaimonSink) -> dict[TableId, Tabl
     return results
 
 
+def _adds_columns(config: PipelineConfig) -> bool:
+    """Whether new upstream columns reach the Paimon tables (evolve, lenient with add.column included): then a
+    column the pipeline produces but the table lacks is a changed projection, not an ignored schema change."""
+    from lakecdc.runtime.schema_evolution import EVOLVE, LENIENT, included_types
+    from lakecdc.source.ddl import ADD_COLUMN
+
+    return config.schema_change_behavior in (EVOLVE, LENIENT) and ADD_COLUMN in included_types(config)
+
+
+def _coerce_into_table(config: PipelineConfig, plan: PipelinePlan, sink: PaimonSink, target: TableId) -> None:
+    """Rows of an existing table's sources go into its stored schema, by column name (after ignored, tolerated or
+    lenient schema changes the two differ)."""
+    from lakecdc.runtime.schema_evolution import SchemaChangeApplier
+
+    applier = SchemaChangeApplier(config, plan, sink, set(), {}, commit=None, truncate=None)
+    for source_id, source_plan in plan.sources.items():
+        if target in source_plan.targets and len(source_plan.targets) == 1:
+            applier.coerce(source_plan, target)
+
+
 def _check_existing_schema(target_plan: TargetPlan, stored: pa.Schema) -> None:
-    """An existing table must still take the rows the transform produces (schema evolution is separate work)."""
+    """An existing table must still take the rows the transform produces."""
     from lakecdc.errors import SinkError
 
     stored_names = stored.names
@@ -167,8 +210,8 @@ def _check_existing_schema(target_plan: TargetPlan, stored: pa.Schema) -> None:
         if column.name not in stored_names:
             raise SinkError(
                 f"Paimon table {target_plan.target} has no column {column.name!r} that the pipeline now produces; "
-                "the table was created from an older pipeline or source schema. Drop and re-create it, or change the "
-                "projection back")
+                "the table was created from an older pipeline or source schema (or the column was added upstream "
+                "before lakecdc kept a schema history). Drop and re-create it, or change the projection back")
 
 
 def _writer(target: TableId, sink: PaimonSink, writers: dict[TableId, TableWriter]) -> TableWriter:
@@ -253,7 +296,8 @@ def _by_start(fresh: dict) -> dict[tuple, set[TableId]]:
 
 def _run_fresh_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targets: set[TableId],
                       start: BinlogOffset, head: BinlogOffset, skip_events: int, skip_rows: int,
-                      writers: dict[TableId, TableWriter], results: dict[TableId, TableResult], log) -> None:
+                      writers: dict[TableId, TableWriter], results: dict[TableId, TableResult], log,
+                      evolver) -> None:
     """Tables without checkpoint that start from a binlog position (startup modes other than initial/snapshot,
     binlog-only newly added tables): read from ``start`` to the head; their first checkpoint is where it ended."""
     source_plans = {sid: p for sid, p in plan.sources.items() if any(t in targets for t in p.targets)}
@@ -261,18 +305,23 @@ def _run_fresh_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink,
     stop = max(head, start)
     reader = source.read_binlog({sid: p.source for sid, p in source_plans.items()},
                                 {sid: start for sid in source_plans}, stop, skip_events=skip_events,
-                                skip_rows=skip_rows)
+                                skip_rows=skip_rows, track_schemas=True)
     for batch in reader:
+        if isinstance(batch, TableSchemaChange):
+            evolver.apply(batch, set(writers))
+            continue
         _apply(source_plans[batch.table.table_id], batch, targets, sink, writers, results)
     end = reader.end_offset if reader.end_offset is not None else start
     for target in targets:
+        if target in evolver.dropped:
+            continue
         _writer(target, sink, writers)  # the first checkpoint is committed even without changes
         results[target].offset = end
 
 
 def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targets: set[TableId],
                 checkpoints: dict[TableId, BinlogOffset | None], head: BinlogOffset,
-                writers: dict[TableId, TableWriter], results: dict[TableId, TableResult], log) -> None:
+                writers: dict[TableId, TableWriter], results: dict[TableId, TableResult], log, evolver) -> None:
     source_plans = {sid: p for sid, p in plan.sources.items() if any(t in targets for t in p.targets)}
     # A source feeding several targets starts at the oldest of their checkpoints: replaying full row images on a
     # primary-key table converges to the same state, so the target that was further ahead stays correct.
@@ -282,13 +331,18 @@ def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targe
     # Batches never span a checkpoint, so each goes exactly to the targets it is new for: a target further ahead
     # does not get changes again (on an append table or with SOFT_DELETE a replay would add rows).
     reader = source.read_binlog({sid: p.source for sid, p in source_plans.items()}, start_offsets, head,
-                                cuts={checkpoints[t] for t in targets})
+                                cuts={checkpoints[t] for t in targets}, track_schemas=True)
     for batch in reader:
+        if isinstance(batch, TableSchemaChange):
+            evolver.apply(batch, set(writers))
+            continue
         fresh = {t for t in targets
                  if batch.first_commit is None or batch.first_commit > checkpoints[t]}
         _apply(source_plans[batch.table.table_id], batch, fresh, sink, writers, results)
     log.info("binlog read %d row changes up to %s", reader.rows_read, reader.end_offset)
     for target in targets:
+        if target in evolver.dropped:
+            continue
         if target in writers:
             results[target].offset = max(reader.end_offset, checkpoints[target])
         elif _far_behind(checkpoints[target], reader.end_offset):
@@ -311,13 +365,74 @@ def _far_behind(checkpoint: BinlogOffset, reached: BinlogOffset) -> bool:
 
 
 def _commit(config: PipelineConfig, run_id: str, target: TableId, writer: TableWriter, result: TableResult,
-            log, captured: list[str] | None = None) -> None:
-    properties = checkpoint_properties(
-        result.offset, phase=result.phase, pipeline=config.name, run_id=run_id,
-        source_tables=[str(s) for s in result.sources], counts=result.counts, captured=captured,
-        startup_mode=config.source.startup_mode)
+            log, captured: list[str] | None = None, plan: PipelinePlan | None = None) -> None:
+    properties = _properties(config, run_id, result, captured, plan)
     result.snapshot_id = writer.commit(properties)
     result.committed = True
     result.commits += 1
     log.info("committed %s: snapshot %s at %s (%d inserted, %d updated, %d deleted)", target, result.snapshot_id,
              result.offset, result.counts.inserted, result.counts.updated, result.counts.deleted)
+
+
+def _properties(config: PipelineConfig, run_id: str, result: TableResult, captured: list[str] | None,
+                plan: PipelinePlan | None) -> dict[str, str]:
+    schemas = None
+    if plan is not None:  # the schema history: each source table's schema as of this checkpoint
+        schemas = {str(s): plan.sources[s].source.to_json() for s in result.sources if s in plan.sources}
+    return checkpoint_properties(
+        result.offset, phase=result.phase, pipeline=config.name, run_id=run_id,
+        source_tables=[str(s) for s in result.sources], counts=result.counts, captured=captured,
+        startup_mode=config.source.startup_mode, source_schemas=schemas)
+
+
+def _stored_checkpoints(config: PipelineConfig, sink: PaimonSink, targets: set[TableId]) -> dict:
+    """The checkpoints of ``targets``, plus those of other tables this pipeline wrote (their source tables may have
+    been dropped upstream after the checkpoint)."""
+    from lakecdc.runtime.checkpoint import PIPELINE
+
+    stored = {t: read_checkpoint(sink.checkpoint(t)) for t in sorted(targets)}
+    for table in sink.list_tables():
+        if table not in stored:
+            properties = sink.checkpoint(table)
+            if properties and properties.get(PIPELINE) == config.name:
+                stored[table] = read_checkpoint(properties)
+    return stored
+
+
+def schema_history(checkpoints: dict, options) -> dict[TableId, SourceTable]:
+    """Each source table's schema as of the oldest checkpoint that records one (the binlog read of a source starts
+    at the oldest checkpoint of its tables)."""
+    from lakecdc.source.schema import source_table_from_json
+
+    history: dict[TableId, tuple[BinlogOffset, dict]] = {}
+    for checkpoint in checkpoints.values():
+        if checkpoint is None or checkpoint.snapshot_pending:
+            continue
+        for table_id, data in checkpoint.schemas.items():
+            if table_id not in history or checkpoint.offset < history[table_id][0]:
+                history[table_id] = (checkpoint.offset, data)
+    return {t: source_table_from_json(data, options) for t, (_, data) in history.items()}
+
+
+def _schema_applier(config: PipelineConfig, plan: PipelinePlan, sink: PaimonSink, run_id: str, captured: list[str],
+                    targets: set[TableId], checkpoints: dict, writers: dict[TableId, TableWriter],
+                    results: dict[TableId, TableResult], log):
+    """The SchemaChangeApplier of one binlog read, wired to this run's writers and results."""
+    from lakecdc.runtime.schema_evolution import SchemaChangeApplier
+
+    def commit(target: TableId, offset: BinlogOffset) -> None:
+        result = results[target]
+        result.offset = offset
+        _commit(config, run_id, target, writers.pop(target), result, log, captured, plan)
+
+    def truncate(target: TableId, offset: BinlogOffset) -> None:
+        result = results[target]
+        if target in writers:
+            writers.pop(target).abort()
+        result.offset = offset
+        result.snapshot_id = sink.truncate(target, _properties(config, run_id, result, captured, plan))
+        result.committed = True
+        result.commits += 1
+
+    return SchemaChangeApplier(config, plan, sink, set(targets), dict(checkpoints), commit=commit,
+                               truncate=truncate, log=log, failpoint=failpoint)

@@ -69,11 +69,23 @@ def source_options(config: PipelineConfig) -> MySqlSourceOptions:
         chunk_size=src.chunk_size, chunk_key_columns=src.chunk_key_columns)
 
 
-def captured_tables(config: PipelineConfig, available: list[TableId]) -> list[TableId]:
-    """The tables matched by ``tables`` minus ``tables.exclude``, in a stable order."""
+def planned_targets(config: PipelineConfig, source: MySqlSource) -> set[TableId]:
+    """The Paimon tables the captured tables route into, without describing or compiling anything (to find the
+    checkpoints, whose schema history the plan is then built with)."""
+    router = Router(config.routes, mode=config.route_mode, file=config.path)
+    return {t for table_id in _matching(config, source.list_tables()) for t in router.targets(table_id)}
+
+
+def _matching(config: PipelineConfig, available: list[TableId]) -> list[TableId]:
     include = TableSelector(config.source.tables)
     exclude = TableSelector(config.source.tables_exclude) if config.source.tables_exclude else None
-    found = sorted(t for t in available if include.matches(t) and not (exclude and exclude.matches(t)))
+    return sorted(t for t in available if include.matches(t) and not (exclude and exclude.matches(t)))
+
+
+def captured_tables(config: PipelineConfig, available: list[TableId]) -> list[TableId]:
+    """The tables matched by ``tables`` minus ``tables.exclude``, in a stable order."""
+    exclude = TableSelector(config.source.tables_exclude) if config.source.tables_exclude else None
+    found = _matching(config, available)
     if not found:
         raise PipelineConfigError(
             f"cannot find any table by the option 'tables' ({config.source.tables!r}"
@@ -83,13 +95,19 @@ def captured_tables(config: PipelineConfig, available: list[TableId]) -> list[Ta
     return found
 
 
-def build_plan(config: PipelineConfig, source: MySqlSource) -> PipelinePlan:
+def build_plan(config: PipelineConfig, source: MySqlSource,
+               schemas: dict[TableId, SourceTable] | None = None) -> PipelinePlan:
+    """The plan for the live source. ``schemas``: source schemas to use instead of today's information_schema
+    (the schema history of the checkpoints, for tables whose binlog is read from an older position)."""
     ctx = transform_context(config)
     router = Router(config.routes, mode=config.route_mode, file=config.path)
     sources: dict[TableId, SourcePlan] = {}
     targets: dict[TableId, TargetPlan] = {}
-    for table_id in captured_tables(config, source.list_tables()):
-        table = source.describe_table(table_id)
+    schemas = schemas or {}
+    # A table dropped upstream after its checkpoint is still read (from its schema history) up to its DROP TABLE,
+    # so the rows written before the drop are not lost.
+    for table_id in captured_tables(config, sorted(set(source.list_tables()) | set(schemas))):
+        table = schemas.get(table_id) or source.describe_table(table_id)
         transform = compile_transform(select_rule(config.transforms, table_id), table, ctx)
         plan = SourcePlan(table, transform, router.targets(table_id))
         sources[table_id] = plan

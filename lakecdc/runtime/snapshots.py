@@ -288,7 +288,8 @@ def _snapshot_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, 
             properties = checkpoint_properties(
                 snap_offset, phase=PHASE_SNAPSHOT, pipeline=ctx.config.name,
                 run_id=ctx.run_id, source_tables=sorted(str(s) for s in plans), counts=counts, pending=pending,
-                captured=ctx.captured, startup_mode=ctx.config.source.startup_mode)
+                captured=ctx.captured, startup_mode=ctx.config.source.startup_mode,
+                source_schemas={str(t): p.source.to_json() for t, p in plans.items()})
             snapshot_id = writer.commit(properties)
         except SourceConnectionLost as lost:
             writer.abort()
@@ -345,6 +346,8 @@ def _read_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, Sour
             before = snap.rows_read
             for batch in snap.read_chunks(table_id, keys.get(table_id), progress[table_id], budget):
                 written += ctx.apply(plans[table_id], batch, writer, counts)
+                if position is not None:  # crash tests: killed mid-chunk of a group after an earlier commit
+                    ctx.failpoint("during-snapshot")
                 if table_id in reports:
                     reports[table_id].add(batch.num_rows)
             new_progress[table_id] = snap.progress

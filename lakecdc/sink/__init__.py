@@ -72,16 +72,26 @@ class PaimonSink:
     def table_exists(self, table_id: TableId) -> bool:
         return self._load(table_id) is not None
 
+    def list_tables(self) -> list[TableId]:
+        """Every table of the warehouse, sorted."""
+        try:
+            return sorted(TableId(database, table) for database in self._catalog.list_databases()
+                          for table in self._catalog.list_tables(database))
+        except Exception as error:
+            raise SinkError(f"cannot list the tables of the Paimon warehouse {self.warehouse}: {error}") from error
+
     def ensure_table(self, table_id: TableId, schema: pa.Schema, primary_keys: list[str], partition_keys: list[str],
                      options: dict[str, str] | None = None, comment: str = "") -> TableDescription:
         """Create the database and table if missing (Flink CDC §6.2). An existing table is returned as is."""
         from pypaimon.catalog.catalog_exception import TableAlreadyExistException
 
         existing = self._load(table_id)
-        if existing is not None:
-            return describe_table(table_id, existing, created=False)
         merged = dict(self.table_properties)
         merged.update({str(k): str(v) for k, v in (options or {}).items()})
+        if existing is not None:
+            if not self._stale_empty_table(table_id, existing, schema, primary_keys, partition_keys, merged, comment):
+                return describe_table(table_id, existing, created=False)
+            self.drop_table(table_id)
         paimon_schema = build_schema(table_id, schema, list(primary_keys or []), list(partition_keys or []),
                                      merged, comment)
         try:
@@ -92,6 +102,32 @@ class PaimonSink:
         except Exception as error:
             raise SinkError(f"table {table_id}: cannot create it: {error}") from error
         return describe_table(table_id, self._load(table_id), created=True)
+
+    def _stale_empty_table(self, table_id: TableId, existing, schema: pa.Schema, primary_keys: list[str],
+                           partition_keys: list[str], options: dict[str, str], comment: str) -> bool:
+        """True for a table that a failed run created and never committed to (no snapshot, so no data) and whose
+        definition is no longer what the pipeline asks for (the user fixed the transform that made the run fail):
+        it is re-created instead of being kept with the old columns or keys. Only under this sink's table lock."""
+        held = self._locks.get(table_id)
+        if held is None or not held.held or existing.snapshot_manager().get_latest_snapshot() is not None:
+            return False
+        try:
+            wanted = build_schema(table_id, schema, list(primary_keys or []), list(partition_keys or []), options,
+                                  comment)
+        except SinkError:
+            return False  # the caller's own checks report it
+        stored = existing.table_schema
+        differs = ([(f.name, str(f.type)) for f in stored.fields] != [(f.name, str(f.type)) for f in wanted.fields]
+                   or list(stored.primary_keys) != list(wanted.primary_keys)
+                   or list(stored.partition_keys) != list(wanted.partition_keys)
+                   or any((stored.options or {}).get(k) != v for k, v in wanted.options.items()))
+        if differs:
+            import logging
+
+            logging.getLogger("lakecdc.sink").warning(
+                "table %s has no snapshot (an earlier run created it and failed before its first commit) and its "
+                "definition differs from the pipeline's: re-creating it", table_id)
+        return differs
 
     def describe(self, table_id: TableId) -> TableDescription:
         table = self._load(table_id)
@@ -125,6 +161,7 @@ class PaimonSink:
 
     # ------------------------------------------------------------ lock, write
     def _table_lock(self, table_id: TableId, owner: str) -> TableLock:
+        identifier(table_id)  # a name like '../x' is refused before its lock file is created
         if self._warehouse_dir is None:
             raise SinkError(
                 f"table {table_id}: the warehouse {self.warehouse} is not a local filesystem. Paimon commits to "
@@ -148,12 +185,17 @@ class PaimonSink:
         TableLockedError naming the holder. Writers opened by this sink inside the block use it."""
         return self._lock(table_id, owner)
 
+    def holds_lock(self, table_id: TableId) -> bool:
+        """This sink holds the table's lock (inside ``with sink.lock(t)``)."""
+        held = self._locks.get(table_id)
+        return held is not None and held.held
+
     def open_writer(self, table_id: TableId, *, overwrite: dict | None = None, parallelism: int = 1,
-                    ignore_delete: bool = False) -> TableWriter:
+                    ignore_delete: bool = False, options: dict[str, str] | None = None) -> TableWriter:
         """A writer for one commit. Uses this sink's lock on the table if held (``with sink.lock(t)``), otherwise
         takes the table lock itself until commit/abort. ``overwrite``, ``parallelism`` and ``ignore_delete``: see
-        TableWriter."""
-        table = self._require(table_id, _WRITE_OPTIONS)
+        TableWriter. ``options``: dynamic table options for this write only (table upkeep uses them)."""
+        table = self._require(table_id, {**_WRITE_OPTIONS, **(options or {})})
         held = self._locks.get(table_id)
         on_close = None
         if held is None or not held.held:
@@ -192,10 +234,44 @@ class PaimonSink:
                 raise SinkError(f"table {table_id}: schema change failed: {error}") from error
         return self.describe(table_id)
 
+    def alter_table_with_defaults(self, table_id: TableId, changes: list, defaults: dict[str, str]) -> None:
+        """alter_table, with default values for some of the columns (Flink CDC's updateColumnDefaultValue)."""
+        try:
+            native.alter_table_with_defaults(self._require(table_id, {}), list(changes), dict(defaults))
+        except Exception as error:
+            raise SinkError(f"table {table_id}: schema change failed: {error}") from error
+
+    def truncate(self, table_id: TableId, properties: dict[str, str]) -> int:
+        """Remove every row in one OVERWRITE snapshot carrying ``properties``; returns its id. The caller holds the
+        table lock."""
+        table = self._require(table_id, {})
+        before = self.latest_snapshot_id(table_id) or 0
+        try:
+            native.truncate_table(table, self.commit_user, properties)
+        except Exception as error:
+            raise SinkError(f"table {table_id}: truncate failed: {error}") from error
+        after = self.latest_snapshot_id(table_id)
+        if after != before + 1:
+            raise SinkError(f"table {table_id}: truncate did not produce snapshot {before + 1} (latest: {after}); "
+                            "another writer may be writing this table")
+        return after
+
+    def drop_table(self, table_id: TableId) -> None:
+        """Drop the table and its files (Flink CDC's DropTableEvent); the caller holds the table lock."""
+        try:
+            self._catalog.drop_table(identifier(table_id), ignore_if_not_exists=True)
+        except Exception as error:
+            raise SinkError(f"table {table_id}: drop failed: {error}") from error
+
     def paimon_types(self, table_id: TableId) -> dict[str, str]:
         """Column → Paimon type as stored (``BIGINT NOT NULL``, ``TIMESTAMP(6)``), in column order."""
         table = self._require(table_id, {})
         return {f.name: str(f.type) for f in table.table_schema.fields}
+
+    def snapshot_manager(self, table_id: TableId):
+        """pypaimon's SnapshotManager of the table, or None when the table does not exist."""
+        table = self._load(table_id)
+        return table.snapshot_manager() if table is not None else None
 
     def snapshots(self, table_id: TableId) -> list:
         """pypaimon Snapshot objects of the table, oldest first (expired ones are skipped)."""
@@ -232,6 +308,9 @@ class PaimonSink:
         if isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int) or snapshot_id < 1 \
                 or latest is None or snapshot_id > latest:
             raise SinkError(f"table {table_id}: snapshot {snapshot_id!r} does not exist (latest: {latest})")
+        if self.snapshot_manager(table_id).get_snapshot_by_id(snapshot_id) is None:
+            raise SinkError(f"table {table_id}: snapshot {snapshot_id} has expired (snapshot.num-retained.*, "
+                            f"snapshot.time-retained; see docs/operations.md, table upkeep)")
 
     def read_changes(self, table_id: TableId, start_snapshot_id: int, end_snapshot_id: int | None = None, *,
                      columns: list[str] | None = None, mode: str = "auto", ignore_delete: bool = False) -> pa.Table:
@@ -246,6 +325,9 @@ class PaimonSink:
             raise SinkError(f"table {table_id}: cannot read the changes of snapshots ({start_snapshot_id}, {end}]: "
                             f"need 0 <= start <= end <= {latest} (the latest snapshot)")
         table = self._require(table_id, native.NATIVE_OPTIONS)
+        if start_snapshot_id < end and table.snapshot_manager().get_snapshot_by_id(start_snapshot_id + 1) is None:
+            raise SinkError(f"table {table_id}: cannot read the changes of snapshots ({start_snapshot_id}, {end}]: "
+                            f"snapshot {start_snapshot_id + 1} has expired (see docs/operations.md, table upkeep)")
         if start_snapshot_id == end:
             return _empty_changes(table_id, table, columns)
         return _read_changes(table_id, table, self.warehouse, start_snapshot_id, end, columns, mode, ignore_delete)

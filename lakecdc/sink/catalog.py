@@ -49,5 +49,25 @@ def create_catalog(options: dict[str, str]):
         raise SinkError(f"cannot open the Paimon catalog {options.get('warehouse')!r}: {error}") from error
 
 
+# '/' and '\\' would make the table's path leave its database directory ('../x'), '.' splits Paimon identifiers,
+# '`' is Paimon's quoting and '$' marks its system tables ('t$snapshots').
+_UNSAFE_NAME_CHARS = ("/", "\\", ".", "`", "$")
+
+
+def name_problem(table_id: TableId) -> str | None:
+    """Why a database or table name cannot be a Paimon table's (None when it can)."""
+    for kind, name in (("database", table_id.database), ("table", table_id.table)):
+        if not name or not name.strip():
+            return f"its {kind} name is empty"
+        bad = sorted({c for c in name if c in _UNSAFE_NAME_CHARS or ord(c) < 32})
+        if bad:
+            return f"its {kind} name {name!r} contains {', '.join(map(repr, bad))}"
+    return None
+
+
 def identifier(table_id: TableId) -> str:
+    problem = name_problem(table_id)
+    if problem:
+        raise SinkError(f"{table_id.database!r}.{table_id.table!r} cannot be a Paimon table: {problem} (path "
+                        "separators, dots, backticks and '$' are not allowed in Paimon names)")
     return f"{table_id.database}.{table_id.table}"

@@ -130,3 +130,35 @@ def _close_quietly(write) -> None:
         write.close()
     except Exception:  # noqa: BLE001 - best effort while reporting the real problem
         pass
+
+
+def truncate_table(table, commit_user: str, properties: dict[str, str]) -> None:
+    """One OVERWRITE snapshot that removes every data file and carries ``properties`` (pypaimon's public
+    ``truncate_table`` cannot attach snapshot properties, which hold lakecdc's checkpoint)."""
+    from pypaimon.write.table_commit import BATCH_COMMIT_IDENTIFIER
+
+    table_commit = new_write_builder(table, commit_user).new_commit()
+    try:
+        store_commit = table_commit.file_store_commit
+        provider = store_commit._overwrite_changes_provider(None, [])
+        store_commit._try_commit(commit_kind="OVERWRITE", commit_identifier=BATCH_COMMIT_IDENTIFIER,
+                                 commit_entries_plan=provider.provide, detect_conflicts=True, allow_rollback=False,
+                                 snapshot_properties=dict(properties), allow_empty_commit=True)
+    finally:
+        table_commit.close()
+
+
+def alter_table_with_defaults(table, changes: list, defaults: dict[str, str]) -> None:
+    """Apply pypaimon SchemaChanges as one new schema version in which the columns of ``defaults`` carry those
+    default values (pypaimon's ``alter_table`` cannot set column defaults: UpdateColumnDefaultValue is not
+    implemented)."""
+    from pypaimon.schema.schema_manager import SchemaManager
+
+    manager = SchemaManager(table.file_io, table.table_path)
+    while True:
+        new_schema = manager._generate_table_schema(manager.latest(), list(changes))
+        for data_field in new_schema.fields:
+            if data_field.name in defaults:
+                data_field.default_value = defaults[data_field.name]
+        if manager.commit(new_schema):
+            return

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lakecdc.errors import SinkError
-from lakecdc.model import SYSTEM_COLUMNS, TableId
+from lakecdc.model import DECLARED_TYPE_KEY, SYSTEM_COLUMNS, TableId
 from lakecdc.sink.options import (AGGREGATE_FUNCTIONS, COMPACTION_CHANGELOG_PRODUCERS, aggregate_functions,
                                   sequence_groups, unsupported_row_kinds)
 
@@ -114,7 +114,35 @@ def build_schema(table_id: TableId, schema: pa.Schema, primary_keys: list[str], 
     except Exception as error:
         raise SinkError(f"table {table_id}: invalid table definition: {error}") from error
     _keep_time_precision(paimon_schema, fields)
+    declare_sized_types(paimon_schema.fields, schema)
     return paimon_schema
+
+
+def declared_type(arrow_field: pa.Field) -> str | None:
+    """The CHAR(n)/VARCHAR(n)/BINARY(n)/VARBINARY(n) a source column declares (Flink CDC's type mapping keeps the
+    length, which Arrow's string and binary types do not carry)."""
+    value = (arrow_field.metadata or {}).get(DECLARED_TYPE_KEY)
+    t = arrow_field.type
+    if value is None:
+        return None
+    text = value.decode()
+    is_text = pa.types.is_string(t) or pa.types.is_large_string(t)
+    is_bytes = pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
+    if (text.startswith(("CHAR", "VARCHAR")) and is_text) or (text.startswith(("BINARY", "VARBINARY")) and is_bytes):
+        return text
+    return None
+
+
+def declare_sized_types(data_fields, schema: pa.Schema) -> None:
+    """Declare the sized Paimon types of ``schema``'s source columns on pypaimon DataFields (in place)."""
+    from pypaimon.schema.data_types import AtomicType
+
+    by_name = {f.name: f for f in schema}
+    for data_field in data_fields:
+        arrow_field = by_name.get(data_field.name)
+        sized = declared_type(arrow_field) if arrow_field is not None else None
+        if sized is not None and isinstance(data_field.type, AtomicType):
+            data_field.type = AtomicType(sized, data_field.type.nullable)
 
 
 _TIME_PRECISION = {"s": 0, "ms": 3, "us": 6, "ns": 9}

@@ -35,7 +35,7 @@ from lakecdc.model import BinlogOffset, SourceTable, TableId
 from lakecdc.source import connection as _connection
 from lakecdc.source import positions as _positions
 from lakecdc.source import schema as _schema
-from lakecdc.source.binlog import BinlogReader, SchemaChange
+from lakecdc.source.binlog import BinlogReader, SchemaChange, TableSchemaChange
 from lakecdc.source.chunks import ChunkKey, ChunkProgress, chunk_key_for, restrict_to_snapshotted, snapshotted_mask
 from lakecdc.source.gtid import gtid_flavor
 from lakecdc.source.options import (MySqlSourceOptions, parse_chunk_key_columns, parse_server_id,
@@ -47,6 +47,7 @@ __all__ = [
     "MySqlSource",
     "SnapshotReader",
     "BinlogReader",
+    "TableSchemaChange",
     "SchemaChange",
     "ChunkKey",
     "ChunkProgress",
@@ -121,11 +122,13 @@ class MySqlSource:
         return SnapshotReader(self.options, list(tables))
 
     def read_binlog(self, tables: dict[TableId, SourceTable], start_offsets: dict[TableId, BinlogOffset],
-                    stop: BinlogOffset, *, cuts=(), skip_events: int = 0, skip_rows: int = 0) -> BinlogReader:
+                    stop: BinlogOffset, *, cuts=(), skip_events: int = 0, skip_rows: int = 0,
+                    track_schemas: bool = False) -> BinlogReader:
         """Committed changes of ``tables`` after their start offsets up to ``stop`` (iterate once); batches never
-        span one of ``cuts``; ``skip_events``/``skip_rows`` drop changes right after the start (specific-offset)."""
+        span one of ``cuts``; ``skip_events``/``skip_rows`` drop changes right after the start (specific-offset);
+        ``track_schemas``: follow DDL and yield TableSchemaChange items between the batches (see BinlogReader)."""
         return BinlogReader(self.options, tables, start_offsets, stop, cuts=cuts, skip_events=skip_events,
-                            skip_rows=skip_rows)
+                            skip_rows=skip_rows, track_schemas=track_schemas)
 
     def chunk_key(self, table: SourceTable) -> ChunkKey | None:
         """The column ``table`` is chunked by in snapshots (None: read whole); SourceError for a bad option."""

@@ -21,18 +21,18 @@ import bisect
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Iterator
 
-import pyarrow as pa
 import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from lakecdc.errors import BinlogPurgedError, SourceError
-from lakecdc.model import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, BinlogOffset, ChangeBatch, SourceTable, TableId
+from lakecdc.model import BinlogOffset, ChangeBatch, SourceTable, TableId
 from lakecdc.source import gtid as _gtid
 from lakecdc.source.charsets import install_binlog_decoding
+from lakecdc.source.ddl import SchemaChangeEvent, parse_ddl
 from lakecdc.source.connection import (
     binlog_gtid_pos,
     connect,
@@ -44,7 +44,7 @@ from lakecdc.source.connection import (
     text,
 )
 from lakecdc.source.options import MySqlSourceOptions
-from lakecdc.source.types import table_codecs
+from lakecdc.source.rows_decoder import build_change_batch, decode_rows_event
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +62,31 @@ class _Txn:
     ts: int  # header timestamp (seconds) of the event that started the group
     multi: bool  # True: ends with an Xid / COMMIT; False: a stand-alone statement (DDL) ends it
     gtid: str = ""
-    changes: list = field(default_factory=list)  # (table, event class, rows)
+    changes: list = field(default_factory=list)  # (SourceTable, DecodedRows)
     ddl: list = field(default_factory=list)  # (schema, query)
 
 
 @dataclass(frozen=True)
 class SchemaChange:
-    """A DDL statement seen in a captured database (informational: batches use the given SourceTable schema)."""
+    """A DDL statement seen in a captured database (informational)."""
 
     offset: BinlogOffset
     database: str
+    statement: str
+
+
+@dataclass(frozen=True)
+class TableSchemaChange:
+    """A DDL statement changed a captured table: its events, and its schema before and after (None: dropped).
+    ``offset`` is the end of the DDL (a checkpoint after it); ``previous`` the end of the last transaction before
+    it (a checkpoint before it; None when the read started right before the DDL)."""
+
+    table_id: TableId
+    events: tuple[SchemaChangeEvent, ...]
+    before: SourceTable
+    after: SourceTable | None
+    offset: BinlogOffset
+    previous: BinlogOffset | None
     statement: str
 
 
@@ -92,7 +107,7 @@ class _Skip:
 class _Pending:
     """Rows of whole transactions not yet emitted, per table, with the commit positions they span."""
 
-    items: dict = field(default_factory=dict)  # TableId -> [(op, op_ts, values, none_sources)]
+    items: dict = field(default_factory=dict)  # TableId -> [(DecodedRows, op_ts_ms)]
     first: dict = field(default_factory=dict)  # TableId -> commit position of its first transaction
     last: dict = field(default_factory=dict)  # TableId -> commit position of its last transaction
     rows: int = 0
@@ -117,15 +132,19 @@ class BinlogReader:
     ``skip_events`` / ``skip_rows`` (Flink CDC's ``scan.startup.specific-offset.skip-*``) drop that many row events
     of the captured tables right after the start position, then that many rows of the next row event.
 
-    Rows are mapped to the SourceTable's columns by name: columns an event lacks (written before an ADD COLUMN)
-    are NULL, columns the SourceTable lacks (dropped since) are ignored. DDL statements of captured databases
-    are listed in ``schema_changes``.
+    Rows are mapped to the SourceTable's columns by name: columns an event lacks are NULL, columns the
+    SourceTable lacks are ignored. DDL statements of captured databases are listed in ``schema_changes``.
+
+    With ``track_schemas`` the given SourceTables are the schemas as of the start offsets, and the reader keeps
+    them current: a DDL statement that changes a captured table (lakecdc.source.ddl) ends the batches before it
+    (all pending rows are emitted), then a :class:`TableSchemaChange` is yielded, and later rows are built with
+    the new schema. ``tables`` then holds the schemas as of ``end_offset``.
     """
 
     def __init__(self, options: MySqlSourceOptions, tables: dict[TableId, SourceTable],
                  start_offsets: dict[TableId, BinlogOffset], stop: BinlogOffset, *, flush_rows: int = FLUSH_ROWS,
                  cuts: list[BinlogOffset] | set[BinlogOffset] | tuple = (), skip_events: int = 0,
-                 skip_rows: int = 0):
+                 skip_rows: int = 0, track_schemas: bool = False):
         missing = [str(t) for t in tables if t not in start_offsets]
         if missing:
             raise SourceError(f"binlog read: no start offset for table(s) {', '.join(sorted(missing))}")
@@ -136,6 +155,7 @@ class BinlogReader:
         self.start_offsets = {t: start_offsets[t] for t in self.tables}
         self.stop = stop
         self.flush_rows = flush_rows
+        self.track_schemas = track_schemas
         self._cut_keys = sorted({c.sort_key for c in cuts})
         self._skip = _Skip(skip_events, skip_rows)
         self.end_offset: BinlogOffset | None = None
@@ -257,12 +277,12 @@ class BinlogReader:
                         if self._skip.events > 0:
                             self._skip.events -= 1
                             continue
-                        rows = ev.rows  # decode now
-                        if self._skip.rows > 0:
-                            rows, self._skip.rows = rows[self._skip.rows:], 0
-                        if rows:
-                            self._check_columns(table, rows[0], checked_maps)
-                        txn.changes.append((table, type(ev), rows))
+                        # decode now, while the event's table map is current: whole event, column by column
+                        decoded = decode_rows_event(ev, table, skip_rows=self._skip.rows)
+                        self._skip.rows = 0
+                        if decoded.num_changes:
+                            self._check_columns(table, decoded.column_names, checked_maps)
+                        txn.changes.append((table, decoded))
                         continue
                     if isinstance(ev, (MariadbGtidEvent, GtidEvent)) and txn is not None and txn.changes:
                         log.warning("binlog group at %s:%s has no commit event (an XA transaction?): its %d rows "
@@ -311,6 +331,10 @@ class BinlogReader:
                         break
                     if txn is not None:
                         yield from self._add_transaction(txn, end, pending)
+                        if self.track_schemas and txn.ddl:
+                            changed = yield from self._schema_changes(txn, end, pending)
+                            if changed:
+                                by_name = {(t.database, t.table): table for t, table in self.tables.items()}
                     txn = None
                     self._last_end = end
                     self._skip_at_last_end = _Skip(self._skip.events, self._skip.rows)
@@ -351,19 +375,45 @@ class BinlogReader:
         for schema, statement in txn.ddl:
             self.schema_changes.append(SchemaChange(end, schema, statement))
         self.transactions_read += 1
-        changes = [(table, cls, rows) for table, cls, rows in txn.changes
-                   if end > self.start_offsets[table.table_id] and rows]
+        changes = [(table, decoded) for table, decoded in txn.changes
+                   if end > self.start_offsets[table.table_id] and decoded.num_changes]
         if not changes:
             return
         if pending.last_end is not None and self._segment(pending.last_end) != self._segment(end):
             yield from self._flush(pending)
         ts_ms = txn.ts * 1000
-        for table, cls, rows in changes:
+        for table, decoded in changes:
             table_id = table.table_id
-            pending.rows += _append_changes(pending.items.setdefault(table_id, []), table, cls, rows, ts_ms)
+            pending.items.setdefault(table_id, []).append((decoded, ts_ms))
+            pending.rows += decoded.num_changes
             pending.first.setdefault(table_id, end)
             pending.last[table_id] = end
         pending.last_end = end
+
+    def _schema_changes(self, txn: _Txn, end: BinlogOffset, pending: _Pending):
+        """Apply the group's DDL to the tracked schemas; emits the pending rows first, then one TableSchemaChange
+        per changed table. Returns whether a schema changed."""
+        changed = False
+        for schema, statement in txn.ddl:
+            live = {t: table for t, table in self.tables.items() if end > self.start_offsets[t]}
+            parsed = parse_ddl(statement, schema, live, self.options)
+            if not parsed.schemas:
+                continue
+            for table_id, after in parsed.schemas.items():
+                events = tuple(e for e in parsed.events if e.table_id == table_id)
+                before = self.tables[table_id]
+                if not events and after == before:
+                    continue
+                if not changed:
+                    yield from self._flush(pending)
+                changed = True
+                previous = self._last_end
+                yield TableSchemaChange(table_id, events, before, after, end, previous, statement)
+                if after is not None:
+                    self.tables[table_id] = after
+                log.info("schema of %s changed at %s: %s", table_id, end,
+                         "; ".join(e.describe() for e in events) or "(no event)")
+        return changed
 
     def _segment(self, offset: BinlogOffset) -> int:
         """How many cuts lie strictly before ``offset``."""
@@ -372,13 +422,11 @@ class BinlogReader:
     # ------------------------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _check_columns(table: SourceTable, row: dict, seen: set) -> None:
-        values = row.get("values") or row.get("before_values") or {}
-        names = tuple(values)
+    def _check_columns(table: SourceTable, names: tuple[str, ...], seen: set) -> None:
         if (table.table_id, names) in seen:
             return
         seen.add((table.table_id, names))
-        if any(str(name).startswith("UNKNOWN_COL") for name in values):
+        if any(str(name).startswith("UNKNOWN_COL") for name in names):
             raise SourceError(
                 f"binlog event for {table.table_id} carries no column names: the server wrote it with "
                 "binlog_row_metadata other than FULL (or the setting is not FULL now); run "
@@ -417,11 +465,11 @@ class BinlogReader:
     def _flush(self, pending: _Pending) -> Iterator[ChangeBatch]:
         items, first, last = pending.items, pending.first, pending.last
         pending.items, pending.first, pending.last, pending.rows, pending.last_end = {}, {}, {}, 0, None
-        for table_id, rows in items.items():
-            if not rows:
+        for table_id, parts in items.items():
+            if not parts:
                 continue
             table = self.tables[table_id]
-            data = _build_batch(table, rows)
+            data = build_change_batch(table, parts)
             self.rows_read += data.num_rows
             yield ChangeBatch(table, data, first_commit=first[table_id], last_commit=last[table_id])
 
@@ -464,42 +512,3 @@ def _pymysql_connect(**kwargs):
     if "passwd" in kwargs:
         kwargs["password"] = kwargs.pop("passwd")
     return pymysql.connect(**kwargs)
-
-
-def _append_changes(out: list, table: SourceTable, cls, rows: list, ts_ms: int) -> int:
-    """Append (op, op_ts, values, none_sources) tuples for one rows event; returns how many were added."""
-    before = len(out)
-    if cls is WriteRowsEvent:
-        for r in rows:
-            out.append((INSERT, ts_ms, r["values"], r["none_sources"]))
-    elif cls is DeleteRowsEvent:
-        for r in rows:
-            out.append((DELETE, ts_ms, r["values"], r["none_sources"]))
-    else:
-        pks = table.primary_keys
-        for r in rows:
-            b, a = r["before_values"], r["after_values"]
-            if pks and any(b.get(k) != a.get(k) for k in pks):
-                # a primary key change is a delete of the old key and an insert of the new one (Debezium)
-                out.append((DELETE, ts_ms, b, r["before_none_sources"]))
-                out.append((INSERT, ts_ms, a, r["after_none_sources"]))
-            else:
-                out.append((UPDATE_BEFORE, ts_ms, b, r["before_none_sources"]))
-                out.append((UPDATE_AFTER, ts_ms, a, r["after_none_sources"]))
-    return len(out) - before
-
-
-def _build_batch(table: SourceTable, items: list) -> pa.Table:
-    arrays = []
-    for codec in table_codecs(table):
-        name = codec.name
-        conv = codec.binlog_value
-        values: list[Any] = []
-        append = values.append
-        for _op, _ts, vals, nones in items:
-            v = vals.get(name)
-            append(conv(v, nones.get(name) if v is None else None))
-        arrays.append(codec.to_array(values))
-    arrays.append(pa.array([it[0] for it in items], type=pa.string()))
-    arrays.append(pa.array([it[1] for it in items], type=pa.int64()))
-    return pa.Table.from_arrays(arrays, schema=table.change_schema())

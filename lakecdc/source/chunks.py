@@ -50,9 +50,11 @@ def quote_identifier(name: str) -> str:
 
 @dataclass(frozen=True)
 class ChunkKey:
-    """The column a table is chunked by."""
+    """The column a table is chunked by; ``unique`` when it is the table's whole primary key (then a chunk is read
+    with one statement, see :func:`limited_chunk_query`)."""
 
     column: SourceColumn
+    unique: bool = False
 
     @property
     def name(self) -> str:
@@ -101,11 +103,11 @@ def chunk_key_for(table: SourceTable, options: MySqlSourceOptions) -> ChunkKey |
                 f"scan.incremental.snapshot.chunk.key-column: column '{column}' of {table.table_id} has type "
                 f"{source_column.column_type}, which cannot be a chunk key (use an integer, decimal, date/time, "
                 "CHAR/VARCHAR or BINARY/VARBINARY column)")
-        return ChunkKey(source_column)
+        return ChunkKey(source_column, unique=tuple(table.primary_keys) == (source_column.name,))
     if table.primary_keys:
         first = table.column(table.primary_keys[0])
         if chunkable(first):
-            return ChunkKey(first)
+            return ChunkKey(first, unique=len(table.primary_keys) == 1)
         log.info("%s: primary-key column %s (%s) cannot be a chunk key; the table is read whole", table.table_id,
                  first.name, first.column_type)
     return None
@@ -226,6 +228,16 @@ def chunk_query(table: SourceTable, key: ChunkKey, progress: ChunkProgress, uppe
         where += f" AND {quote_identifier(key.name)} <= {key.param_sql()}"
         args.append(upper[1])
     return f"SELECT {columns} FROM {_table_sql(table)} WHERE {where}", args
+
+
+def limited_chunk_query(table: SourceTable, key: ChunkKey, progress: ChunkProgress, size: int) -> tuple[str, list]:
+    """SELECT of the next chunk of a unique chunk key: the ``size`` rows after ``progress`` in key order. It reads
+    the same rows as :func:`chunk_query` up to :func:`next_upper_bound` (the last row's key is that bound) with one
+    statement, so the server reads each row once."""
+    columns = ", ".join(quote_identifier(c.name) for c in table.columns)
+    where, args = _after_condition(key, progress)
+    return (f"SELECT {columns} FROM {_table_sql(table)} WHERE {where} ORDER BY {quote_identifier(key.name)} "
+            f"LIMIT {int(size)}", args)
 
 
 def _after_condition(key: ChunkKey, progress: ChunkProgress) -> tuple[str, list]:

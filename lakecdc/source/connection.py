@@ -69,9 +69,20 @@ def connect(options: MySqlSourceOptions, *, database: str | None = None, streami
     except pymysql.MySQLError as exc:
         raise SourceError(
             f"cannot connect to MySQL at {options.address} as user '{options.username}': {driver_reason(exc)}"
-        ) from None
+            f"{_connect_hint(error_code(exc))}") from None
     except OSError as exc:
         raise SourceError(f"cannot connect to MySQL at {options.address}: {exc}") from None
+
+
+def _connect_hint(code: int | None) -> str:
+    """What to check for the usual connection failures (no digits: lakecdc.dagster.failures reads error codes from
+    the message)."""
+    if code == 1045:
+        return ("; check source.username and the password (the environment variable source.password names, or the "
+                "Dagster MySqlResource password)")
+    if code in (2002, 2003, 2005):
+        return "; check source.hostname and source.port, and that the server is running and reachable from here"
+    return ""
 
 
 def query(conn, sql: str, args: Any = None, *, options: MySqlSourceOptions | None = None) -> list[tuple]:

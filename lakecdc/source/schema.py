@@ -25,6 +25,56 @@ def list_tables(conn, options: MySqlSourceOptions | None = None) -> list[TableId
     return sorted(TableId(text(db), text(tbl)) for db, tbl in rows)
 
 
+def source_column(table_id: TableId, options: MySqlSourceOptions, *, name: str, data_type: str, column_type: str,
+                  datetime_precision: int | None = None, nullable: bool = True, comment: str = "",
+                  charset: str = "", collation: str = "", default: str | None = None) -> SourceColumn:
+    """One column from its MySQL description (information_schema, a DDL statement or a stored schema history)."""
+    info = ColumnTypeInfo(name, data_type, column_type, datetime_precision)
+    try:
+        arrow_type = arrow_type_for(info, treat_tinyint1_as_boolean=options.treat_tinyint1_as_boolean)
+        check_column_charset(info.name, info.data_type.lower(), charset, info.column_type)
+    except SourceError as exc:
+        raise SourceError(f"MySQL table {table_id}: {exc}") from None
+    return SourceColumn(name=name, column_type=column_type, arrow_type=arrow_type, nullable=nullable,
+                        comment=comment, charset=charset, collation=collation, default=default)
+
+
+def _column_default(value) -> str | None:
+    """COLUMN_DEFAULT as plain text: MariaDB quotes string literals and spells a NULL default 'NULL'."""
+    if value is None:
+        return None
+    value = text(value)
+    if value == "NULL":
+        return None
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        return value[1:-1].replace("''", "'")
+    return value
+
+
+def source_table_from_json(data: dict, options: MySqlSourceOptions) -> SourceTable:
+    """A SourceTable stored with SourceTable.to_json (the schema history kept in checkpoints)."""
+    table_id = TableId.parse(data["table"])
+    columns = []
+    for c in data["columns"]:
+        column_type = c["type"]
+        data_type = column_type.split("(")[0].split()[0].lower()
+        columns.append(source_column(
+            table_id, options, name=c["name"], data_type=data_type, column_type=column_type,
+            datetime_precision=_precision(data_type, column_type), nullable=bool(c.get("nullable", True)),
+            comment=c.get("comment") or "", charset=c.get("charset") or "", collation=c.get("collation") or "",
+            default=c.get("default")))
+    return SourceTable(table_id, tuple(columns), tuple(data.get("primary_keys") or ()), data.get("comment") or "")
+
+
+def _precision(data_type: str, column_type: str) -> int | None:
+    """DATETIME_PRECISION as information_schema reports it, from a column type such as ``datetime(3)``."""
+    if data_type not in ("time", "datetime", "timestamp"):
+        return None
+    if "(" not in column_type:
+        return 0
+    return int(column_type.split("(", 1)[1].split(")", 1)[0])
+
+
 def describe_table(conn, table_id: TableId, options: MySqlSourceOptions) -> SourceTable:
     """The table's columns (in order, with Arrow types and nullability), primary key and comments."""
     tables = query(
@@ -41,25 +91,18 @@ def describe_table(conn, table_id: TableId, options: MySqlSourceOptions) -> Sour
     rows = query(
         conn,
         "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLUMN_COMMENT, DATETIME_PRECISION, "
-        "CHARACTER_SET_NAME, COLLATION_NAME "
+        "CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_DEFAULT "
         "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
         (table_id.database, table_id.table),
         options=options,
     )
     columns = []
-    for name, data_type, column_type, is_nullable, comment, dt_precision, charset, collation in rows:
-        info = ColumnTypeInfo(text(name), text(data_type), text(column_type),
-                              int(dt_precision) if dt_precision is not None else None)
-        try:
-            arrow_type = arrow_type_for(info, treat_tinyint1_as_boolean=options.treat_tinyint1_as_boolean)
-            check_column_charset(info.name, info.data_type.lower(), text(charset), info.column_type)
-        except SourceError as exc:
-            raise SourceError(f"MySQL table {table_id}: {exc}") from None
-        columns.append(SourceColumn(
-            name=info.name, column_type=info.column_type, arrow_type=arrow_type,
-            nullable=text(is_nullable).upper() == "YES", comment=text(comment) or "",
-            charset=text(charset) or "", collation=text(collation) or "",
-        ))
+    for name, data_type, column_type, is_nullable, comment, dt_precision, charset, collation, default in rows:
+        columns.append(source_column(
+            table_id, options, name=text(name), data_type=text(data_type), column_type=text(column_type),
+            datetime_precision=int(dt_precision) if dt_precision is not None else None,
+            nullable=text(is_nullable).upper() == "YES", comment=text(comment) or "", charset=text(charset) or "",
+            collation=text(collation) or "", default=_column_default(default)))
     pk_rows = query(
         conn,
         "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "

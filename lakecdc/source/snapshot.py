@@ -7,8 +7,10 @@ MySQL: a brief ``FLUSH TABLES WITH READ LOCK`` around ``START TRANSACTION WITH C
 table's later states: nothing is duplicated, nothing is lost.
 
 A table is read whole (``read``) or in chunks of its chunk key (``read_chunks``, see lakecdc.source.chunks), all
-inside the same consistent transaction. A connection lost mid-read raises :class:`SourceConnectionLost`: the
-transaction is gone, so the caller retries with a new snapshot.
+inside the same consistent transaction. Rows go from the wire to Arrow without a Python object per value
+(lakecdc.source.wire, text_columns), and are read one batch ahead in a background thread (lakecdc.source.prefetch)
+while the caller transforms and writes the previous one. A connection lost mid-read raises
+:class:`SourceConnectionLost`: the transaction is gone, so the caller retries with a new snapshot.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pymysql
 
 from lakecdc.errors import SourceConnectionLost, SourceError
 from lakecdc.model import INSERT, BinlogOffset, ChangeBatch, SourceTable, TableId
-from lakecdc.source.chunks import ChunkKey, ChunkProgress, chunk_query, next_upper_bound
+from lakecdc.source.chunks import ChunkKey, ChunkProgress, chunk_query, limited_chunk_query, next_upper_bound
 from lakecdc.source.connection import (
     binlog_gtid_pos,
     connect,
@@ -34,7 +36,9 @@ from lakecdc.source.connection import (
     text,
 )
 from lakecdc.source.options import MySqlSourceOptions
-from lakecdc.source.types import table_codecs
+from lakecdc.source.prefetch import Prefetch
+from lakecdc.source.text_columns import TextColumn, text_columns
+from lakecdc.source.wire import abort_connection, read_columns, result_columns
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,7 @@ class SnapshotReader:
         self.rows_read = 0
         self.chunks_read = 0
         self.progress: ChunkProgress | None = None  # after read_chunks: where the next read continues
+        self._reading: Prefetch | None = None  # the read running ahead in its thread
 
     # -------------------------------------------------------------------------------------------- lifecycle
 
@@ -120,6 +125,10 @@ class SnapshotReader:
             return offset
 
     def close(self) -> None:
+        reading, self._reading = self._reading, None
+        if reading is not None:
+            # a read still running (its caller stopped early) reads no further: the connection goes anyway
+            reading.stop(abort=lambda: abort_connection(self._conn))
         conn, self._conn = self._conn, None
         self._closed = True
         if conn is not None:
@@ -149,7 +158,7 @@ class SnapshotReader:
         if table is None:
             raise SourceError(f"table {table_id} is not part of this snapshot")
         self.open()
-        return self._read(table)
+        return self._ahead(self._read(table))
 
     def _read(self, table: SourceTable) -> Iterator[ChangeBatch]:
         columns = ", ".join(quote_identifier(c.name) for c in table.columns)
@@ -174,10 +183,11 @@ class SnapshotReader:
                                         f"{driver_reason(exc)}")
         return SourceError(f"snapshot of {table.table_id} failed: {driver_reason(exc)}")
 
-    def _select(self, table: SourceTable, sql: str, args: list | None) -> Iterator[ChangeBatch]:
+    def _select(self, table: SourceTable, sql: str, args: list | None, key_index: int | None = None):
         """The rows of one SELECT as +I change batches, streamed from the server (``args`` None: ``sql`` is
-        not a format string)."""
-        codecs = table_codecs(table)
+        not a format string). The rows go from the wire to Arrow column by column (lakecdc.source.wire and
+        text_columns), not through a Python object per value. Returns (rows, the driver value of column
+        ``key_index`` in the last row, or None)."""
         schema = table.change_schema()
         batch_rows = self.options.snapshot_batch_rows
         cur = self._conn.cursor()  # SSCursor: rows stream from the server
@@ -186,18 +196,31 @@ class SnapshotReader:
                 cur.execute(sql, args)
             except pymysql.MySQLError as exc:
                 raise self._failure(table, exc) from exc
-            while True:
-                try:
-                    rows = cur.fetchmany(batch_rows)
-                except pymysql.MySQLError as exc:
-                    raise self._failure(table, exc) from exc
-                if not rows:
-                    break
-                self.rows_read += len(rows)
-                yield ChangeBatch(table, build_batch(schema, codecs, rows, INSERT, 0))
+            described = result_columns(cur)
+            if described is None:
+                return 0, None
+            decoders = text_columns(list(table.columns), described.converters)
+            batches = read_columns(cur, batch_rows)
+            rows, last_key = 0, None
+            try:
+                while True:
+                    try:
+                        raw = next(batches, None)
+                    except pymysql.MySQLError as exc:
+                        raise self._failure(table, exc) from exc
+                    if raw is None:
+                        return rows, last_key
+                    n = len(raw[0]) if raw else 0
+                    rows += n
+                    self.rows_read += n
+                    if key_index is not None and n:
+                        last_key = decoders[key_index].driver_value(raw[key_index], n - 1)
+                    yield ChangeBatch(table, build_columns(schema, decoders, raw, INSERT, 0))
+            finally:
+                batches.close()  # reads the rest of an unfinished result: the connection runs the next query
         finally:
             try:
-                cur.close()  # drains unread rows so the connection can run the next query
+                cur.close()
             except Exception:  # noqa: BLE001 - a broken connection (PyMySQL may fail with AttributeError then):
                 pass  # the error that broke it is already being raised
 
@@ -210,7 +233,16 @@ class SnapshotReader:
         if table is None:
             raise SourceError(f"table {table_id} is not part of this snapshot")
         self.open()
-        return self._read_chunks(table, key, progress, max_rows, chunk_size or self.options.chunk_size)
+        chunks = self._read_chunks(table, key, progress, max_rows, chunk_size or self.options.chunk_size)
+        return self._ahead(coalesce(chunks, self.options.snapshot_batch_rows))
+
+    def _ahead(self, batches: Iterator[ChangeBatch]) -> Iterator[ChangeBatch]:
+        """``batches`` read one batch ahead in a background thread (lakecdc.source.prefetch): the next batch
+        comes from MySQL while the caller transforms and writes this one."""
+        if self._reading is not None:
+            self._reading.stop()
+        self._reading = Prefetch(batches, depth=1, name="lakecdc-snapshot-read")
+        return self._reading
 
     def _read_chunks(self, table: SourceTable, key: ChunkKey | None, progress: ChunkProgress, max_rows: int,
                      chunk_size: int) -> Iterator[ChangeBatch]:
@@ -229,15 +261,11 @@ class SnapshotReader:
                 yield from self._select(table, sql, args)
                 progress = self.progress = ChunkProgress(column=key.name, nulls_done=True)
             while self.rows_read - start_rows < max_rows:
-                with self._conn.cursor(pymysql.cursors.Cursor) as cur:
-                    try:
-                        upper = next_upper_bound(cur, table, key, progress, chunk_size)
-                    except pymysql.MySQLError as exc:
-                        raise self._failure(table, exc) from exc
-                sql, args = chunk_query(table, key, progress, upper)
-                yield from self._select(table, sql, args)
+                if key.unique:
+                    found, value = yield from self._limited_chunk(table, key, progress, chunk_size)
+                else:
+                    found, value = yield from self._bounded_chunk(table, key, progress, chunk_size)
                 self.chunks_read += 1
-                found, value = upper
                 if not found:
                     progress = self.progress = ChunkProgress(column=key.name, done=True)
                     break
@@ -248,6 +276,26 @@ class SnapshotReader:
         finally:
             self._active = None
 
+    def _bounded_chunk(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress, chunk_size: int):
+        """One chunk of a non-unique key: its upper bound first (the chunk_size-th key value), then its rows
+        (every row of the bound's value); returns (found, upper bound) as next_upper_bound."""
+        with self._conn.cursor(pymysql.cursors.Cursor) as cur:
+            try:
+                upper = next_upper_bound(cur, table, key, progress, chunk_size)
+            except pymysql.MySQLError as exc:
+                raise self._failure(table, exc) from exc
+        sql, args = chunk_query(table, key, progress, upper)
+        yield from self._select(table, sql, args)
+        return upper
+
+    def _limited_chunk(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress, chunk_size: int):
+        """One chunk of a unique key in one statement: the chunk_size rows after ``progress``; the same chunk and
+        the same (found, upper bound) as _bounded_chunk (found: chunk_size rows were read; then the bound is the
+        last row's key as the driver reads it)."""
+        sql, args = limited_chunk_query(table, key, progress, chunk_size)
+        rows, last_key = yield from self._select(table, sql, args, key_index=table.column_names.index(key.name))
+        return (True, last_key) if rows == chunk_size else (False, None)
+
     def _rows_after(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress) -> bool:
         with self._conn.cursor(pymysql.cursors.Cursor) as cur:
             try:
@@ -256,12 +304,35 @@ class SnapshotReader:
                 raise self._failure(table, exc) from exc
 
 
-def build_batch(schema: pa.Schema, codecs, rows, op: str, op_ts: int) -> pa.Table:
-    """A change batch from snapshot rows (tuples in column order), all with the same row kind and op_ts."""
-    n = len(rows)
-    arrays = []
-    for codec, values in zip(codecs, zip(*rows)):
-        arrays.append(codec.to_array(codec.snapshot_values(list(values))))
+def coalesce(batches: Iterator[ChangeBatch], max_rows: int) -> Iterator[ChangeBatch]:
+    """Consecutive batches of one table joined into batches of up to ``max_rows`` rows: chunks (8096 rows by
+    default) are smaller than a good write (the Paimon writer takes small batches at a measurably higher cost)."""
+    pending: list[ChangeBatch] = []
+    rows = 0
+    for batch in batches:
+        if pending and (rows + batch.num_rows > max_rows or batch.table is not pending[0].table):
+            yield _joined(pending)
+            pending, rows = [], 0
+        pending.append(batch)
+        rows += batch.num_rows
+    if pending:
+        yield _joined(pending)
+
+
+def _joined(batches: list[ChangeBatch]) -> ChangeBatch:
+    if len(batches) == 1:
+        return batches[0]
+    data = pa.concat_tables([b.data for b in batches]).combine_chunks()
+    return ChangeBatch(batches[0].table, data)
+
+
+def build_columns(schema: pa.Schema, decoders: list[TextColumn], raw: list[pa.Array], op: str,
+                  op_ts: int) -> pa.Table:
+    """A change batch from raw text-protocol columns (see lakecdc.source.wire), all rows with the same row kind
+    and op_ts."""
+    n = len(raw[0]) if raw else 0
+    arrays = [decoder.to_array(values) for decoder, values in zip(decoders, raw)]
     arrays.append(pa.repeat(pa.scalar(op, pa.string()), n))
     arrays.append(pa.repeat(pa.scalar(op_ts, pa.int64()), n))
     return pa.Table.from_arrays(arrays, schema=schema)
+

@@ -88,17 +88,36 @@ _UNIT_FUNCTIONS = ("TIMESTAMPDIFF", "TIMESTAMP_DIFF", "TIMESTAMPADD")
 _PREFIX = "SELECT "
 
 
+MAX_DEPTH = 200  # nesting levels of one expression: compiling recurses once per level
+
+
 def _parse_select(text: str) -> exp.Select:
     try:
         tree = sqlglot.parse_one(f"{_PREFIX}{text}\nFROM __lakecdc_input__", dialect=FlinkCdcSql)
     except (ParseError, TokenError) as exc:
         raise ExpressionError(f"syntax error in {text!r}: {_first_line(exc)}") from None
+    except RecursionError:
+        raise ExpressionError(f"expression nests too deeply ({len(text)} characters): split it into several "
+                              "projected columns") from None
+    _check_depth(tree, text)
     extra = [k for k, v in tree.args.items() if v and k not in ("expressions", "from", "from_")] \
         if isinstance(tree, exp.Select) else ["statement"]
     if extra:
         raise ExpressionError(f"syntax error in {text!r}: expected only an expression list, found "
                               f"{', '.join(extra).upper()}")
     return tree
+
+
+def _check_depth(tree: exp.Expression, text: str) -> None:
+    """Refuse expressions nested deeper than MAX_DEPTH (e.g. thousands of chained ``+``), which would exhaust
+    the stack when compiled, with a clear error instead of a RecursionError."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ExpressionError(f"expression nests more than {MAX_DEPTH} levels deep (e.g. a long chain of "
+                                  f"operators) in {text[:80]!r}...: split it into several projected columns")
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
 
 
 def _first_line(exc: Exception) -> str:

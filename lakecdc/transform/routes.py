@@ -134,7 +134,22 @@ class Router:
                 found.append(target)
             if self.mode == "FIRST_MATCH":
                 break
+        for target in found or [source]:
+            self._check_name(source, target)
         return found or [source]
+
+    def _check_name(self, source: TableId, target: TableId) -> None:
+        """A MySQL name Paimon cannot take (``../x``, ``a.b``, ``t$1``, ...) is refused before anything is written,
+        so no table path can leave its database directory; a route gives such a table a plain name."""
+        from lakecdc.sink.catalog import name_problem
+
+        problem = name_problem(target)
+        if problem:
+            raise PipelineConfigError(
+                f"table {source} would land in the Paimon table {target.database!r}.{target.table!r}, but {problem}: "
+                f"Paimon names cannot hold path separators, dots, backticks, '$' or control characters. Route it to "
+                f"a plain name (route: - source-table: {source.database}.<regex> / sink-table: "
+                f"<database>.<table>) or exclude it with tables.exclude", file=self.file, path="route")
 
 
 # ---------------------------------------------------------------------------------------- schema merging

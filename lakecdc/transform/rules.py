@@ -194,6 +194,7 @@ class CompiledTransform:
         self.converter = converter
         self._zone = zone
         self.metadata_columns = metadata_columns
+        self.star = False  # the projection has * (or there is no rule): schema changes pass through (§4.3)
 
     def __repr__(self) -> str:
         return f"CompiledTransform({self.rule_path}, {self.source.table_id}, {self.output_schema.names})"
@@ -351,7 +352,7 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
     for item in items:
         if item.star:
             for c in source.columns:
-                put(c.name, c.arrow_field(), ColumnRef("source", c.name, c.arrow_type, c.nullable))
+                put(c.name, c.sink_field(), ColumnRef("source", c.name, c.arrow_type, c.nullable))
             for m in ctx.metadata_columns:  # FLIP-107: * includes the persisted (non-VIRTUAL) metadata columns
                 if not m.virtual:
                     put(m.name, m.field, ColumnRef("metadata", m.name, m.arrow_type, m.nullable))
@@ -362,6 +363,8 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
         except ExpressionError as exc:
             exc = located(exc, item.expr, normalise_projection(text))
             raise PipelineConfigError(str(exc), file=ctx.source_file, path=path) from None
+        if item.bare_column is not None and isinstance(node, ColumnRef) and node.kind == "source":
+            output = output.with_metadata(source_fields[node.name].sink_field().metadata)  # comment, VARCHAR(n)
         put(item.alias, output, node)
 
     # --- keys
@@ -411,10 +414,12 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
         options = parse_table_options(rule.table_options, rule.table_options_delimiter)
     except ValueError as exc:
         raise PipelineConfigError(str(exc), file=ctx.source_file, path=f"{rule_path}.table-options") from None
-    return CompiledTransform(rule_path=rule_path, source=source, columns=[columns[n] for n in names],
-                             filter_node=filter_node, primary_keys=primary_keys, partition_keys=partition_keys,
-                             table_options=options, converter=_converter(rule, ctx), zone=zone,
-                             metadata_columns=ctx.metadata_columns)
+    compiled = CompiledTransform(rule_path=rule_path, source=source, columns=[columns[n] for n in names],
+                                 filter_node=filter_node, primary_keys=primary_keys, partition_keys=partition_keys,
+                                 table_options=options, converter=_converter(rule, ctx), zone=zone,
+                                 metadata_columns=ctx.metadata_columns)
+    compiled.star = any(item.star for item in items)  # §4.3: new upstream columns reach the sink only through *
+    return compiled
 
 
 def _output_field(item: ProjectionItem, node: Node) -> pa.Field:

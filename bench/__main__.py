@@ -1,0 +1,157 @@
+"""lakecdc's benchmark suite, one command: ``.venv/bin/python -m bench [--quick]`` (or ``bench/run.sh``).
+
+It starts its own private MariaDB (tests/mariadb_server.py) and a warehouse in a temp dir, creates its data there,
+and prints for each case lakecdc's rate next to references measured in the same run, the ratio and the target:
+
+- snapshot: an orders table, MySQL -> committed Paimon, vs ``mariadb --batch`` and dlt (pyarrow, connectorx);
+- memory: peak RSS of a snapshot micro-batch in a child process, for two table sizes;
+- binlog: row changes -> committed Paimon, vs python-mysql-replication decoding the same events;
+- transform: the tutorial transform vs hand-written pyarrow.compute;
+- upkeep: bench/upkeep_bench.py (merged read after many commits vs compacted), run as it is when present.
+
+Benchmark-only dependencies (dlt, connectorx: the ``bench`` extra of pyproject.toml) are installed when missing,
+unless ``--no-install`` (then the dlt references are skipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import ROOT, Case, bench_server, create_orders
+
+CASES = ("snapshot", "memory", "binlog", "transform", "upkeep")
+FULL = dict(rows=1_000_000, big_rows=5_000_000, changes=1_000_000, transform_rows=1_000_000,
+            upkeep_args=None)  # upkeep_bench.py's own defaults
+QUICK = dict(rows=50_000, big_rows=250_000, changes=50_000, transform_rows=100_000,
+             upkeep_args="20000 30 500")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every case")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {', '.join(CASES)}")
+    parser.add_argument("--rows", type=int, help="rows of the snapshot table (default 1,000,000)")
+    parser.add_argument("--big-rows", type=int, help="rows of the second memory-case table (default 5,000,000)")
+    parser.add_argument("--changes", type=int, help="binlog row changes (default 1,000,000; at most 2x --rows)")
+    parser.add_argument("--transform-rows", type=int, help="rows of the transform case (default 1,000,000)")
+    parser.add_argument("--upkeep-args", help="arguments for bench/upkeep_bench.py (ROWS COMMITS CHANGES)")
+    parser.add_argument("--dlt-backends", default="pyarrow,connectorx",
+                        help="dlt references of the snapshot case (comma-separated; empty: none)")
+    parser.add_argument("--no-install", action="store_true", help="do not install the bench extra when missing")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    for name, default in sizes.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    args.dlt_backends = [b.strip() for b in args.dlt_backends.split(",") if b.strip()]
+    unknown = set(args.cases) - set(CASES)
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(sorted(unknown))}; choose from {', '.join(CASES)}")
+    return args
+
+
+def bench_requirements() -> list[str]:
+    """The pinned requirements of the ``bench`` extra, from pyproject.toml."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return list(tomllib.load(f)["project"]["optional-dependencies"]["bench"])
+
+
+def ensure_bench_extra() -> None:
+    """Install the bench extra's packages (with the project's constraints) when dlt or connectorx is missing."""
+    if all(importlib.util.find_spec(name) is not None for name in ("dlt", "connectorx")):
+        return
+    requirements = bench_requirements()
+    print(f"installing the bench extra: {' '.join(requirements)}", flush=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                    "-c", str(ROOT / "constraints.txt"), *requirements], check=True)
+    importlib.invalidate_caches()
+
+
+def upkeep_case(args) -> Case | None:
+    """bench/upkeep_bench.py run as it is (another module owns it): its output, indented."""
+    script = ROOT / "bench" / "upkeep_bench.py"
+    if not script.exists():
+        return None
+    command = [sys.executable, str(script), *(args.upkeep_args.split() if args.upkeep_args else [])]
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench/upkeep_bench.py failed:\n{proc.stderr[-3000:]}")
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    return Case("table upkeep: merged read after many micro-batch commits vs compacted (bench/upkeep_bench.py)",
+                "", "", None, 0, lines=lines)
+
+
+def run(args) -> list[Case]:
+    from bench import binlog_bench, memory_bench, snapshot_bench, transform_bench
+
+    cases: list[Case] = []
+
+    def report(case: Case | None) -> None:
+        if case is not None:
+            cases.append(case)
+            print("\n".join(case.render()) + "\n", flush=True)
+
+    if "transform" in args.cases:
+        report(transform_bench.case(args.transform_rows))
+    if any(c in args.cases for c in ("snapshot", "memory", "binlog")):
+        with bench_server() as server, tempfile.TemporaryDirectory(prefix="lakecdc-bench-") as tmp:
+            print(f"private MariaDB on port {server.port}; loading {args.rows:,} orders ...", flush=True)
+            load = create_orders(server, "orders", args.rows)
+            print(f"loaded in {load:.1f} s\n", flush=True)
+            warehouse = Path(tmp) / "warehouse"
+            config = None
+            if "snapshot" in args.cases:
+                case, config = snapshot_bench.case(server, "orders", args.rows, warehouse, args.dlt_backends)
+                report(case)
+            if "memory" in args.cases:
+                print(f"loading {args.big_rows:,} orders for the memory case ...", flush=True)
+                create_orders(server, "orders_big", args.big_rows)
+                report(memory_bench.case(server.port, [("orders", args.rows), ("orders_big", args.big_rows)]))
+            if "binlog" in args.cases:
+                if config is None:  # the binlog case continues a committed snapshot
+                    _, _, config = snapshot_bench.run_snapshot(server, "orders", warehouse)
+                report(binlog_bench.case(server, "orders", args.rows, args.changes, config))
+    if "upkeep" in args.cases:
+        report(upkeep_case(args))
+    return cases
+
+
+def summary(cases: list[Case]) -> list[str]:
+    """A markdown table of every case with a rate (for docs/benchmarks.md)."""
+    out = ["| case | lakecdc | reference | lakecdc / reference | target |", "|---|---|---|---|---|"]
+    for case in cases:
+        if case.lines is not None or case.rate is None:
+            continue
+        for ref in case.references:
+            ratio = case.ratio(ref)
+            target = "-" if ref.target is None else f">= {ref.target:g}x" + (
+                "" if ratio is None else (" (met)" if ratio >= ref.target else " (not met)"))
+            ref_rate = ref.note or f"{ref.rate:,.0f} {case.unit}"
+            out.append(f"| {case.title} | {case.rate:,.0f} {case.unit} | {ref.label}: {ref_rate} | "
+                       f"{'-' if ratio is None else f'{ratio:.2f}x'} | {target} |")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if not args.no_install and "snapshot" in args.cases and args.dlt_backends:
+        ensure_bench_extra()
+    started = time.perf_counter()
+    cases = run(args)
+    print("summary\n" + "\n".join(summary(cases)))
+    print(f"\nsuite finished in {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

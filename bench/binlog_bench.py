@@ -1,0 +1,60 @@
+"""The binlog case: row changes (half inserts, 30 % updates, 20 % deletes, 10,000 rows per transaction) on the
+orders table the snapshot case landed, read by one lakecdc micro-batch (binlog -> transform -> committed Paimon),
+against python-mysql-replication merely decoding the same events (bench/pipeline_bench.py's ``decode_seconds``;
+target: 3x its rate, i.e. lakecdc's decoding must not be its per-row Python path).
+"""
+
+from __future__ import annotations
+
+from bench.common import DATABASE, Case, MariaDBServer, Reference, timed, upkeep_timer
+from bench.pipeline_bench import decode_seconds
+
+TARGET = 3.0
+TXN_ROWS = 10_000
+
+
+def write_changes(server: MariaDBServer, table: str, rows: int, changes: int) -> tuple[str, int, dict]:
+    """Inserts after the last id, updates of the first ids, deletes of the next ones; returns the binlog position
+    before them and the counts."""
+    inserts = changes // 2
+    updates = changes * 3 // 10
+    deletes = changes - inserts - updates
+    if updates + deletes > rows:
+        raise ValueError(f"{changes:,} changes need a table of at least {updates + deletes:,} rows (has {rows:,})")
+    head = server.execute("SHOW MASTER STATUS")[0]
+    name = f"{DATABASE}.{table}"
+
+    def ranges(first: int, count: int):
+        for start in range(first, first + count, TXN_ROWS):
+            yield start, min(first + count - 1, start + TXN_ROWS - 1)
+
+    for a, b in ranges(rows + 1, inserts):
+        server.execute(f"INSERT INTO {name} SELECT seq, CONCAT('new-', seq), seq % 1000, "
+                       f"TIMESTAMP'2026-06-01 00:00:00' + INTERVAL (seq % 86400) SECOND, 1 FROM seq_{a}_to_{b}",
+                       database=DATABASE)
+    for a, b in ranges(1, updates):
+        server.execute(f"UPDATE {name} SET quantity = quantity + 1, amount = amount + 1 WHERE id BETWEEN {a} AND {b}")
+    for a, b in ranges(updates + 1, deletes):
+        server.execute(f"DELETE FROM {name} WHERE id BETWEEN {a} AND {b}")
+    return head[0], int(head[1]), {"inserted": inserts, "updated": updates, "deleted": deletes}
+
+
+def case(server: MariaDBServer, table: str, rows: int, changes: int, config) -> Case:
+    """``config``: the pipeline whose snapshot of ``bench.<table>`` is committed (the snapshot case's)."""
+    from lakecdc.runtime import run_micro_batch
+
+    log_file, log_pos, counts = write_changes(server, table, rows, changes)
+    t_decode, decoded = decode_seconds(server, log_file, log_pos)
+    if decoded != changes:
+        raise RuntimeError(f"python-mysql-replication decoded {decoded} row changes, expected {changes}")
+    upkeep: list = []
+    with upkeep_timer(upkeep):
+        seconds, result = timed(run_micro_batch, config)
+    applied = {name: sum(getattr(t.counts, name) for t in result.tables.values()) for name in counts}
+    if applied != counts:
+        raise RuntimeError(f"lakecdc applied {applied}, expected {counts}")
+    title = (f"binlog micro-batch of {changes:,} row changes ({counts['inserted']:,} inserts, "
+             f"{counts['updated']:,} updates, {counts['deleted']:,} deletes), binlog -> committed Paimon")
+    reference = Reference("python-mysql-replication, decoding only", t_decode, changes, TARGET)
+    notes = [f"lakecdc's time includes {sum(upkeep):.2f} s of table upkeep after the commit"] if upkeep else []
+    return Case(title, "changes/s", "lakecdc binlog micro-batch", seconds, changes, [reference], notes)

@@ -1,0 +1,167 @@
+"""What the benchmark cases share: the private MariaDB with its orders tables, the pipeline YAML, and the result
+lines (lakecdc's rate, each reference's rate, the ratio and the target) the suite prints."""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
+
+from mariadb_server import SERVER_FLAGS, MariaDBServer  # noqa: E402
+
+# The benchmark server caches its tables in memory (the tests' server keeps 64 MiB): every reader measured then
+# reads from the same warm buffer pool.
+BENCH_SERVER_FLAGS = tuple("--innodb-buffer-pool-size=2G" if flag.startswith("--innodb-buffer-pool-size=") else flag
+                           for flag in SERVER_FLAGS)
+
+
+def bench_server() -> MariaDBServer:
+    """The suite's private MariaDB (binlog on, as for the tests) with a buffer pool that holds its tables."""
+    return MariaDBServer(flags=BENCH_SERVER_FLAGS)
+
+DATABASE = "bench"
+
+# A realistic orders table: int primary key, varchar, decimal, datetime, int.
+ORDERS_DDL = ("CREATE TABLE {db}.{table} (id INT NOT NULL PRIMARY KEY, customer VARCHAR(64) NOT NULL, "
+              "amount DECIMAL(12,2) NOT NULL, created_at DATETIME NOT NULL, quantity INT NOT NULL)")
+ORDERS_ROWS = ("INSERT INTO {db}.{table} SELECT seq, CONCAT('customer-', seq % 50000), (seq % 100000) / 100, "
+               "TIMESTAMP'2026-01-01 00:00:00' + INTERVAL (seq % 31536000) SECOND, 1 + seq % 20 "
+               "FROM seq_{first}_to_{last}")
+LOAD_STEP = 1_000_000  # rows per INSERT ... SELECT (bounded transactions)
+
+# The snapshot pipeline: the table as it is into a primary-key table (no transform: the references copy too).
+PIPELINE = """
+source:
+  type: mysql
+  hostname: 127.0.0.1
+  port: {port}
+  username: root
+  password: ""
+  tables: {db}.{table}
+  server-id: {server_id}
+sink:
+  type: paimon
+  catalog.properties.metastore: filesystem
+  catalog.properties.warehouse: {warehouse}
+pipeline:
+  name: bench {table}
+"""
+
+
+def pipeline_yaml(port: int, table: str, warehouse: Path, server_id: int = 5990) -> str:
+    return PIPELINE.format(port=port, db=DATABASE, table=table, warehouse=warehouse, server_id=server_id)
+
+
+def create_orders(server: MariaDBServer, table: str, rows: int) -> float:
+    """Create and fill ``bench.<table>`` with ``rows`` orders (server-side); returns the seconds it took."""
+    started = time.perf_counter()
+    server.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+    server.execute(ORDERS_DDL.format(db=DATABASE, table=table))
+    for first in range(1, rows + 1, LOAD_STEP):
+        last = min(rows, first + LOAD_STEP - 1)
+        server.execute(ORDERS_ROWS.format(db=DATABASE, table=table, first=first, last=last), database=DATABASE)
+    return time.perf_counter() - started
+
+
+# ----------------------------------------------------------------------------------------------------- results
+
+
+@dataclass
+class Reference:
+    """A reference measured in the same run; ``target``: the ratio lakecdc should reach (ours/reference for
+    rates, or None for information only)."""
+
+    label: str
+    seconds: float | None
+    items: int
+    target: float | None = None
+    note: str = ""  # e.g. why it was skipped
+
+    @property
+    def rate(self) -> float | None:
+        return self.items / self.seconds if self.seconds else None
+
+
+@dataclass
+class Case:
+    """One benchmark case: lakecdc's measurement and the references next to it."""
+
+    title: str
+    unit: str  # "rows/s", "changes/s"
+    label: str
+    seconds: float | None
+    items: int
+    references: list[Reference] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    lines: list[str] | None = None  # a case printed as it is (memory, upkeep)
+
+    @property
+    def rate(self) -> float | None:
+        return self.items / self.seconds if self.seconds else None
+
+    def ratio(self, ref: Reference) -> float | None:
+        if self.rate is None or ref.rate is None:
+            return None
+        return self.rate / ref.rate
+
+    def render(self) -> list[str]:
+        out = [self.title]
+        if self.lines is not None:
+            return out + [f"  {line}" for line in self.lines] + [f"  {n}" for n in self.notes]
+        out.append(f"  {self.label:<44}{fmt_rate(self.rate):>12} {self.unit}  ({fmt_seconds(self.seconds)})")
+        for ref in self.references:
+            if ref.rate is None:
+                out.append(f"  {ref.label:<44}{'-':>12}          {ref.note}")
+                continue
+            ratio = self.ratio(ref)
+            verdict = ""
+            if ref.target is not None and ratio is not None:
+                verdict = f"  target >= {ref.target:g}x: {'met' if ratio >= ref.target else 'NOT MET'}"
+            out.append(f"  {ref.label:<44}{fmt_rate(ref.rate):>12} {self.unit}  ({fmt_seconds(ref.seconds)})  "
+                       f"lakecdc = {ratio:.2f}x{verdict}")
+        return out + [f"  {n}" for n in self.notes]
+
+
+def fmt_rate(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:,.0f}"
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f} s"
+
+
+@contextmanager
+def upkeep_timer(seconds: list):
+    """Adds the seconds a micro-batch spends in its table upkeep step (lakecdc.runtime.upkeep, after the commits) to
+    ``seconds``; a measuring point only (the upkeep runs as usual; nothing is added when there is no such step)."""
+    from lakecdc.runtime import micro_batch
+
+    upkeep = getattr(micro_batch, "upkeep_after_commits", None)
+    if upkeep is None:
+        yield
+        return
+
+    def timed_upkeep(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return upkeep(*args, **kwargs)
+        finally:
+            seconds.append(time.perf_counter() - started)
+
+    micro_batch.upkeep_after_commits = timed_upkeep
+    try:
+        yield
+    finally:
+        micro_batch.upkeep_after_commits = upkeep
+
+
+def timed(fn, *args, **kwargs) -> tuple[float, object]:
+    started = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return time.perf_counter() - started, result

@@ -1,0 +1,97 @@
+"""The snapshot case: an orders table, MySQL -> committed Paimon through the real pipeline (one lakecdc micro-batch:
+consistent snapshot, chunked read, Paimon primary-key table, commit), against three references on the same table
+in the same run:
+
+- ``mariadb --batch --quick`` dumping the table to /dev/null (the server and wire floor; target: 0.6x its rate);
+- dlt's ``sql_table`` with the pyarrow backend writing Parquet to a local directory (target: 3x its rate);
+- the same with the connectorx backend (Rust, straight to Arrow; target: at least its rate, although lakecdc also
+  buckets, sorts and commits a primary-key table).
+
+The dlt references run in child processes (bench/dlt_reference.py) and are skipped when dlt or connectorx is not
+installed (``pip install -e '.[bench]'``; bench/run.sh installs them).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.common import DATABASE, ROOT, Case, MariaDBServer, Reference, pipeline_yaml, timed, upkeep_timer
+
+DUMP_TARGET, PYARROW_TARGET, CONNECTORX_TARGET = 0.6, 3.0, 1.0
+
+
+def dump_seconds(server: MariaDBServer, table: str) -> float:
+    """``mariadb --batch --quick`` printing every row of the table to /dev/null."""
+    client = shutil.which("mariadb") or "/usr/bin/mariadb"
+    seconds, _ = timed(subprocess.run, [client, "--no-defaults", "--protocol=tcp", "-h127.0.0.1",
+                                        f"-P{server.port}", "-uroot", "--batch", "--quick", "-e",
+                                        f"SELECT * FROM {DATABASE}.{table}"],
+                       stdout=subprocess.DEVNULL, check=True)
+    return seconds
+
+
+def dlt_available(backend: str) -> str | None:
+    """None when dlt (and connectorx for that backend) can be imported, else what is missing."""
+    missing = [name for name in ("dlt", "connectorx" if backend == "connectorx" else None)
+               if name and importlib.util.find_spec(name) is None]
+    return ", ".join(missing) or None
+
+
+def dlt_reference(port: int, table: str, rows: int, backend: str, target: float) -> Reference:
+    label = f"dlt sql_table {backend} -> Parquet files"
+    missing = dlt_available(backend)
+    if missing:
+        return Reference(label, None, rows, target,
+                         note=f"skipped: {missing} not installed (pip install -e '.[bench]')")
+    with tempfile.TemporaryDirectory(prefix="lakecdc-bench-dlt-") as tmp:
+        proc = subprocess.run([sys.executable, "-m", "bench.dlt_reference", "--port", str(port), "--table", table,
+                               "--backend", backend, "--dir", tmp], cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"dlt reference ({backend}) failed:\n{proc.stderr[-3000:]}")
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    if got["rows"] != rows:
+        raise RuntimeError(f"dlt ({backend}) wrote {got['rows']} rows, expected {rows}")
+    return Reference(label, got["seconds"], rows, target)
+
+
+def warm_imports() -> None:
+    """Import what a micro-batch imports lazily (pypaimon, pypaimon-rust): a process pays it once, not per batch;
+    the dlt references are timed without their imports too."""
+    import lakecdc.sink.catalog  # noqa: F401
+    import lakecdc.sink.writer  # noqa: F401
+
+
+def run_snapshot(server: MariaDBServer, table: str, warehouse: Path, upkeep_seconds: list | None = None):
+    """One snapshot micro-batch of ``bench.<table>`` into ``warehouse``: (seconds, RunResult, config); the seconds of
+    its upkeep step are added to ``upkeep_seconds``."""
+    from lakecdc.config import parse_pipeline
+    from lakecdc.runtime import run_micro_batch
+
+    warm_imports()
+    config = parse_pipeline(pipeline_yaml(server.port, table, warehouse))
+    with upkeep_timer(upkeep_seconds if upkeep_seconds is not None else []):
+        seconds, result = timed(run_micro_batch, config)
+    return seconds, result, config
+
+
+def case(server: MariaDBServer, table: str, rows: int, warehouse: Path,
+         dlt_backends: tuple[str, ...] = ("pyarrow", "connectorx")) -> tuple[Case, object]:
+    """The snapshot case; also returns the pipeline config (the binlog case continues on the same warehouse)."""
+    t_dump = dump_seconds(server, table)
+    upkeep: list = []
+    seconds, result, config = run_snapshot(server, table, warehouse, upkeep)
+    written = sum(t.rows_written for t in result.tables.values())
+    if written != rows:
+        raise RuntimeError(f"lakecdc wrote {written} rows of {table}, expected {rows}")
+    references = [Reference("mariadb --batch --quick > /dev/null", t_dump, rows, DUMP_TARGET)]
+    targets = {"pyarrow": PYARROW_TARGET, "connectorx": CONNECTORX_TARGET}
+    references += [dlt_reference(server.port, table, rows, b, targets[b]) for b in dlt_backends]
+    title = f"snapshot of a {rows:,}-row orders table, MySQL -> committed Paimon (primary-key table)"
+    notes = [f"lakecdc's time includes {sum(upkeep):.2f} s of table upkeep after the commits"] if upkeep else []
+    return Case(title, "rows/s", "lakecdc snapshot micro-batch", seconds, rows, references, notes), config

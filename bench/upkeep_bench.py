@@ -1,0 +1,122 @@
+"""Benchmark: a merged read of a primary-key table after many small micro-batch commits, with lakecdc's table upkeep
+running after every commit (as a pipeline does by default), against the same rows freshly compacted (issue 9
+target: at most 1.5x). For context it also reads the same commits without any upkeep.
+
+Two tables get the same seeded commits (upserts and deletes of random keys over every bucket, written by the same
+native writer the pipeline uses): ``with_upkeep`` runs ``Table.upkeep()`` after each commit; ``no_upkeep`` never
+does, and is fully compacted (one file per bucket, one manifest) at the end to give the reference. A bucket is
+rewritten once it holds ``num-sorted-run.compaction-trigger`` files, so the read time of ``with_upkeep`` cycles with
+the commits: it is read after each of the last ``trigger + 1`` commits, and the mean and the worst are reported.
+Reads are pypaimon's native merged read of the whole table.
+
+Usage: .venv/bin/python bench/upkeep_bench.py [ROWS] [COMMITS] [CHANGES_PER_COMMIT] [TRIGGER]
+       (default 200,000 200 2,000 and Paimon's default trigger 5)
+"""
+
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lakecdc.paimon import Catalog  # noqa: E402
+
+OPTIONS = {"bucket": "4", "snapshot.num-retained.min": "3", "snapshot.time-retained": "0 s"}
+PARTITIONS = 30
+
+
+def batch(ids: list[int], kinds: list[str], version: int) -> pa.Table:
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "product": pa.array([f"product-{i % 1000}-{version}" for i in ids]),
+        "price": pa.array([(i * 7 + version) % 10000 / 100 for i in ids], pa.float64()),
+        "order_day": pa.array([f"2026-01-{1 + i % PARTITIONS:02d}" for i in ids]),
+        "rowkind": pa.array(kinds),
+    })
+
+
+def commits(rows: int, count: int, changes: int, seed: int = 42):
+    """The first commit inserts ``rows`` rows; then ``count`` commits of ``changes`` upserts (10% deletes)."""
+    yield batch(list(range(rows)), ["+I"] * rows, 0)
+    rng = random.Random(seed)
+    live = set(range(rows))
+    for version in range(1, count + 1):
+        ids = rng.sample(range(int(rows * 1.05)), changes)
+        kinds = []
+        for i in ids:
+            if i in live and rng.random() < 0.1:
+                kinds.append("-D")
+                live.discard(i)
+            else:
+                kinds.append("+U" if i in live else "+I")
+                live.add(i)
+        yield batch(ids, kinds, version)
+
+
+def read_seconds(table) -> tuple[float, int]:
+    times, rows = [], 0
+    for _ in range(3):
+        started = time.perf_counter()
+        rows = table.read().to_arrow().num_rows
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), rows
+
+
+def data_files(warehouse: Path, name: str) -> int:
+    return sum(1 for _ in (warehouse / "bench.db" / name).rglob("data-*.parquet"))
+
+
+def main() -> None:
+    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+    changes = int(sys.argv[3]) if len(sys.argv) > 3 else 2_000
+    trigger = int(sys.argv[4]) if len(sys.argv) > 4 else 5
+    work = Path(tempfile.mkdtemp(prefix="lakecdc-upkeep-bench-"))
+    try:
+        catalog = Catalog(work / "warehouse")
+        schema = [("id", "BIGINT"), ("product", "STRING"), ("price", "DOUBLE"), ("order_day", "STRING")]
+        options = {**OPTIONS, "num-sorted-run.compaction-trigger": str(trigger)}
+        tables = {name: catalog.create_table(f"bench.{name}", schema, primary_keys=["id", "order_day"],
+                                             partition_keys=["order_day"], options=options)
+                  for name in ("with_upkeep", "no_upkeep")}
+        upkeep_seconds = write_seconds = 0.0
+        window = []  # read seconds of with_upkeep after each of the last trigger + 1 commits
+        for number, data in enumerate(commits(rows, count, changes)):
+            for name, table in tables.items():
+                started = time.perf_counter()
+                table.write(data)
+                write_seconds += time.perf_counter() - started
+            started = time.perf_counter()
+            tables["with_upkeep"].upkeep(orphan_older_than_seconds=0)
+            upkeep_seconds += time.perf_counter() - started
+            if number > count - trigger - 1:
+                window.append(read_seconds(tables["with_upkeep"])[0])
+        kept_up_files = data_files(work / "warehouse", "with_upkeep")
+        neglected, neglected_rows = read_seconds(tables["no_upkeep"])
+        neglected_files = data_files(work / "warehouse", "no_upkeep")
+        tables["no_upkeep"].upkeep(full_compaction=True, orphan_older_than_seconds=0)
+        fresh, fresh_rows = read_seconds(tables["no_upkeep"])
+        assert read_seconds(tables["with_upkeep"])[1] == neglected_rows == fresh_rows
+
+        mean, worst = statistics.mean(window), max(window)
+        print(f"{rows:,} rows, {count} commits of {changes:,} changes, {PARTITIONS} partitions x 4 buckets, "
+              f"compaction trigger {trigger}; writes take {write_seconds / (2 * (count + 1)) * 1000:.0f} ms per commit")
+        print(f"  merged read, freshly compacted (reference): {fresh:.3f} s")
+        print(f"  merged read, upkeep after every commit ({upkeep_seconds / (count + 1) * 1000:.0f} ms per commit), "
+              f"over the last {len(window)} commits: mean {mean:.3f} s = {mean / fresh:.2f}x, worst {worst:.3f} s = "
+              f"{worst / fresh:.2f}x (target <= 1.5x; {kept_up_files} data files on disk)")
+        print(f"  merged read, no upkeep: {neglected:.3f} s = {neglected / fresh:.2f}x ({neglected_files} data files "
+              f"on disk)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""Schema changes met in the binlog, applied to the Paimon tables as ``pipeline.schema.change.behavior`` says
+(flink-cdc-semantics.md §4.2, §4.3, §6.3; docs/schema-changes.md).
+
+For each DDL of a captured table the micro-batch (lakecdc.runtime.micro_batch) calls
+:meth:`SchemaChangeApplier.apply`, which
+
+1. commits the rows its target tables received before the DDL, checkpointed at the end of the last transaction
+   before it (data written before a DDL is committed under the old schema; the checkpoint never lands between a
+   DDL and the rows that depend on it);
+2. recompiles the table's transform against the new upstream schema;
+3. turns the upstream events into sink events as the transform sees them (§4.3: through ``*`` only, AddColumn
+   placed inside the ``*`` block), keeps the ones ``include.schema.changes`` / ``exclude.schema.changes`` select,
+   then follows the behaviour: ``exception`` fails, ``ignore`` drops them, ``lenient`` rewrites them (adds become
+   nullable and LAST, drops make the column nullable, renames add the new column), ``evolve`` applies them and
+   ``try_evolve`` applies them but tolerates the ones Paimon readers could not read back;
+4. applies them to Paimon (idempotently, so a replay after a crash converges), truncates or drops the table;
+5. coerces the table's rows from then on into the Paimon table's actual schema by column name (missing columns
+   NULL, extra ones dropped), which is what ``ignore``, ``lenient`` and ``try_evolve`` need.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pyarrow as pa
+
+from lakecdc.config import PipelineConfig, transform_context
+from lakecdc.errors import LakeCdcError, SinkError
+from lakecdc.model import TableId
+from lakecdc.runtime.plan import PipelinePlan, SourcePlan
+from lakecdc.sink import PaimonSink
+from lakecdc.sink.evolution import (ADD, ALTER_TYPE, COMMENT, DROP, NULLABLE, RENAME, ColumnChange,
+                                    apply_column_changes)
+from lakecdc.source import TableSchemaChange
+from lakecdc.source.ddl import (ADD_COLUMN, ALTER_COLUMN_TYPE, ALTER_TABLE_COMMENT, CREATE_TABLE, DROP_COLUMN,
+                                DROP_TABLE, EVENT_TYPES, RENAME_COLUMN, TRUNCATE_TABLE, SchemaChangeEvent)
+from lakecdc.transform import compile_transform, select_rule
+from lakecdc.transform.routes import CoercedTransform
+
+logger = logging.getLogger("lakecdc.runtime")
+
+EXCEPTION, EVOLVE, TRY_EVOLVE, LENIENT, IGNORE = "exception", "evolve", "try_evolve", "lenient", "ignore"
+
+
+class SchemaChangeError(LakeCdcError):
+    """A schema change the pipeline's schema.change.behavior does not allow (or Paimon refuses)."""
+
+
+@dataclass
+class SinkEvent:
+    """One upstream event as it reaches a Paimon table: its type (for include/exclude and exception mode) and the
+    column changes it makes there (none for truncate, drop table and create table)."""
+
+    type: str
+    changes: list[ColumnChange] = field(default_factory=list)
+
+
+def included_types(config: PipelineConfig) -> set[str]:
+    """The event types the sink applies (§4.1): include (default all; create.table always unless excluded) minus
+    exclude (default: drop.table and truncate.table in lenient mode)."""
+    sink = config.sink
+    include = set(sink.include_schema_changes) if sink.include_schema_changes is not None else set(EVENT_TYPES)
+    exclude = set(sink.exclude_schema_changes or ())
+    if sink.include_schema_changes is not None and CREATE_TABLE not in exclude:
+        include.add(CREATE_TABLE)
+    if sink.exclude_schema_changes is None and config.schema_change_behavior == LENIENT:
+        exclude |= {DROP_TABLE, TRUNCATE_TABLE}
+    return include - exclude
+
+
+def sink_events(event: SchemaChangeEvent, old_transform, new_transform) -> list[SinkEvent]:
+    """§4.3: what one upstream event becomes after the transform (``*`` passes column changes; without ``*`` only
+    type changes of projected columns pass)."""
+    star = getattr(new_transform, "star", True)
+    old_names = old_transform.output_schema.names if old_transform is not None else []
+    new_schema = new_transform.output_schema if new_transform is not None else pa.schema([])
+    if event.type == ADD_COLUMN:
+        if not star:
+            return []
+        changes = []
+        for column, _ in event.columns:
+            if column.name not in new_schema.names:
+                continue
+            i = new_schema.names.index(column.name)
+            position = ("FIRST", "") if i == 0 else ("AFTER", new_schema.names[i - 1])
+            changes.append(ColumnChange(ADD, column.name, new_schema.field(column.name), position))
+        return [SinkEvent(ADD_COLUMN, changes)] if changes else []
+    if event.type == DROP_COLUMN:
+        names = [n for n in event.names if n in old_names and n not in new_schema.names]
+        return [SinkEvent(DROP_COLUMN, [ColumnChange(DROP, n) for n in names])] if star and names else []
+    if event.type == RENAME_COLUMN:
+        renames = [(a, b) for a, b in event.renames if a in old_names]
+        return [SinkEvent(RENAME_COLUMN, [ColumnChange(RENAME, a, new_name=b) for a, b in renames])] \
+            if star and renames else []
+    if event.type == ALTER_COLUMN_TYPE:
+        # the column as the event leaves it (a CHANGE a b ... alters a first, then renames it)
+        name = event.column.name
+        if name not in old_names:
+            return []
+        if not star and (old_transform is None or old_transform.column_sources().get(name) != [name]):
+            return []
+        return [SinkEvent(ALTER_COLUMN_TYPE, [ColumnChange(ALTER_TYPE, name, event.column.sink_field(),
+                                                           comment=event.column.comment or None)])]
+    if event.type == ALTER_TABLE_COMMENT:
+        return [SinkEvent(ALTER_TABLE_COMMENT, [ColumnChange(COMMENT, comment=event.comment)])]
+    return [SinkEvent(event.type)]
+
+
+def lenient(events: list[SinkEvent], types: dict[str, str]) -> list[SinkEvent]:
+    """SchemaDerivator's lenient rewriting (§4.2) against the Paimon table's column types."""
+    out = []
+    altered: dict[str, pa.Field] = {}  # type changes earlier in the same statement (CHANGE a b DOUBLE)
+    for event in events:
+        changes = []
+        for change in event.changes:
+            if change.kind == ADD:
+                changes.append(ColumnChange(ADD, change.name, change.field.with_nullable(True), ("LAST", "")))
+            elif change.kind == DROP:
+                changes.append(ColumnChange(NULLABLE, change.name))
+            elif change.kind == RENAME:
+                old_field = altered.get(change.name) or _field_of(types, change.name)
+                if old_field is not None:
+                    changes.append(ColumnChange(ADD, change.new_name, old_field.with_name(change.new_name)
+                                                .with_nullable(True), ("LAST", "")))
+                changes.append(ColumnChange(NULLABLE, change.name))
+            else:
+                if change.kind == ALTER_TYPE:
+                    altered[change.name] = change.field
+                changes.append(change)
+        out.append(SinkEvent(event.type, changes))
+    return out
+
+
+def _field_of(types: dict[str, str], name: str) -> pa.Field | None:
+    """A nullable Arrow field of the Paimon column's type (for lenient renames: the new column takes the old
+    column's type)."""
+    if name not in types:
+        return None
+    from pypaimon.schema.data_types import DataTypeParser, PyarrowFieldParser
+
+    text = types[name].upper().replace(" NOT NULL", "")
+    arrow_type = PyarrowFieldParser.from_paimon_type(DataTypeParser.parse_atomic_type_sql_string(text))
+    metadata = {b"lakecdc.paimon-type": text.encode()} if text.startswith(("CHAR", "VARCHAR", "BINARY",
+                                                                          "VARBINARY")) else None
+    return pa.field(name, arrow_type, nullable=True, metadata=metadata)
+
+
+@dataclass
+class SchemaChangeApplier:
+    """Applies the TableSchemaChanges of one binlog read to the run's Paimon tables (see the module docstring).
+
+    ``commit(target, offset)`` commits the target's open writer with its checkpoint at ``offset``;
+    ``truncate(target, offset)`` truncates it in one snapshot checkpointed at ``offset``."""
+
+    config: PipelineConfig
+    plan: PipelinePlan
+    sink: PaimonSink
+    targets: set[TableId]
+    checkpoints: dict[TableId, object]
+    commit: Callable[[TableId, object], None]
+    truncate: Callable[[TableId, object], None]
+    log: logging.Logger | logging.LoggerAdapter = logger
+    failpoint: Callable[[str], None] = lambda name: None
+    dropped: set[TableId] = field(default_factory=set)
+    applied: dict[TableId, list[str]] = field(default_factory=dict)  # target → what was applied (for reports)
+
+    def apply(self, change: TableSchemaChange, open_writers: set[TableId]) -> None:
+        source_plan = self.plan.sources.get(change.table_id)
+        if source_plan is None:
+            return
+        mode = self.config.schema_change_behavior
+        recreated = any(e.type == CREATE_TABLE for e in change.events)
+        targets = [t for t in source_plan.targets if t in self.targets and (recreated or t not in self.dropped)
+                   and (self.checkpoints.get(t) is None or change.offset > self.checkpoints[t])]
+        for target in targets:
+            if target in open_writers and change.previous is not None and target not in self.dropped:
+                self.commit(target, change.previous)
+        old_transform = source_plan.transform
+        new_transform = self._recompile(source_plan, change)
+        included = included_types(self.config)
+        for target in targets:
+            events = [e for event in change.events for e in sink_events(event, old_transform, new_transform)]
+            skipped = [e for e in events if e.type not in included]
+            for e in skipped:
+                self.log.info("%s: ignored schema change %s (not in include.schema.changes / in "
+                              "exclude.schema.changes)", target, e.type)
+            events = [e for e in events if e.type in included]
+            if mode == EXCEPTION and any(e.type != CREATE_TABLE for e in events):
+                raise SchemaChangeError(
+                    f"Unexpected schema change events occurred in EXCEPTION mode: {change.statement[:300]!r} on "
+                    f"{change.table_id} at {change.offset} ({', '.join(e.describe() for e in change.events)}). "
+                    f"{target} is committed up to the statement before it. Set pipeline.schema.change.behavior to "
+                    "lenient, evolve, try_evolve or ignore, or exclude these changes (sink.exclude.schema.changes)")
+            if mode == IGNORE:
+                events = [e for e in events if e.type == CREATE_TABLE]
+            self._apply_events(target, events, change, new_transform, mode)
+        if change.after is not None and new_transform is not None:
+            source_plan.source = change.after
+        for target in targets:
+            if target not in self.dropped and self.sink.table_exists(target) and new_transform is not None:
+                self.coerce(source_plan, target, new_transform)
+        self.failpoint("after-schema-change")
+
+    def coerce(self, source_plan: SourcePlan, target: TableId, transform=None) -> None:
+        """From now on, ``source_plan``'s rows go into ``target``'s actual Paimon schema, by column name."""
+        transform = transform if transform is not None else _inner(source_plan.transform)
+        stored = self.sink.describe(target).schema
+        produced = {f.name: f for f in transform.output_schema}
+        # by name only: the writer converts the types into the table's storage types (TIME as milliseconds, ...)
+        layout = pa.schema([produced[f.name] if f.name in produced else f.with_metadata(None) for f in stored])
+        if layout.names == transform.output_schema.names:
+            source_plan.transform = transform
+        else:
+            source_plan.transform = CoercedTransform(transform, layout, getattr(transform, "_zone", "UTC"))
+
+    # --------------------------------------------------------------------------------------------------------
+
+    def _recompile(self, source_plan: SourcePlan, change: TableSchemaChange):
+        if change.after is None:
+            return None
+        rule = select_rule(self.config.transforms, change.table_id)
+        try:
+            return compile_transform(rule, change.after, transform_context(self.config))
+        except LakeCdcError as error:
+            raise SchemaChangeError(
+                f"after {change.statement[:300]!r} on {change.table_id} at {change.offset}, the transform no longer "
+                f"compiles: {error}. Change the transform rule to the new schema and run again (the table is "
+                "committed up to the statement before it)") from error
+
+    def _apply_events(self, target: TableId, events: list[SinkEvent], change: TableSchemaChange, new_transform,
+                      mode: str) -> None:
+        if mode == LENIENT:
+            events = lenient(events, self.sink.paimon_types(target) if self.sink.table_exists(target) else {})
+        column_changes = [c for e in events for c in e.changes]
+        for event in events:
+            if event.type == TRUNCATE_TABLE:
+                self.truncate(target, change.offset)
+                self._record(target, "truncate table")
+            elif event.type == DROP_TABLE:
+                self.sink.drop_table(target)
+                self.dropped.add(target)
+                self._record(target, "drop table")
+                self.log.warning("%s dropped (DROP TABLE %s at %s, schema.change.behavior %s)", target,
+                                 change.table_id, change.offset, mode)
+            elif event.type == CREATE_TABLE:
+                self._create(target, new_transform)
+        if column_changes and self.sink.table_exists(target):
+            self._apply_columns(target, column_changes, change, mode)
+
+    def _apply_columns(self, target: TableId, changes: list[ColumnChange], change: TableSchemaChange,
+                       mode: str) -> None:
+        try:
+            applied = apply_column_changes(self.sink, target, changes, applied_at=change.offset,
+                                           tolerate_unsupported=mode == TRY_EVOLVE, warn=self.log.warning)
+        except SinkError as error:
+            raise SchemaChangeError(f"{error} (statement {change.statement[:200]!r} on {change.table_id} at "
+                                    f"{change.offset}, schema.change.behavior {mode})") from error
+        for c in applied:
+            self._record(target, c.describe())
+
+    def _create(self, target: TableId, transform) -> None:
+        if transform is None or self.sink.table_exists(target):
+            return
+        target_plan = self.plan.targets[target]
+        partition_keys = self.config.sink.partition_keys.get(target, transform.partition_keys)
+        self.sink.ensure_table(target, transform.output_schema, list(transform.primary_keys), list(partition_keys),
+                               dict(transform.table_options), transform.source.comment)
+        self.dropped.discard(target)
+        target_plan.schema = transform.output_schema
+        self._record(target, "create table")
+
+    def _record(self, target: TableId, what: str) -> None:
+        self.applied.setdefault(target, []).append(what)
+
+
+def _inner(transform):
+    return getattr(transform, "_inner", transform)

@@ -1,0 +1,123 @@
+"""Table upkeep of a pipeline's Paimon tables (lakecdc.sink.maintenance): which tables, with which options, and when.
+
+* After a micro-batch's commits, under the table locks the run holds: every table that committed and whose last
+  upkeep is at least ``pipeline.lakecdc.upkeep.every-commits`` snapshots ago (default 1: after every commit, as
+  Paimon's own writers check compaction and expiry at every commit; the thresholds in the table options decide
+  whether anything is done). Tables with the Paimon option ``write-only = true`` are left to the upkeep job.
+* On demand (``lakecdc upkeep``, the Dagster ``<pipeline>_upkeep`` job, the Python API): the given tables, or
+  every table of the warehouse whose checkpoint names this pipeline; waiting for the table lock or skipping.
+
+Options: the table's stored options, overridden by the pipeline's current ``sink.table.properties.*``. When each
+table had its last upkeep is kept in ``<warehouse>/.lakecdc/upkeep/<db>.<table>.json`` (the snapshot id it
+reached); a missing or unreadable file means "due".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Callable
+
+from lakecdc.config import PipelineConfig
+from lakecdc.errors import LakeCdcError
+from lakecdc.model import TableId
+from lakecdc.runtime.checkpoint import PIPELINE
+from lakecdc.sink import PaimonSink
+from lakecdc.sink.catalog import local_warehouse_path
+from lakecdc.sink.maintenance import UpkeepPolicy, UpkeepResult, upkeep_table
+
+logger = logging.getLogger("lakecdc.runtime.upkeep")
+
+STATE_DIR = Path(".lakecdc") / "upkeep"
+
+
+def _state_path(sink: PaimonSink, table_id: TableId) -> Path | None:
+    warehouse = local_warehouse_path(sink.warehouse)
+    return warehouse / STATE_DIR / f"{table_id.database}.{table_id.table}.json" if warehouse else None
+
+
+def _last_upkeep(sink: PaimonSink, table_id: TableId) -> int | None:
+    path = _state_path(sink, table_id)
+    try:
+        return int(json.loads(path.read_text())["snapshot_id"]) if path else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _record_upkeep(sink: PaimonSink, table_id: TableId) -> None:
+    path = _state_path(sink, table_id)
+    latest = sink.latest_snapshot_id(table_id)
+    if path is None or latest is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps({"snapshot_id": latest}))
+    os.replace(temp, path)
+
+
+def _due(sink: PaimonSink, table_id: TableId, every_commits: int) -> bool:
+    latest = sink.latest_snapshot_id(table_id)
+    last = _last_upkeep(sink, table_id)
+    # a table re-created since (ids restart) or never kept up: due
+    return latest is not None and (last is None or last > latest or latest - last >= every_commits)
+
+
+def upkeep_after_commits(config: PipelineConfig, sink: PaimonSink, targets: list[TableId], *,
+                         failpoint: Callable[[str], None] | None = None,
+                         log: logging.Logger | logging.LoggerAdapter | None = None) -> dict[TableId, UpkeepResult]:
+    """Upkeep of the tables a run committed to, when due (the caller holds their locks). A failing upkeep is
+    logged and reported in its result; it never fails the run, whose commits are already durable."""
+    log = log or logger
+    results: dict[TableId, UpkeepResult] = {}
+    if not config.upkeep.enabled:
+        return results
+    for target in sorted(targets):
+        if not _due(sink, target, config.upkeep.every_commits):
+            continue
+        try:
+            if UpkeepPolicy.from_options({**sink.describe(target).options, **config.sink.table_properties}) \
+                    .write_only:
+                results[target] = UpkeepResult(target, skipped="write-only = true: left to the upkeep job")
+                continue
+            results[target] = upkeep_table(
+                sink, target, options=config.sink.table_properties,
+                orphan_older_than_seconds=config.upkeep.orphan_older_than_seconds, failpoint=failpoint, log=log)
+            _record_upkeep(sink, target)
+        except Exception as error:  # noqa: BLE001 - upkeep must not fail a run whose commits are done
+            log.error("%s: table upkeep failed (the run's commits stand): %s", target, error,
+                      exc_info=not isinstance(error, LakeCdcError))
+            results[target] = UpkeepResult(target, skipped=f"failed: {error}")
+    return results
+
+
+def pipeline_tables(config: PipelineConfig, sink: PaimonSink | None = None) -> list[TableId]:
+    """The warehouse's tables whose checkpoint was written by this pipeline (no MySQL connection needed)."""
+    sink = sink or PaimonSink(config.sink.catalog_options)
+    found = []
+    for table_id in sink.list_tables():
+        properties = sink.checkpoint(table_id) or {}
+        if properties.get(PIPELINE) == config.name:
+            found.append(table_id)
+    return found
+
+
+def upkeep_pipeline(config: PipelineConfig, tables: list[TableId] | None = None, *, full_compaction: bool = False,
+                    orphan_older_than_seconds: float | None = None, wait_seconds: float = 0.0,
+                    log: logging.Logger | logging.LoggerAdapter | None = None) -> list[UpkeepResult]:
+    """Upkeep of ``tables`` (default: the pipeline's tables in the warehouse), each under its table lock; a table
+    still locked after ``wait_seconds`` is skipped (its result says by whom)."""
+    log = log or logger
+    sink = PaimonSink(config.sink.catalog_options, config.sink.table_properties, config.sink.commit_user_prefix)
+    older_than = config.upkeep.orphan_older_than_seconds if orphan_older_than_seconds is None \
+        else orphan_older_than_seconds
+    results = []
+    for target in sorted(tables if tables is not None else pipeline_tables(config, sink)):
+        result = upkeep_table(sink, target, full_compaction=full_compaction, options=config.sink.table_properties,
+                              orphan_older_than_seconds=older_than, wait_seconds=wait_seconds,
+                              owner=f"upkeep of pipeline {config.name!r}", log=log)
+        if result.skipped is None:
+            _record_upkeep(sink, target)
+        results.append(result)
+    return results

@@ -1,0 +1,512 @@
+"""Schema changes read from the binlog: DDL statements of captured tables parsed into Flink CDC's schema change
+events (flink-cdc-semantics.md §4.1, §5.3), and each event applied to the table's schema history.
+
+Rows in the binlog must be decoded with the schema that was current when they were written, never with today's
+``information_schema`` (the stale-schema trap, mysql-source.md). The binlog reader therefore keeps each captured
+table's schema as of the position it has read to, and changes it only here, when the DDL that changed the table
+passes by. Statements are parsed with sqlglot (MySQL dialect); a statement on a captured table that cannot be
+understood stops the read with an error naming it, rather than guessing a schema.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field, replace
+
+from lakecdc.errors import SourceError
+from lakecdc.model import SourceColumn, SourceTable, TableId
+from lakecdc.source.options import MySqlSourceOptions
+
+log = logging.getLogger(__name__)
+
+# Tags of the include.schema.changes / exclude.schema.changes options
+CREATE_TABLE, ADD_COLUMN, DROP_COLUMN, RENAME_COLUMN = "create.table", "add.column", "drop.column", "rename.column"
+ALTER_COLUMN_TYPE, TRUNCATE_TABLE, DROP_TABLE = "alter.column.type", "truncate.table", "drop.table"
+ALTER_TABLE_COMMENT = "alter.table.comment"
+EVENT_TYPES = (CREATE_TABLE, ADD_COLUMN, DROP_COLUMN, RENAME_COLUMN, ALTER_COLUMN_TYPE, TRUNCATE_TABLE, DROP_TABLE,
+               ALTER_TABLE_COMMENT)
+EVENT_FAMILIES = {
+    "all": EVENT_TYPES,
+    "add": (ADD_COLUMN,),
+    "alter": (ALTER_COLUMN_TYPE, ALTER_TABLE_COMMENT),
+    "create": (CREATE_TABLE,),
+    "drop": (DROP_COLUMN, DROP_TABLE),
+    "rename": (RENAME_COLUMN,),
+    "table": (CREATE_TABLE, DROP_TABLE, TRUNCATE_TABLE, ALTER_TABLE_COMMENT),
+    "column": (ADD_COLUMN, ALTER_COLUMN_TYPE, DROP_COLUMN, RENAME_COLUMN),
+    "truncate": (TRUNCATE_TABLE,),
+}
+
+FIRST, AFTER, BEFORE, LAST = "FIRST", "AFTER", "BEFORE", "LAST"
+
+
+@dataclass(frozen=True)
+class ColumnPosition:
+    kind: str = LAST  # FIRST, AFTER, BEFORE or LAST
+    reference: str = ""  # AFTER / BEFORE: the existing column
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.reference}".strip()
+
+
+@dataclass(frozen=True)
+class SchemaChangeEvent:
+    """One schema change of one table (the payload fields used depend on ``type``)."""
+
+    type: str
+    table_id: TableId
+    columns: tuple[tuple[SourceColumn, ColumnPosition], ...] = ()  # add.column (and create.table: the new table)
+    names: tuple[str, ...] = ()  # drop.column
+    renames: tuple[tuple[str, str], ...] = ()  # rename.column: (old, new)
+    column: SourceColumn | None = None  # alter.column.type: the new definition (type, comment)
+    comment: str = ""  # alter.table.comment
+    table: SourceTable | None = None  # create.table
+
+    def describe(self) -> str:
+        if self.type == ADD_COLUMN:
+            return "add column " + ", ".join(f"{c.name} {c.column_type} {p}" for c, p in self.columns)
+        if self.type == DROP_COLUMN:
+            return "drop column " + ", ".join(self.names)
+        if self.type == RENAME_COLUMN:
+            return "rename column " + ", ".join(f"{a} to {b}" for a, b in self.renames)
+        if self.type == ALTER_COLUMN_TYPE:
+            return f"alter column {self.column.name} type {self.column.column_type}"
+        if self.type == ALTER_TABLE_COMMENT:
+            return f"alter table comment {self.comment!r}"
+        return self.type.replace(".", " ")
+
+
+@dataclass
+class ParsedDdl:
+    """What one DDL statement does to the captured tables."""
+
+    events: list[SchemaChangeEvent] = field(default_factory=list)
+    schemas: dict[TableId, SourceTable | None] = field(default_factory=dict)  # table → schema after (None: gone)
+
+
+_GEOMETRY_SUBTYPES = re.compile(
+    r"(?i)(\s)(multipoint|multilinestring|multipolygon|geometrycollection|geomcollection|linestring|polygon|point)"
+    r"(?=\s*(?:,|\)|$|not\b|null\b|default\b|comment\b|first\b|after\b|srid\b|invisible\b))")
+_ADD_LIST = re.compile(r"(?is)\badd\s+(?:column\s+)?\(")
+
+
+def parse_ddl(statement: str, default_database: str, tables: dict[TableId, SourceTable],
+              options: MySqlSourceOptions) -> ParsedDdl:
+    """The events ``statement`` (run with ``default_database`` as the current database) causes on ``tables``
+    (the captured tables' current schemas), and their schemas afterwards. Statements on other tables give no
+    events; SourceError when a statement on a captured table cannot be understood."""
+    import sqlglot
+    from sqlglot import exp
+
+    cleaned = _GEOMETRY_SUBTYPES.sub(r"\1geometry", statement.strip().rstrip(";"))
+    head = cleaned[:40].upper()
+    if not head.startswith(("ALTER", "CREATE", "DROP", "TRUNCATE", "RENAME")):
+        return ParsedDdl()
+    try:
+        tree = sqlglot.parse_one(cleaned, read="mysql")
+    except sqlglot.errors.ParseError:
+        tree = None
+    parsed = ParsedDdl()
+    if isinstance(tree, exp.Alter) and (tree.args.get("kind") or "").upper() == "TABLE":
+        table_id = _table_id(tree.this, default_database)
+        if table_id in tables:
+            _alter_table(tree, tables[table_id], options, parsed)
+        return parsed
+    if isinstance(tree, exp.TruncateTable):
+        for t in tree.expressions:
+            table_id = _table_id(t, default_database)
+            if table_id in tables:
+                parsed.events.append(SchemaChangeEvent(TRUNCATE_TABLE, table_id))
+                parsed.schemas[table_id] = tables[table_id]
+        return parsed
+    if isinstance(tree, exp.Drop) and (tree.args.get("kind") or "").upper() == "TABLE":
+        for t in tree.args.get("tables") or []:
+            table_id = _table_id(t, default_database)
+            if table_id in tables:
+                parsed.events.append(SchemaChangeEvent(DROP_TABLE, table_id))
+                parsed.schemas[table_id] = None
+        return parsed
+    if isinstance(tree, exp.Create) and (tree.args.get("kind") or "").upper() == "TABLE":
+        schema = tree.this
+        target = schema.this if isinstance(schema, exp.Schema) else schema
+        table_id = _table_id(target, default_database)
+        if table_id not in tables:
+            return parsed
+        if isinstance(schema, exp.Schema):
+            created = _create_table(table_id, schema, tree, options)
+        else:
+            created = _create_like(table_id, tree, default_database, tables, statement)
+        parsed.events.append(SchemaChangeEvent(CREATE_TABLE, table_id, table=created))
+        parsed.schemas[table_id] = created
+        return parsed
+    # Statements sqlglot leaves as a raw command or cannot parse: look for captured table names in them
+    mentioned = [t for t in tables if _mentions(statement, t, default_database)]
+    if not mentioned:
+        return parsed
+    if head.startswith("RENAME") or re.search(r"(?is)^\s*alter\s+table\s+\S+\s+rename\s+(to|as)\b", cleaned):
+        for table_id in mentioned:
+            log.warning("%s was renamed by %r: its rows are no longer captured under this name (Flink CDC emits no "
+                        "event for RENAME TABLE either)", table_id, statement[:200])
+        return parsed
+    if _ADD_LIST.search(cleaned) and head.startswith("ALTER"):
+        return _add_column_list(cleaned, default_database, tables, options)
+    if re.search(r"(?is)^\s*alter\s+table\s+\S+\s+(convert\s+to\s+)?(default\s+)?(character\s+set|charset)\b",
+                 cleaned):
+        return parsed  # changes character sets only: the binlog's column metadata carries them
+    if head.startswith(("ALTER", "TRUNCATE", "DROP TABLE", "CREATE TABLE")):
+        raise SourceError(
+            f"cannot interpret the DDL statement {statement[:300]!r} on {', '.join(map(str, mentioned))}: lakecdc "
+            "stops rather than guess the table's new schema. Re-snapshot the table (lakecdc re-snapshot / the "
+            "Dagster re-snapshot job) after removing its Paimon table, or exclude the table")
+    return parsed
+
+
+def apply_events(table: SourceTable, events: list[SchemaChangeEvent]) -> SourceTable:
+    """``table`` after ``events`` (which all concern it)."""
+    for event in events:
+        table = _apply(table, event)
+    return table
+
+
+# ----------------------------------------------------------------------------------------------- ALTER TABLE
+
+
+def _alter_table(tree, table: SourceTable, options: MySqlSourceOptions, parsed: ParsedDdl) -> None:
+    from sqlglot import exp
+
+    table_id = table.table_id
+    events: list[SchemaChangeEvent] = []
+    current = table
+    for action in tree.args.get("actions") or []:
+        new_events = _action_events(action, current, options)
+        for event in new_events:
+            current = _apply(current, event)
+        events += new_events
+    for option in tree.args.get("options") or []:
+        if isinstance(option, exp.SchemaCommentProperty):
+            event = SchemaChangeEvent(ALTER_TABLE_COMMENT, table_id, comment=_literal(option.this))
+            current = _apply(current, event)
+            events.append(event)
+    # MODIFY/CHANGE ... FIRST/AFTER move columns without an event (as in Flink CDC); the schema still follows
+    current = _moved(current, tree, options)
+    parsed.events += events
+    parsed.schemas[table_id] = current
+
+
+def _action_events(action, table: SourceTable, options: MySqlSourceOptions) -> list[SchemaChangeEvent]:
+    from sqlglot import exp
+
+    table_id = table.table_id
+    if isinstance(action, exp.ColumnDef):  # ADD [COLUMN] c type [FIRST | AFTER x]
+        column = _column(table_id, action, options, table)
+        if column.name in table.column_names:
+            return []  # redundant: already in the schema (ADD COLUMN IF NOT EXISTS, or a replay)
+        return [SchemaChangeEvent(ADD_COLUMN, table_id, columns=((column, _position(action)),))]
+    if isinstance(action, exp.ModifyColumn):  # MODIFY c type / CHANGE a b type
+        definition = action.this
+        old_name = action.args.get("rename_from")
+        old_name = old_name.name if old_name is not None else definition.name
+        existing = _find(table, old_name)
+        column = _column(table_id, definition, options, table, existing)
+        events = []
+        if _definition(column) != _definition(existing):
+            events.append(SchemaChangeEvent(ALTER_COLUMN_TYPE, table_id,
+                                            column=replace(column, name=existing.name)))
+        if column.name != existing.name:  # (Flink CDC ignores a change of letter case; rows carry the new name)
+            events.append(SchemaChangeEvent(RENAME_COLUMN, table_id, renames=((existing.name, column.name),)))
+        return events
+    if isinstance(action, exp.RenameColumn):
+        old, new = action.this.name, action.args["to"].name
+        _find(table, old)
+        return [SchemaChangeEvent(RENAME_COLUMN, table_id, renames=((old, new),))]
+    if isinstance(action, exp.Drop) and (action.args.get("kind") or "").upper() == "COLUMN":
+        names = [c.name for c in action.args.get("tables") or []]
+        names = [_find(table, n).name for n in names if _has(table, n) or not action.args.get("exists")]
+        return [SchemaChangeEvent(DROP_COLUMN, table_id, names=tuple(names))] if names else []
+    if isinstance(action, exp.AlterColumn):  # SET/DROP DEFAULT, VISIBLE...: the type stays
+        existing = _find(table, action.this.name)
+        if "default" in action.args or action.args.get("drop"):
+            default = None if action.args.get("drop") else _default_text(action.args.get("default"))
+            return [SchemaChangeEvent(ALTER_COLUMN_TYPE, table_id, column=replace(existing, default=default))] \
+                if default != existing.default else []
+        return []
+    if isinstance(action, exp.AlterRename):
+        log.warning("%s is renamed: its rows are no longer captured under this name", table_id)
+        return []
+    return []  # indexes, keys (the key change is read in _moved), engine and other options: no event
+
+
+def _definition(column: SourceColumn) -> tuple:
+    """What an AlterColumnType event changes (information_schema spells ``int(11)`` what a DDL spells ``int``)."""
+    return column.arrow_type, column.declared_type, column.nullable, column.comment, column.default
+
+
+def _moved(table: SourceTable, tree, options: MySqlSourceOptions) -> SourceTable:
+    from sqlglot import exp
+
+    columns = list(table.columns)
+    for action in tree.args.get("actions") or []:
+        if not isinstance(action, exp.ModifyColumn):
+            continue
+        position = action.this.args.get("position")
+        if position is None:
+            continue
+        name = action.this.name
+        moving = next((c for c in columns if c.name == name), None)
+        if moving is None:
+            continue
+        columns.remove(moving)
+        _insert(columns, moving, _position(action.this))
+    primary = _primary_key(tree)
+    return replace(table, columns=tuple(columns), primary_keys=primary if primary is not None else table.primary_keys)
+
+
+def _primary_key(tree) -> tuple[str, ...] | None:
+    """The key after ADD PRIMARY KEY (...) / DROP PRIMARY KEY, or None when the statement keeps it."""
+    from sqlglot import exp
+
+    key = None
+    for action in tree.args.get("actions") or []:
+        if isinstance(action, exp.Drop) and "PRIMARY" in action.sql("mysql").upper():
+            key = ()
+        if isinstance(action, exp.AddConstraint):
+            for constraint in action.expressions:
+                if isinstance(constraint, exp.PrimaryKey) or "PRIMARY KEY" in constraint.sql("mysql").upper():
+                    key = tuple(c.name for c in constraint.find_all(exp.Column)) or tuple(
+                        i.name for i in constraint.find_all(exp.Identifier))
+    return key
+
+
+def _add_column_list(statement: str, default_database: str, tables: dict[TableId, SourceTable],
+                     options: MySqlSourceOptions) -> ParsedDdl:
+    """``ALTER TABLE t ADD [COLUMN] (a ..., b ...)``, which sqlglot does not parse: the list is parsed as the body
+    of a CREATE TABLE. One AddColumn event with every column, LAST (§5.3)."""
+    import sqlglot
+    from sqlglot import exp
+
+    match = re.match(r"(?is)\s*alter\s+(?:online\s+|ignore\s+)*table\s+(\S+)\s+add\s+(?:column\s+)?\((.*)\)\s*$",
+                     statement)
+    if not match:
+        raise SourceError(f"cannot interpret the DDL statement {statement[:300]!r}: lakecdc stops rather than "
+                          "guess the table's new schema")
+    target = sqlglot.parse_one(f"SELECT * FROM {match.group(1)}", read="mysql").find(exp.Table)
+    table_id = _table_id(target, default_database)
+    parsed = ParsedDdl()
+    if table_id not in tables:
+        return parsed
+    body = sqlglot.parse_one(f"CREATE TABLE x ({match.group(2)})", read="mysql")
+    table = tables[table_id]
+    added = [(_column(table_id, d, options, table), ColumnPosition()) for d in body.this.expressions
+             if isinstance(d, exp.ColumnDef)]
+    added = [(c, p) for c, p in added if c.name not in table.column_names]
+    if added:
+        event = SchemaChangeEvent(ADD_COLUMN, table_id, columns=tuple(added))
+        parsed.events.append(event)
+        table = _apply(table, event)
+    parsed.schemas[table_id] = table
+    return parsed
+
+
+# ----------------------------------------------------------------------------------------------- CREATE TABLE
+
+
+def _create_table(table_id: TableId, schema, tree, options: MySqlSourceOptions) -> SourceTable:
+    from sqlglot import exp
+
+    empty = SourceTable(table_id, ())
+    columns = [_column(table_id, d, options, empty) for d in schema.expressions if isinstance(d, exp.ColumnDef)]
+    keys: tuple[str, ...] = ()
+    for item in schema.expressions:
+        if isinstance(item, exp.PrimaryKey):
+            keys = tuple(_name(e) for e in item.expressions)
+    for d in schema.expressions:
+        if isinstance(d, exp.ColumnDef) and any(isinstance(c.kind, exp.PrimaryKeyColumnConstraint)
+                                                for c in d.args.get("constraints") or []):
+            keys = (d.name,)
+    columns = [replace(c, nullable=False) if c.name in keys else c for c in columns]
+    comment = ""
+    for prop in (tree.args.get("properties").expressions if tree.args.get("properties") else []):
+        if isinstance(prop, exp.SchemaCommentProperty):
+            comment = _literal(prop.this)
+    return SourceTable(table_id, tuple(columns), keys, comment)
+
+
+def _create_like(table_id: TableId, tree, default_database: str, tables: dict[TableId, SourceTable],
+                 statement: str) -> SourceTable:
+    """``CREATE TABLE t LIKE s``: the schema of ``s``, known only when ``s`` is captured too."""
+    from sqlglot import exp
+
+    like = tree.find(exp.LikeProperty)
+    origin = _table_id(like.this, default_database) if like is not None else None
+    if origin is None or origin not in tables:
+        raise SourceError(f"cannot follow {statement[:300]!r}: the schema of {origin or 'its source table'} is not "
+                          f"captured, so the new schema of {table_id} is unknown. Re-snapshot {table_id} (remove its "
+                          "Paimon table) or exclude it")
+    return SourceTable(table_id, tables[origin].columns, tables[origin].primary_keys, tables[origin].comment)
+
+
+# ----------------------------------------------------------------------------------------------- columns
+
+
+_UNSIGNED_PREFIX = {"UINT": "int", "UBIGINT": "bigint", "UMEDIUMINT": "mediumint", "USMALLINT": "smallint",
+                    "UTINYINT": "tinyint", "UDECIMAL": "decimal", "UDOUBLE": "double", "UFLOAT": "float"}
+_DATA_TYPES = {"TIMESTAMPTZ": "timestamp", "TIMESTAMPLTZ": "timestamp", "NVARCHAR": "varchar", "NCHAR": "char",
+               "BOOLEAN": "tinyint", "SERIAL": "bigint"}
+
+
+def _column(table_id: TableId, definition, options: MySqlSourceOptions, table: SourceTable,
+            existing: SourceColumn | None = None) -> SourceColumn:
+    """A column from a sqlglot ColumnDef: the MySQL type as information_schema would spell it."""
+    from sqlglot import exp
+
+    from lakecdc.source.schema import source_column
+
+    kind = definition.args.get("kind")
+    if kind is None:
+        raise SourceError(f"{table_id}: column {definition.name!r} has no type in the DDL statement")
+    dtype = kind.this.name
+    constraints = definition.args.get("constraints") or []
+    kinds = [c.kind for c in constraints]
+    data_type = _UNSIGNED_PREFIX.get(dtype) or _DATA_TYPES.get(dtype) or dtype.lower()
+    params = [e.sql("mysql") for e in kind.expressions]
+    if dtype in ("BOOLEAN",):
+        column_type = "tinyint(1)"
+    elif dtype == "SERIAL":
+        column_type = "bigint(20) unsigned"
+    else:
+        column_type = data_type + (f"({','.join(params)})" if params else "")
+        if dtype in _UNSIGNED_PREFIX or "UNSIGNED" in kind.sql("mysql").upper():
+            column_type += " unsigned"
+    if any(isinstance(k, exp.ZeroFillColumnConstraint) for k in kinds):
+        column_type += " zerofill" if "unsigned" in column_type else " unsigned zerofill"
+    nullable = not any(isinstance(k, (exp.NotNullColumnConstraint, exp.PrimaryKeyColumnConstraint))
+                       and not k.args.get("allow_null") for k in kinds)
+    comment = next((_literal(k.this) for k in kinds if isinstance(k, exp.CommentColumnConstraint)), "")
+    default = next((_default_text(k.this) for k in kinds if isinstance(k, exp.DefaultColumnConstraint)), None)
+    charset = next((k.this.name for k in kinds if isinstance(k, exp.CharacterSetColumnConstraint)), "")
+    collation = next((k.this.name for k in kinds if isinstance(k, exp.CollateColumnConstraint)), "")
+    if not charset and data_type in _CHARACTER_TYPES:
+        charset = existing.charset if existing is not None and existing.charset else _table_charset(table)
+    precision = None
+    if data_type in ("time", "datetime", "timestamp"):
+        precision = int(params[0]) if params else 0
+    return source_column(table_id, options, name=definition.name, data_type=data_type, column_type=column_type,
+                         datetime_precision=precision, nullable=nullable, comment=comment, charset=charset,
+                         collation=collation, default=default)
+
+
+_CHARACTER_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
+
+
+def _table_charset(table: SourceTable) -> str:
+    """A new character column without CHARACTER SET takes the table's default, which the binlog does not carry:
+    the charset of the table's other character columns is the best guess (the decoder uses the row events' own
+    column charsets, so this only labels the column)."""
+    return next((c.charset for c in table.columns if c.charset), "")
+
+
+def _position(definition) -> ColumnPosition:
+    position = definition.args.get("position")
+    if position is None:
+        return ColumnPosition()
+    where = (position.args.get("position") or "").upper()
+    if where == FIRST:
+        return ColumnPosition(FIRST)
+    if where == AFTER:
+        return ColumnPosition(AFTER, _name(position.this))
+    return ColumnPosition()
+
+
+def _default_text(value) -> str | None:
+    from sqlglot import exp
+
+    if value is None or isinstance(value, exp.Null):
+        return None
+    if isinstance(value, exp.Literal):
+        return str(value.this)
+    return value.sql("mysql")
+
+
+def _literal(value) -> str:
+    from sqlglot import exp
+
+    if isinstance(value, exp.Literal):
+        return str(value.this)
+    return value.sql("mysql") if value is not None else ""
+
+
+def _name(node) -> str:
+    from sqlglot import exp
+
+    if isinstance(node, exp.Ordered):
+        node = node.this
+    if isinstance(node, (exp.Column, exp.Identifier)):
+        return node.name
+    return node.sql("mysql").strip("`")
+
+
+def _table_id(node, default_database: str) -> TableId:
+    database = node.args.get("db")
+    return TableId(database.name if database is not None else default_database, node.name)
+
+
+def _mentions(statement: str, table_id: TableId, default_database: str) -> bool:
+    text = statement.replace("`", "").lower()
+    name = table_id.table.lower()
+    qualified = f"{table_id.database.lower()}.{name}"
+    if qualified in text:
+        return True
+    return table_id.database == default_database and re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) is not None
+
+
+def _has(table: SourceTable, name: str) -> bool:
+    return any(c.name.lower() == name.lower() for c in table.columns)
+
+
+def _find(table: SourceTable, name: str) -> SourceColumn:
+    for c in table.columns:
+        if c.name.lower() == name.lower():  # MySQL column names are case-insensitive
+            return c
+    raise SourceError(f"DDL on {table.table_id} names column {name!r}, which its schema history does not have "
+                      f"(columns: {', '.join(table.column_names)}); the history is out of step with the server: "
+                      "re-snapshot the table")
+
+
+def _insert(columns: list[SourceColumn], column: SourceColumn, position: ColumnPosition) -> None:
+    if position.kind == FIRST:
+        columns.insert(0, column)
+        return
+    if position.kind in (AFTER, BEFORE):
+        index = next((i for i, c in enumerate(columns) if c.name.lower() == position.reference.lower()), None)
+        if index is not None:
+            columns.insert(index + 1 if position.kind == AFTER else index, column)
+            return
+    columns.append(column)
+
+
+# ----------------------------------------------------------------------------------------------- applying
+
+
+def _apply(table: SourceTable, event: SchemaChangeEvent) -> SourceTable:
+    columns = list(table.columns)
+    if event.type == ADD_COLUMN:
+        for column, position in event.columns:
+            _insert(columns, column, position)
+    elif event.type == DROP_COLUMN:
+        dropped = {n.lower() for n in event.names}
+        columns = [c for c in columns if c.name.lower() not in dropped]
+        keys = tuple(k for k in table.primary_keys if k.lower() not in dropped)
+        return replace(table, columns=tuple(columns), primary_keys=keys)
+    elif event.type == RENAME_COLUMN:
+        renames = {a.lower(): b for a, b in event.renames}
+        columns = [replace(c, name=renames.get(c.name.lower(), c.name)) for c in columns]
+        keys = tuple(renames.get(k.lower(), k) for k in table.primary_keys)
+        return replace(table, columns=tuple(columns), primary_keys=keys)
+    elif event.type == ALTER_COLUMN_TYPE:
+        columns = [event.column if c.name.lower() == event.column.name.lower() else c for c in columns]
+    elif event.type == ALTER_TABLE_COMMENT:
+        return replace(table, comment=event.comment)
+    elif event.type == CREATE_TABLE:
+        return event.table
+    return replace(table, columns=tuple(columns))

@@ -1,0 +1,2 @@
+CREATE TABLE `a.b` (id INT PRIMARY KEY, v INT);
+INSERT INTO `a.b` VALUES (1, 1), (2, NULL);

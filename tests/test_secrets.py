@@ -1,0 +1,175 @@
+"""Secrets: the MySQL password comes only from the environment (``${VAR}`` in the YAML) or a Dagster ``EnvVar``, and
+a unique password never shows anywhere a user or an attacker could read it: logs (lakecdc's, the driver's and
+Dagster's), the stderr of ``lakecdc run`` (also of a run with wrong credentials), error messages, the code location
+snapshot the UI shows (resources and their config), run configs and tags, the event log (materialisation and asset
+check metadata, step failures), compute logs, Paimon snapshot properties, schema and option files, and lock files.
+The last two are checked by reading every byte under DAGSTER_HOME and the warehouse."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.remote_representation.external_data import RepositorySnap
+from dagster._serdes import serialize_value
+
+from lakecdc.config import load_pipeline, parse_pipeline
+from lakecdc.dagster import MySqlResource, PaimonCatalogResource, build_definitions, build_pipeline_definitions
+from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
+from lakecdc.runtime import run_micro_batch
+
+BIN = Path(sys.executable).parent
+SECRET = f"Pw-{uuid.uuid4().hex}-Zz9"  # unique: found anywhere means leaked
+WRONG = f"Wrong-{uuid.uuid4().hex}-Qq1"
+PIPELINE = """
+source:
+  type: mysql
+  hostname: 127.0.0.1
+  port: {port}
+  username: {user}
+  password: ${{LAKECDC_SECRET_PW}}
+  tables: {db}.items
+  server-id: 5880-5889
+sink:
+  type: paimon
+  catalog.properties.metastore: filesystem
+  catalog.properties.warehouse: {warehouse}
+pipeline:
+  name: secrets {db}
+"""
+
+
+def leaks(root: Path, *secrets: str) -> list[str]:
+    """Files under ``root`` whose bytes contain one of ``secrets``."""
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            found += [f"{path}: {s[:6]}..." for s in secrets if s.encode() in data]
+    return found
+
+
+@pytest.fixture
+def vault(mariadb, fresh_db, tmp_path, monkeypatch):
+    """A user with a unique password, a table it reads, and a pipeline file that takes the password from the
+    environment."""
+    user = f"s_{fresh_db[-8:]}"
+    mariadb.execute(f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{SECRET}'")
+    mariadb.execute(f"GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT, BINLOG MONITOR ON *.* TO "
+                    f"'{user}'@'127.0.0.1'")
+    mariadb.execute("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20))", database=fresh_db)
+    mariadb.execute("INSERT INTO items VALUES (1, 'a'), (2, NULL)", database=fresh_db)
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    path = pipelines / "items.yaml"
+    path.write_text(PIPELINE.format(port=mariadb.port, user=user, db=fresh_db, warehouse=tmp_path / "warehouse"))
+    monkeypatch.setenv("LAKECDC_SECRET_PW", SECRET)
+    monkeypatch.delenv("MYSQL_PASSWORD", raising=False)
+    yield path, fresh_db, tmp_path / "warehouse"
+    mariadb.execute(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'")
+
+
+def test_cli_runs_and_logs_never_show_the_password(mariadb, vault, caplog):
+    path, db, warehouse = vault
+    cli = [str(BIN / "lakecdc"), "-v"]
+    ran = subprocess.run(cli + ["run", str(path)], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    status = subprocess.run(cli + ["status", "--json", str(path)], capture_output=True, text=True, timeout=300)
+    assert status.returncode == 0, status.stderr[-3000:]
+    wrong = subprocess.run(cli + ["run", str(path)], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "LAKECDC_SECRET_PW": WRONG})
+    assert wrong.returncode == 1 and "Access denied" in wrong.stderr, wrong.stderr[-3000:]
+    for output in (ran, status, wrong):
+        assert SECRET not in output.stdout + output.stderr
+        assert WRONG not in output.stdout + output.stderr
+
+    # in process, with every logger (the driver's included) at DEBUG
+    caplog.set_level(logging.DEBUG)
+    mariadb.execute("INSERT INTO items VALUES (3, 'c')", database=db)
+    config = load_pipeline(path)
+    result = run_micro_batch(config)
+    assert SECRET not in repr(result) + repr(config) + repr(config.source)
+    with pytest.raises(SourceError) as info:
+        run_micro_batch(load_pipeline(path, env={**os.environ, "LAKECDC_SECRET_PW": WRONG}))
+    assert WRONG not in str(info.value) and SECRET not in str(info.value)
+    assert SECRET not in caplog.text and WRONG not in caplog.text
+    assert leaks(warehouse, SECRET, WRONG) == []
+
+
+def test_literal_passwords_are_refused_without_echoing_them(tmp_path):
+    text = PIPELINE.format(port=1, user="u", db="d", warehouse=tmp_path)
+    for literal in (SECRET, f"${{LAKECDC_UNSET_PW:-{SECRET}}}"):
+        path = tmp_path / "literal.yaml"
+        path.write_text(text.replace("${LAKECDC_SECRET_PW}", literal))
+        with pytest.raises(PipelineConfigError) as info:
+            load_pipeline(path)
+        message = str(info.value)
+        assert message.startswith(f"{path}: source.password: a password written in the pipeline file is refused")
+        assert "${MYSQL_PASSWORD}" in message and SECRET not in message
+    # an empty password (a local server without one) and ${VAR:-} stay allowed
+    parse_pipeline(text.replace("${LAKECDC_SECRET_PW}", '""'))
+    parse_pipeline(text.replace("${LAKECDC_SECRET_PW}", "${LAKECDC_UNSET_PW:-}"))
+    # a Dagster resource with a plain-text password would show it in the UI: refused too
+    config = parse_pipeline(text, env={"LAKECDC_SECRET_PW": SECRET})
+    with pytest.raises(PipelineConfigError, match=r"resource 'mysql'.*dg.EnvVar") as info:
+        build_pipeline_definitions(config, resources={"mysql": MySqlResource(password=SECRET)})
+    assert SECRET not in str(info.value)
+
+
+def test_dagster_ui_run_config_event_log_and_files_never_show_the_password(mariadb, vault, tmp_path, monkeypatch):
+    path, db, warehouse = vault
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    key = dg.AssetKey(["paimon", db, "items"])
+    resources = {"mysql": MySqlResource(password=dg.EnvVar("LAKECDC_SECRET_PW")),
+                 "paimon": PaimonCatalogResource(warehouse=str(warehouse))}
+    defs = build_definitions(path.parent, resources=resources)
+    with dg.DagsterInstance.get() as instance:
+        result = dg.materialize(defs.assets, instance=instance, selection=[key], resources=defs.resources,
+                                raise_on_error=False)
+        assert result.success
+        checks = result.get_asset_check_evaluations()
+        assert checks and all(c.passed for c in checks)
+        mariadb.execute("UPDATE items SET name = 'b' WHERE id = 2", database=db)
+        monkeypatch.setenv("LAKECDC_SECRET_PW", WRONG)  # a failing run: wrong credentials through the EnvVar
+        failed = dg.materialize(defs.assets, instance=instance, selection=[key], resources=defs.resources,
+                                raise_on_error=False)
+        assert not failed.success
+        errors = [e.event_specific_data.error.message for e in failed.get_step_failure_events()]
+        assert any("Access denied" in m for m in errors), errors
+
+        # what the UI shows: the code location (resources with their config), runs, the event log
+        shown = [serialize_value(RepositorySnap.from_def(defs.get_repository_def()))]
+        for run in instance.get_runs():
+            shown.append(serialize_value(run))
+            shown += [serialize_value(entry) for entry in instance.all_logs(run.run_id)]
+        shown.append(serialize_value(instance.get_latest_materialization_event(key)))
+        text = "\n".join(shown)
+        assert "LAKECDC_SECRET_PW" in text  # the EnvVar is shown by name
+        assert SECRET not in text and WRONG not in text
+        assert "lakecdc/paimon_snapshot_id" in text and "row_count_matches_source" in text
+    assert leaks(home, SECRET, WRONG) == []
+    assert leaks(warehouse, SECRET, WRONG) == []
+    assert leaks(path.parent, SECRET, WRONG) == []
+
+
+def test_errors_never_carry_the_password(vault):
+    path, db, _ = vault
+    config = load_pipeline(path)
+    config.source.port = 1  # unreachable
+    with pytest.raises(LakeCdcError) as info:
+        run_micro_batch(config)
+    assert SECRET not in str(info.value) and SECRET not in repr(info.value.__cause__)
+    config.source.port = load_pipeline(path).source.port
+    config.source.tables = f"{db}.nope"
+    with pytest.raises(LakeCdcError) as info:
+        run_micro_batch(config)
+    assert SECRET not in str(info.value)
