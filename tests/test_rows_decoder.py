@@ -213,30 +213,6 @@ def test_every_type_decodes_like_the_library(mariadb, fresh_db):
     assert set(update.after) == set(table.column_names)
 
 
-def test_library_path_matches_the_binlog_reader(mariadb, fresh_db):
-    """The reference of these tests (rows_decoder's library path) is what BinlogReader builds today."""
-    binlog = pytest.importorskip("lakecdc.source.binlog")
-    if not (hasattr(binlog, "_append_changes") and hasattr(binlog, "_build_batch")):
-        pytest.skip("binlog.py no longer builds batches from ev.rows")
-    db = fresh_db
-    _create_alltypes(mariadb, db)
-    table = _describe(mariadb, db, "alltypes")
-    start = _head(mariadb)
-    conn = _writer(mariadb, db)
-    with conn.cursor() as cur:
-        for k in range(4):
-            _insert(cur, 1 + k, k)
-        cur.execute("UPDATE alltypes SET id = id + 100 WHERE id = 1")
-        cur.execute("UPDATE alltypes SET ti = 7")
-        cur.execute("DELETE FROM alltypes WHERE id = 2")
-    conn.close()
-    events = _read(mariadb, start, db, [table])
-    items: list = []
-    for cls, rows, ts in events["raw"]:
-        binlog._append_changes(items, table, cls, rows, ts)
-    assert binlog._build_batch(table, items).equals(build_change_batch(table, events[0][0]))
-
-
 def test_skip_rows_drops_the_first_rows_of_the_event(mariadb, fresh_db):
     db = fresh_db
     mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))", database=db)

@@ -253,3 +253,18 @@ def test_every_type_is_identical_from_snapshot_and_binlog(mariadb, fresh_db, tmp
             assert got[0] == want, (column, k + 1, got[0], want)
             for binlog_id in (101 + k, 201 + k):  # MySQL agrees that the rows are the same
                 assert mysql[binlog_id][position] == mysql[1 + k][position], (column, binlog_id)
+
+
+def test_latin1_bytes_cp1252_leaves_undefined_are_read_alike(mariadb, fresh_db, tmp_path):
+    """MySQL's latin1 maps 0x81, 0x8D, 0x8F, 0x90 and 0x9D to C1 controls (Python's cp1252 has no mapping for
+    them): the binlog must decode them as the snapshot does."""
+    db = fresh_db
+    mariadb.execute("CREATE TABLE alltypes (id INT PRIMARY KEY, l1 VARCHAR(10) CHARACTER SET latin1)", database=db)
+    value = "CONVERT(X'418190' USING latin1)"
+    mariadb.execute(f"INSERT INTO alltypes VALUES (1, {value})", database=db)
+    config = parse_pipeline(PIPELINE.format(port=mariadb.port, db=db, warehouse=tmp_path / "warehouse"))
+    run_micro_batch(config)
+    mariadb.execute(f"INSERT INTO alltypes VALUES (2, {value})", database=db)
+    run_micro_batch(config)
+    rows = run_sql(config.sink.catalog_options, f"SELECT id, l1 FROM {db}.alltypes ORDER BY id").to_pylist()
+    assert rows == [{"id": 1, "l1": "A\x81\x90"}, {"id": 2, "l1": "A\x81\x90"}]

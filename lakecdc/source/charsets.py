@@ -55,6 +55,8 @@ def _search(name: str):
 codecs.register_error("lakecdc-c1", _c1_controls)
 codecs.register(_search)
 _CODECS["latin1"] = _LATIN1
+# python-mysql-replication names latin1 columns by their Python encoding, cp1252, when it asks for the codec
+_CODECS["cp1252"] = _LATIN1
 
 
 def python_codec(charset: str) -> str:
