@@ -172,7 +172,7 @@ def _prepare_targets(config: PipelineConfig, plan: PipelinePlan, sink: PaimonSin
             checkpoint = checkpoints.get(target)
             if checkpoint is None or not checkpoint.schemas or _adds_columns(config):
                 _check_existing_schema(target_plan, description.schema)
-            _coerce_into_table(config, plan, sink, target)
+            _coerce_into_table(plan, sink, target)
         results[target] = TableResult(
             target=target, sources=[s.source.table_id for s in target_plan.sources], phase=PHASE_BINLOG,
             committed=False, snapshot_id=None, offset=None, schema=description.schema,
@@ -190,15 +190,14 @@ def _adds_columns(config: PipelineConfig) -> bool:
     return config.schema_change_behavior in (EVOLVE, LENIENT) and ADD_COLUMN in included_types(config)
 
 
-def _coerce_into_table(config: PipelineConfig, plan: PipelinePlan, sink: PaimonSink, target: TableId) -> None:
+def _coerce_into_table(plan: PipelinePlan, sink: PaimonSink, target: TableId) -> None:
     """Rows of an existing table's sources go into its stored schema, by column name (after ignored, tolerated or
     lenient schema changes the two differ)."""
-    from lakecdc.runtime.schema_evolution import SchemaChangeApplier
+    from lakecdc.runtime.schema_evolution import coerce_into_table
 
-    applier = SchemaChangeApplier(config, plan, sink, set(), {}, commit=None, truncate=None)
-    for source_id, source_plan in plan.sources.items():
+    for source_plan in plan.sources.values():
         if target in source_plan.targets and len(source_plan.targets) == 1:
-            applier.coerce(source_plan, target)
+            coerce_into_table(sink, source_plan, target)
 
 
 def _check_existing_schema(target_plan: TargetPlan, stored: pa.Schema) -> None:

@@ -200,20 +200,8 @@ class SchemaChangeApplier:
             source_plan.source = change.after
         for target in targets:
             if target not in self.dropped and self.sink.table_exists(target) and new_transform is not None:
-                self.coerce(source_plan, target, new_transform)
+                coerce_into_table(self.sink, source_plan, target, new_transform)
         self.failpoint("after-schema-change")
-
-    def coerce(self, source_plan: SourcePlan, target: TableId, transform=None) -> None:
-        """From now on, ``source_plan``'s rows go into ``target``'s actual Paimon schema, by column name."""
-        transform = transform if transform is not None else _inner(source_plan.transform)
-        stored = self.sink.describe(target).schema
-        produced = {f.name: f for f in transform.output_schema}
-        # by name only: the writer converts the types into the table's storage types (TIME as milliseconds, ...)
-        layout = pa.schema([produced[f.name] if f.name in produced else f.with_metadata(None) for f in stored])
-        if layout.names == transform.output_schema.names:
-            source_plan.transform = transform
-        else:
-            source_plan.transform = CoercedTransform(transform, layout, getattr(transform, "_zone", "UTC"))
 
     # --------------------------------------------------------------------------------------------------------
 
@@ -275,5 +263,16 @@ class SchemaChangeApplier:
         self.applied.setdefault(target, []).append(what)
 
 
-def _inner(transform):
-    return getattr(transform, "_inner", transform)
+def coerce_into_table(sink: PaimonSink, source_plan: SourcePlan, target: TableId, transform=None) -> None:
+    """From now on, ``source_plan``'s rows go into ``target``'s actual Paimon schema, by column name (missing
+    columns NULL, extra ones dropped); ``transform``: the compiled transform to wrap (default: the current one)."""
+    transform = transform if transform is not None else getattr(source_plan.transform, "_inner",
+                                                                source_plan.transform)
+    stored = sink.describe(target).schema
+    produced = {f.name: f for f in transform.output_schema}
+    # by name only: the writer converts the types into the table's storage types (TIME as milliseconds, ...)
+    layout = pa.schema([produced[f.name] if f.name in produced else f.with_metadata(None) for f in stored])
+    if layout.names == transform.output_schema.names:
+        source_plan.transform = transform
+    else:
+        source_plan.transform = CoercedTransform(transform, layout, getattr(transform, "_zone", "UTC"))
