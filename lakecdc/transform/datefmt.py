@@ -391,9 +391,11 @@ def parse_columns(text: pa.Array, pattern: Pattern, *, full_match: bool, now_yea
             nanos = value * 1_000_000 if pattern.style == SIMPLE else value * 10 ** (9 - min(c, 9))
         elif letter in "ZXx":
             raw = struct.field(name)
-            present = pc.fill_null(pc.is_valid(raw), False)
+            # rows that did not match have no zone (their struct children hold no value, not even a valid one)
+            present = pc.and_(ok, pc.fill_null(pc.is_valid(raw), False))
             sign = pc.if_else(pc.starts_with(raw, "-"), -1, 1)
             digits = pc.replace_substring(pc.replace_substring(raw, ":", ""), "Z", "+00")
+            digits = pc.if_else(present, digits, "+00")
             hours = pc.utf8_slice_codeunits(digits, 1, 3)
             mins = pc.utf8_slice_codeunits(digits, 3, 5)
             mins = pc.if_else(pc.equal(mins, ""), "0", mins)

@@ -35,7 +35,7 @@ from lakecdc.transform import functions as fn
 from lakecdc.transform.functions import comparison, structs, temporal
 from lakecdc.transform.functions.base import Site, require
 from lakecdc.transform.nodes import Literal, Node
-from lakecdc.transform.types import capped_decimal, decimal_literal_type, unit_for_precision
+from lakecdc.transform.types import decimal_literal_type, unit_for_precision
 
 
 class FlinkCdcSql(Spark):
@@ -232,9 +232,9 @@ _TIMESTAMP_TYPES = {exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ, 
 DEFAULT_CAST_TIMESTAMP_PRECISION = 6
 
 
-def cast_target(dt: exp.DataType, max_precision: int = 19) -> pa.DataType:
-    """The Arrow type of a CAST target; ExpressionError for targets Flink CDC cannot cast to. DECIMAL precision
-    and scale are capped at the pipeline's maximum (19, or 38 with UP_TO_38), as Calcite's type system does."""
+def cast_target(dt: exp.DataType) -> pa.DataType:
+    """The Arrow type of a CAST target as written; ExpressionError for targets Flink CDC cannot cast to. (fn.cast
+    caps a DECIMAL's declared precision at the pipeline's maximum, as Calcite's type system does.)"""
     params = [int(p.this.this) if isinstance(p, exp.DataTypeParam) else int(p.this)
               for p in dt.expressions] if dt.expressions else []
     if dt.this in _CAST_TYPES:
@@ -244,7 +244,9 @@ def cast_target(dt: exp.DataType, max_precision: int = 19) -> pa.DataType:
         scale = params[1] if len(params) > 1 else 0
         if not 1 <= precision <= 38 or not 0 <= scale <= precision:
             raise ExpressionError(f"invalid DECIMAL({precision}, {scale})")
-        return capped_decimal(precision, scale, max_precision)
+        # The written precision: CAST computes its value with it (castToBigDecimal(x, p, s)); the declared type is
+        # capped at the pipeline's maximum by fn.cast.
+        return pa.decimal128(precision, scale)
     if dt.this in _TIMESTAMP_TYPES:
         precision = params[0] if params else DEFAULT_CAST_TIMESTAMP_PRECISION
         if not 0 <= precision <= 9:
@@ -331,7 +333,7 @@ class Compiler:
         if isinstance(node, (exp.Cast, exp.TryCast)):
             if node.args.get("format"):
                 raise ExpressionError(f"CAST ... FORMAT is not supported: {sql}")
-            target = cast_target(node.to, self.max_precision)
+            target = cast_target(node.to)
             return fn.cast(self.compile(node.this), target, isinstance(node, exp.TryCast), sql, self.site(sql))
         if isinstance(node, exp.Substring):
             args = [node.this, node.args.get("start"), node.args.get("length")]
@@ -388,6 +390,8 @@ class Compiler:
     def _unit(self, node: exp.Expression) -> Node:
         if isinstance(node, (exp.Column, exp.Var)) and not getattr(node.this, "quoted", False):
             return UnitKeyword(node.name.upper())
+        if isinstance(node, exp.Literal) and node.is_string:  # TIMESTAMP_DIFF('SECOND', a, b): a unit as text
+            return UnitKeyword(node.this.strip().upper())
         raise ExpressionError(f"expected a time unit (SECOND, MINUTE, HOUR, DAY, MONTH, YEAR), got {sql_text(node)}")
 
     def _not(self, node: exp.Not, sql: str) -> Node:

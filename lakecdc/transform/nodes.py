@@ -12,6 +12,8 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from lakecdc.transform.types import exact_decimal
+
 NO_CONST = object()
 
 
@@ -39,6 +41,48 @@ class EvalEnv:
         if name not in self._meta_cache:
             self._meta_cache[name] = self.metadata[name]()
         return self._meta_cache[name]
+
+    def subset(self, rows: pa.Array) -> "EvalEnv":
+        """The same columns restricted to ``rows`` (indices), taken lazily when an expression reads them."""
+        return EvalEnv(num_rows=len(rows), source=_Taken(self.source, rows),
+                       metadata={name: (lambda name=name: self.meta(name).take(rows)) for name in self.metadata},
+                       outputs=_Taken(self.outputs, rows), zone=self.zone, now_ms=self.now_ms)
+
+
+class _Taken(dict):
+    """A column mapping whose arrays are taken at some rows on first access."""
+
+    def __init__(self, columns: dict[str, pa.Array], rows: pa.Array):
+        super().__init__()
+        self._columns = columns
+        self._rows = rows
+
+    def __missing__(self, name: str) -> pa.Array:
+        value = self._columns[name].take(self._rows)
+        self[name] = value
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._columns
+
+
+def eval_where(node: "Node", env: EvalEnv, mask: pa.Array) -> pa.Array:
+    """``node`` evaluated only on the rows where ``mask`` is TRUE (NULL elsewhere): Flink CDC's generated Java
+    evaluates the right side of AND/OR and the branches of CASE/IF only for the rows that reach them, so a
+    division by zero or an unparseable value on the other rows does not fail the job."""
+    import pyarrow.compute as pc
+
+    mask = pc.fill_null(mask, False)
+    count = pc.sum(mask.cast(pa.int64())).as_py() or 0
+    if count == env.num_rows:
+        return node.eval(env)
+    if count == 0:
+        return pa.nulls(env.num_rows, node.dtype)
+    rows = pc.indices_nonzero(mask)
+    values = node.eval(env.subset(rows))
+    # row i of the result is values[k] where rows[k] == i: scatter via a running index of the mask
+    index = pc.subtract(pc.cumulative_sum(mask.cast(pa.int64())), 1)
+    return values.take(pc.if_else(mask, index, pa.scalar(None, pa.int64())))
 
 
 class Node:
@@ -113,6 +157,8 @@ class Call(Node):
         if result.type != self.dtype:
             if pa.types.is_null(result.type):
                 result = pa.nulls(len(result), self.dtype)
+            elif pa.types.is_decimal(self.dtype) and pa.types.is_decimal(result.type):
+                result = exact_decimal(result)  # the declared precision applies to output values only
             elif isinstance(self.dtype, pa.ExtensionType):
                 result = pa.ExtensionArray.from_storage(self.dtype, result.cast(self.dtype.storage_type))
             else:

@@ -29,7 +29,7 @@ from lakecdc.transform.metadata_columns import MetadataColumn, check_declared_me
 from lakecdc.transform.expressions import (METADATA_COLUMNS, OP_TS, Compiler, ProjectionItem, check_tree, located,
                                            normalise_projection, parse_filter, parse_projection)
 from lakecdc.transform.nodes import Call, ColumnRef, EvalEnv, Node, current_millis
-from lakecdc.transform.types import family, flink_name, resolve_zone
+from lakecdc.transform.types import conform, family, flink_name, resolve_zone
 
 SOFT_DELETE = "SOFT_DELETE"
 
@@ -226,7 +226,7 @@ class CompiledTransform:
             for f, node in self._columns:
                 arr = node.eval(env)
                 if arr.type != f.type:
-                    arr = arr.cast(f.type)
+                    arr = conform(arr, f.type)
                 arrays.append(arr)
                 env.outputs[f.name] = arr
             keep = None

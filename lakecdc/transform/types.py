@@ -216,8 +216,23 @@ def common_type(types: list[pa.DataType], what: str) -> pa.DataType:
         elif fa == "binary":
             result = pa.binary()
         elif fa in ("array", "map", "row"):
-            raise ExpressionError(f"{what}: incompatible types {flink_name(result)} and {flink_name(t)}")
+            result = _common_nested(result, t, what)
     return result
+
+
+def _common_nested(a: pa.DataType, b: pa.DataType, what: str) -> pa.DataType:
+    """Calcite's least restrictive ARRAY/MAP/ROW type: element (key, value, field) types unified one by one
+    (ARRAY[ARRAY[1], ARRAY[bigint_col]] is ARRAY<ARRAY<BIGINT>>)."""
+    try:
+        if family(a) == "array":
+            return pa.list_(common_type([a.value_type, b.value_type], what))
+        if family(a) == "map":
+            return pa.map_(common_type([a.key_type, b.key_type], what), common_type([a.item_type, b.item_type], what))
+        if a.num_fields == b.num_fields:
+            return pa.struct([pa.field(fa.name, common_type([fa.type, fb.type], what)) for fa, fb in zip(a, b)])
+    except ExpressionError:
+        pass
+    raise ExpressionError(f"{what}: incompatible types {flink_name(a)} and {flink_name(b)}")
 
 
 def _unit_rank(unit: str) -> int:
@@ -225,18 +240,66 @@ def _unit_rank(unit: str) -> int:
 
 
 def cast_array(arr: pa.Array, t: pa.DataType) -> pa.Array:
-    """Convert an array to an equivalent type (promotion / common type); no Flink CAST semantics."""
+    """Convert an array to an equivalent type (promotion / common type); no Flink CAST semantics.
+
+    A DECIMAL target keeps the exact value: the result is DECIMAL(38, scale of ``t``), not ``t`` itself, because
+    inside an expression Flink CDC computes with unbounded BigDecimals and applies the declared precision only
+    where a value leaves the expression (see ``exact_decimal``)."""
     if arr.type == t:
         return arr
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), t)
     if pa.types.is_integer(t) and pa.types.is_integer(arr.type):
         return arr.cast(t, safe=False)
-    if pa.types.is_decimal(t) and pa.types.is_decimal(arr.type) and arr.type.scale > t.scale:
-        return arr.cast(t, safe=False)
+    if pa.types.is_decimal(t) and (pa.types.is_decimal(arr.type) or pa.types.is_integer(arr.type)):
+        if pa.types.is_integer(arr.type):
+            arr = arr.cast(integer_decimal(arr.type))
+        return fit_decimal(arr, pa.decimal128(38, t.scale))
     if pa.types.is_floating(t) and pa.types.is_decimal(arr.type):
         return decimal_to_float(arr, t)
+    if pa.types.is_floating(t) and pa.types.is_integer(arr.type):
+        return arr.cast(t, safe=False)  # Java's widening to float/double: the nearest value, never an error
     return arr.cast(t)
+
+
+def fit_decimal(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """A decimal array in ``target``: HALF_UP to its scale, NULL where the value needs more digits (Flink CDC's
+    DecimalData.fromBigDecimal gives null on precision overflow). Works in 76-digit decimals, so values near the
+    38-digit limit neither overflow the rounding nor the range check."""
+    t = arr.type
+    if t == target:
+        return arr
+    wide = pa.decimal256(76, target.scale)
+    x = arr.cast(pa.decimal256(76, t.scale)) if t != pa.decimal256(76, t.scale) else arr
+    if t.scale > target.scale:
+        x = pc.round(x, ndigits=target.scale, round_mode="half_towards_infinity")
+    x = x.cast(wide, safe=False)
+    limit = pa.scalar(decimal.Decimal(10) ** (target.precision - target.scale), wide)
+    fits = pc.less(pc.abs(x), limit)
+    return pc.if_else(fits, x, pa.scalar(None, wide)).cast(target, safe=False)
+
+
+def exact_decimal(arr: pa.Array) -> pa.Array:
+    """A decimal result kept exact between operators (Flink CDC evaluates DECIMAL with BigDecimal and applies the
+    declared, possibly 19-digit, precision only to the output column): any DECIMAL(p <= 38, s) stays as it is;
+    a 76-digit intermediate comes back to 38 digits (NULL beyond, which no output column could hold)."""
+    t = arr.type
+    if pa.types.is_decimal128(t):
+        return arr
+    scale = min(t.scale, 38)
+    return fit_decimal(arr, pa.decimal128(38, scale))
+
+
+def conform(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    """An array in its declared type ``t`` as an output value: DECIMAL values that do not fit become NULL (as
+    DecimalData.fromBigDecimal), nested DECIMALs too; other types convert as ``cast_array``."""
+    if arr.type == t:
+        return arr
+    if pa.types.is_decimal(t) and pa.types.is_decimal(arr.type):
+        return fit_decimal(arr, t)
+    if pa.types.is_decimal(t) and pa.types.is_integer(arr.type):
+        return fit_decimal(arr.cast(integer_decimal(arr.type)), t)
+    return cast_array(arr, t)
 
 
 def decimal_to_float(arr: pa.Array, t: pa.DataType = pa.float64()) -> pa.Array:
@@ -354,13 +417,11 @@ def _java_fraction(nanos: pa.Array) -> pa.Array:
     return pc.if_else(pc.equal(nanos, 0), "", text)
 
 
-def _java_time_of_day(ts: pa.Array, always_seconds: bool) -> pa.Array:
-    """HH:mm[:ss[.fraction]] as LocalTime.toString (seconds only when non-zero) or ISO_INSTANT (always)."""
+def _java_time_of_day(ts: pa.Array) -> pa.Array:
+    """HH:mm[:ss[.fraction]] as LocalTime.toString: seconds only when the seconds or the fraction are non-zero."""
     hm = pc.binary_join_element_wise(_pad(pc.hour(ts), 2), _pad(pc.minute(ts), 2), ":")
     nanos = fraction_nanos(ts)
     sec = pc.binary_join_element_wise(":", _pad(pc.second(ts), 2), _java_fraction(nanos), "")
-    if always_seconds:
-        return pc.binary_join_element_wise(hm, sec, "")
     show = pc.or_(pc.not_equal(pc.second(ts), 0), pc.not_equal(nanos, 0))
     return pc.binary_join_element_wise(hm, pc.if_else(show, sec, ""), "")
 
@@ -427,8 +488,9 @@ def java_to_string(arr: pa.Array, zone: str = "UTC") -> pa.Array:
     """Each value as Java's ``toString()`` of the Flink CDC runtime object (NULL stays NULL).
 
     BOOLEAN 'true'; DECIMAL keeps its scale ('29.90'); DOUBLE '1.0'/'1.0E7'; DATE '2026-01-01';
-    TIMESTAMP LocalDateTime ('2026-01-01T12:00', seconds/fraction only when non-zero); TIMESTAMP_LTZ Instant
-    ('2026-01-01T12:00:00Z', in UTC); TIME LocalTime ('09:30'); BINARY decoded as UTF-8; VARIANT its JSON."""
+    TIMESTAMP LocalDateTime ('2026-01-01T12:00', seconds/fraction only when non-zero); TIMESTAMP_LTZ the same
+    text of its UTC wall clock (LocalZonedTimestampData.toString); TIME LocalTime ('09:30'); BINARY decoded as
+    UTF-8; VARIANT its JSON."""
     t = arr.type
     fam = family(t)
     if fam == "string":
@@ -444,11 +506,11 @@ def java_to_string(arr: pa.Array, zone: str = "UTC") -> pa.Array:
     if fam in ("timestamp", "timestamp_ltz"):
         ts = arr.cast(pa.timestamp(t.unit)) if t.tz else arr
         date = pc.strftime(pc.floor_temporal(ts, unit="day").cast(pa.timestamp("s")), "%Y-%m-%d")
-        tod = _java_time_of_day(ts, always_seconds=bool(t.tz))
-        text = pc.binary_join_element_wise(date, "T", tod, "Z" if t.tz else "", "")
-        return text
+        # LocalZonedTimestampData.toString is the UTC LocalDateTime's text, without a zone suffix
+        tod = _java_time_of_day(ts)
+        return pc.binary_join_element_wise(date, "T", tod, "")
     if fam == "time":
-        return _java_time_of_day(time_as_timestamp(arr), always_seconds=False)
+        return _java_time_of_day(time_as_timestamp(arr))
     if fam == "binary":
         return utf8_decode(arr)
     raise ExpressionError(f"cannot convert {flink_name(t)} to a string")

@@ -17,28 +17,60 @@ import pyarrow.compute as pc
 from lakecdc.errors import ExpressionError
 from lakecdc.transform.functions.base import (Site, data_error, fam, function, is_null_literal, null_of, require)
 from lakecdc.transform.nodes import Call, Node
-from lakecdc.transform.types import arithmetic_type, cast_array, decimal_to_float, integer_decimal
+from lakecdc.transform.types import (arithmetic_type, capped_decimal, cast_array, decimal_to_float,
+                                     exact_decimal, fit_decimal, integer_decimal)
 
 _KERNELS = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}
 
 
-def fit_decimal(arr: pa.Array, target: pa.DataType) -> pa.Array:
-    """A decimal array in ``target``: HALF_UP to its scale, NULL where the value needs more digits (Flink CDC's
-    DecimalData.fromBigDecimal gives null on precision overflow)."""
-    t = arr.type
-    if t == target:
-        return arr
-    if t.scale > target.scale:
-        arr = pc.round(arr, ndigits=target.scale, round_mode="half_towards_infinity")
-    wide = pa.decimal128(38, target.scale)
-    arr = arr.cast(wide, safe=False) if arr.type.scale >= target.scale else arr.cast(wide)
-    limit = pa.scalar(10 ** (target.precision - target.scale), pa.decimal128(38, 0)).cast(wide)
-    fits = pc.less(pc.abs(arr), limit)
-    return pc.if_else(fits, arr, pa.scalar(None, wide)).cast(target, safe=False)
-
-
 def _decimal_operand(arr: pa.Array) -> pa.Array:
     return arr if pa.types.is_decimal(arr.type) else arr.cast(integer_decimal(arr.type))
+
+
+def _wide(arr: pa.Array, headroom: int = 0) -> pa.Array:
+    """The same values as a 256-bit decimal (``headroom`` more digits), so a result may exceed 38 digits."""
+    t = arr.type
+    return arr.cast(pa.decimal256(t.precision + headroom, t.scale))
+
+
+def decimal_arithmetic(op: str, x: pa.Array, y: pa.Array, site: Site) -> pa.Array:
+    """Exact DECIMAL ``x op y`` as Java's BigDecimal: ``+ - *`` exact, ``/`` truncated (RoundingMode.DOWN) to
+    the scale of the dividend, ``%`` with the sign of the dividend. The value stays exact; the declared type of
+    the expression applies when it becomes an output value (``exact_decimal``)."""
+    try:
+        if op == "/":
+            return exact_decimal(_decimal_divide(x, y, site))
+        if op == "%":
+            return exact_decimal(_decimal_mod(x, y, site))
+        return exact_decimal(_KERNELS[op](_wide(x), _wide(y)))
+    except pa.ArrowInvalid:
+        return _decimal_arithmetic_rows(op, x, y, site)
+
+
+def _decimal_arithmetic_rows(op: str, x: pa.Array, y: pa.Array, site: Site) -> pa.Array:
+    """Per-row BigDecimal arithmetic for operands too wide for Arrow's 76-digit kernels (both near 38 digits):
+    rare enough that a Python loop costs nothing in practice, and it keeps such rows exact instead of failing."""
+    import decimal as _d
+    context = _d.Context(prec=200, rounding=_d.ROUND_DOWN)
+    scale = {"+": max(x.type.scale, y.type.scale), "-": max(x.type.scale, y.type.scale),
+             "*": min(38, x.type.scale + y.type.scale), "/": x.type.scale, "%": max(x.type.scale, y.type.scale)}[op]
+    out = []
+    for a, b in zip(x.to_pylist(), y.to_pylist()):
+        if a is None or b is None:
+            out.append(None)
+            continue
+        if op in "/%" and b == 0:
+            raise _division_by_zero(site, x, y)
+        if op == "/":
+            value = context.divide(a, b).quantize(_d.Decimal(1).scaleb(-scale), rounding=_d.ROUND_DOWN,
+                                                  context=context)
+        elif op == "%":
+            value = context.remainder(a, b)
+        else:
+            value = {"+": context.add, "-": context.subtract, "*": context.multiply}[op](a, b)
+        value = value.quantize(_d.Decimal(1).scaleb(-scale), rounding=_d.ROUND_HALF_UP, context=context)
+        out.append(value if len(value.as_tuple().digits) <= 38 else None)
+    return pa.array(out, pa.decimal128(38, scale))
 
 
 def _division_by_zero(site: Site, left: pa.Array, right: pa.Array) -> ExpressionError:
@@ -59,12 +91,7 @@ def binary_arithmetic(op: str, a: Node, b: Node, site: Site) -> Node:
     def run(env, xs):
         x, y = xs
         if decimal_result:
-            x, y = _decimal_operand(x), _decimal_operand(y)
-            if op == "/":
-                return fit_decimal(_decimal_divide(x, y, site), out)
-            if op == "%":
-                return fit_decimal(_decimal_mod(x, y, site), out)
-            return fit_decimal(_KERNELS[op](x, y), out)
+            return decimal_arithmetic(op, _decimal_operand(x), _decimal_operand(y), site)
         if op == "%":
             return _java_mod(cast_array(x, _mod_type(x.type, y.type)), cast_array(y, _mod_type(x.type, y.type)),
                              site).cast(out, safe=False)
@@ -95,9 +122,9 @@ def _decimal_divide(x: pa.Array, y: pa.Array, site: Site) -> pa.Array:
     if pc.any(pc.and_(zero, pc.is_valid(x))).as_py():
         raise _division_by_zero(site, x, y)
     safe_y = pc.if_else(zero, pa.scalar(1, pa.int8()).cast(y.type), y)
-    quotient = pc.divide(x, safe_y)
+    quotient = pc.divide(_wide(x), _wide(safe_y))  # Arrow truncates the quotient, as RoundingMode.DOWN
     scale = x.type.scale
-    truncated = quotient.cast(pa.decimal128(min(38, quotient.type.precision), scale), safe=False)
+    truncated = quotient.cast(pa.decimal256(quotient.type.precision, scale), safe=False)
     return pc.if_else(zero, pa.scalar(None, truncated.type), truncated)
 
 
@@ -107,8 +134,9 @@ def _decimal_mod(x: pa.Array, y: pa.Array, site: Site) -> pa.Array:
     if pc.any(pc.and_(zero, pc.is_valid(x))).as_py():
         raise _division_by_zero(site, x, y)
     safe_y = pc.if_else(zero, pa.scalar(1, pa.int8()).cast(y.type), y)
+    x, safe_y = _wide(x), _wide(safe_y)
     quotient = pc.divide(x, safe_y)
-    whole = quotient.cast(pa.decimal128(min(38, quotient.type.precision), 0), safe=False)
+    whole = quotient.cast(pa.decimal256(quotient.type.precision, 0), safe=False)
     return pc.subtract(x, pc.multiply(safe_y, whole))
 
 
@@ -143,6 +171,11 @@ def _abs(args, site):
     return Call(lambda env, xs: pc.abs(xs[0]), args, out, site.sql)
 
 
+def _whole(arr: pa.Array) -> pa.Array:
+    """An integral decimal array rescaled to scale 0 (exact)."""
+    return arr.cast(pa.decimal256(arr.type.precision, 0), safe=False)
+
+
 def _ceil_floor(kernel, name: str):
     def build(args, site):
         require(args[0], ("numeric",), name)
@@ -151,8 +184,11 @@ def _ceil_floor(kernel, name: str):
             return null_of(pa.int32(), site)
         if pa.types.is_integer(t):
             return Call(lambda env, xs: xs[0], args, t, site.sql)
-        out = pa.decimal128(t.precision, 0) if pa.types.is_decimal(t) else t
-        return Call(lambda env, xs: kernel(xs[0]).cast(out, safe=False), args, out, site.sql)
+        if pa.types.is_decimal(t):
+            # DECIMAL(p, s) → DECIMAL(p, 0), capped at the pipeline's maximum precision (Calcite's type system)
+            out = capped_decimal(t.precision, 0, site.max_precision)
+            return Call(lambda env, xs: exact_decimal(_whole(kernel(_wide(xs[0], 1)))), args, out, site.sql)
+        return Call(lambda env, xs: kernel(xs[0]), args, t, site.sql)
     return build
 
 
@@ -160,14 +196,14 @@ function("CEIL", "CEILING")(_ceil_floor(pc.ceil, "CEIL"))
 function("FLOOR")(_ceil_floor(pc.floor, "FLOOR"))
 
 
-def round_decimal_type(t: pa.DataType, digits: int) -> pa.DataType:
+def round_decimal_type(t: pa.DataType, digits: int, max_precision: int = 38) -> pa.DataType:
     """Flink's findRoundDecimalType: rounding may add a digit in front."""
     p, s = t.precision, t.scale
     if digits >= s:
         return t
     if digits < 0:
-        return pa.decimal128(min(38, 1 + p - s), 0)
-    return pa.decimal128(min(38, 1 + p - s + digits), digits)
+        return capped_decimal(1 + p - s, 0, max_precision)
+    return capped_decimal(1 + p - s + digits, digits, max_precision)
 
 
 @function("ROUND", min_args=1, max_args=2)
@@ -193,11 +229,11 @@ def _round(args, site):
         return Call(lambda env, xs: pc.round(xs[0], ndigits=digits, round_mode="half_towards_infinity"),
                     args[:1], t, site.sql)
     if pa.types.is_decimal(t):
-        out = round_decimal_type(t, digits)
+        out = round_decimal_type(t, digits, site.max_precision)
 
         def run_decimal(env, xs):
-            rounded = pc.round(xs[0], ndigits=digits, round_mode="half_towards_infinity")
-            return fit_decimal(rounded, out)
+            rounded = pc.round(_wide(xs[0], 1), ndigits=digits, round_mode="half_towards_infinity")
+            return fit_decimal(rounded, pa.decimal128(38, max(0, min(digits, rounded.type.scale))))
         return Call(run_decimal, args[:1], out, site.sql)
 
     def run_float(env, xs):

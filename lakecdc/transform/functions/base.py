@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from lakecdc.errors import ExpressionError
 from lakecdc.transform.nodes import Call, EvalEnv, Literal, Node
-from lakecdc.transform.types import family, flink_name
+from lakecdc.transform.types import exact_decimal, family, flink_name
 
 
 @dataclass(frozen=True)
@@ -212,6 +212,8 @@ def _as_type(result, dtype: pa.DataType, n: int) -> pa.Array:
     if result.type != dtype:
         if pa.types.is_null(result.type):
             return pa.nulls(len(result), dtype)
+        if pa.types.is_decimal(dtype) and pa.types.is_decimal(result.type):
+            return exact_decimal(result)
         if isinstance(dtype, pa.ExtensionType):
             return pa.ExtensionArray.from_storage(dtype, result.cast(dtype.storage_type))
         result = result.cast(dtype)

@@ -16,10 +16,10 @@ import pyarrow.compute as pc
 
 from lakecdc.errors import ExpressionError
 from lakecdc.transform import datefmt
-from lakecdc.transform.functions.arithmetic import fit_decimal
 from lakecdc.transform.functions.base import Site, data_error, fam, first_value, grouped, scatter, where_null
 from lakecdc.transform.nodes import Call, EvalEnv, Literal, Node
-from lakecdc.transform.types import decimal_to_float, family, flink_name, java_to_string, to_wall_clock
+from lakecdc.transform.types import (capped_decimal, decimal_to_float, family, fit_decimal, flink_name,
+                                     java_to_string, to_wall_clock)
 
 CAST_TARGETS = "BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p, s), CHAR, VARCHAR, STRING, TIMESTAMP"
 
@@ -284,8 +284,10 @@ def cast(node: Node, target: pa.DataType, try_cast: bool, sql: str, site: Site |
     site = site or Site(sql)
     source_family = fam(node)
     target_family = family(target)
+    declared = capped_decimal(target.precision, target.scale, site.max_precision) \
+        if pa.types.is_decimal(target) else target
     if source_family == "null":
-        return Literal(None, target, sql)
+        return Literal(None, declared, sql)
     if source_family not in _ALLOWED[target_family]:
         raise ExpressionError(f"cannot cast {flink_name(node.dtype)} to {flink_name(target)} ({sql})")
 
@@ -303,4 +305,4 @@ def cast(node: Node, target: pa.DataType, try_cast: bool, sql: str, site: Site |
             return _to_decimal(arr, target, try_cast, env)
         return _to_timestamp(arr, target, try_cast, site, env.zone)
 
-    return Call(run, [node], target, sql)
+    return Call(run, [node], declared, sql)

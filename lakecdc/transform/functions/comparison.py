@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from lakecdc.errors import ExpressionError
 from lakecdc.transform.functions.base import (Site, as_bool, false_array, fam, function, is_null_literal, null_of,
                                               require, with_scalars)
-from lakecdc.transform.nodes import Call, Node
+from lakecdc.transform.nodes import Call, Node, eval_where
 from lakecdc.transform.types import cast_array, common_numeric, common_type, flink_name
 
 _ORDERED = ("numeric", "string", "boolean", "date", "time", "timestamp", "timestamp_ltz", "binary")
@@ -109,13 +109,23 @@ def _bool_args(args: list[Node], what: str) -> None:
 @function("AND", min_args=2, max_args=2, operator=True)
 def _and(args, site):
     _bool_args(args, "AND")
-    return Call(lambda env, xs: pc.and_kleene(as_bool(xs[0]), as_bool(xs[1])), args, pa.bool_(), site.sql)
+
+    def run(env, nodes):  # the right side only where the left is not FALSE (Java's &&)
+        left = as_bool(nodes[0].eval(env))
+        right = as_bool(eval_where(nodes[1], env, pc.fill_null(left, True)))
+        return pc.and_kleene(left, right)
+    return Call(run, args, pa.bool_(), site.sql, lazy=True)
 
 
 @function("OR", min_args=2, max_args=2, operator=True)
 def _or(args, site):
     _bool_args(args, "OR")
-    return Call(lambda env, xs: pc.or_kleene(as_bool(xs[0]), as_bool(xs[1])), args, pa.bool_(), site.sql)
+
+    def run(env, nodes):  # the right side only where the left is not TRUE (Java's ||)
+        left = as_bool(nodes[0].eval(env))
+        right = as_bool(eval_where(nodes[1], env, pc.invert(pc.fill_null(left, False))))
+        return pc.or_kleene(left, right)
+    return Call(run, args, pa.bool_(), site.sql, lazy=True)
 
 
 @function("NOT", operator=True)

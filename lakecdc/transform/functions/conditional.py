@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from lakecdc.transform.functions.base import as_bool, function, require
 from lakecdc.transform.functions.comparison import compare
-from lakecdc.transform.nodes import Call, Node
+from lakecdc.transform.nodes import Call, Node, eval_where
 from lakecdc.transform.types import cast_array, common_type
 
 
@@ -34,9 +34,11 @@ def _if(args, site):
     require(args[0], ("boolean",), "IF condition")
     out = _branch_type(args[1:], "IF")
 
-    def run(env, xs):
-        return pc.if_else(_cond(xs[0]), _cast_branch(xs[1], out), _cast_branch(xs[2], out))
-    return Call(run, args, out, site.sql)
+    def run(env, nodes):  # each branch only on the rows that take it (a ternary in Flink CDC's Java)
+        cond = _cond(nodes[0].eval(env))
+        return pc.if_else(cond, _cast_branch(eval_where(nodes[1], env, cond), out),
+                          _cast_branch(eval_where(nodes[2], env, pc.invert(cond)), out))
+    return Call(run, args, out, site.sql, lazy=True)
 
 
 @function("CASE", min_args=2, max_args=None, operator=True)
@@ -49,14 +51,21 @@ def _case(args, site):
     values = [v for _, v in pairs] + ([default] if default is not None else [])
     out = _branch_type(values, "CASE")
 
-    def run(env, xs):
-        conds = [_cond(xs[i]) for i in range(0, 2 * len(pairs), 2)]
-        vals = [_cast_branch(xs[i], out) for i in range(1, 2 * len(pairs), 2)]
+    def run(env, nodes):
+        # WHEN conditions and THEN values are evaluated only on the rows that reach them, as the nested
+        # ternaries Flink CDC compiles CASE to.
+        pending = pa.repeat(pa.scalar(True), env.num_rows)
+        conds, vals = [], []
+        for cond_node, value_node in pairs:
+            cond = pc.and_(pending, _cond(eval_where(cond_node, env, pending)))
+            conds.append(cond)
+            vals.append(_cast_branch(eval_where(value_node, env, cond), out))
+            pending = pc.and_(pending, pc.invert(cond))
         if default is not None:
-            vals.append(_cast_branch(xs[-1], out))
+            vals.append(_cast_branch(eval_where(default, env, pending), out))
         names = [f"c{i}" for i in range(len(conds))]
         return pc.case_when(pa.StructArray.from_arrays(conds, names=names), *vals)
-    return Call(run, args, out, site.sql)
+    return Call(run, args, out, site.sql, lazy=True)
 
 
 @function("COALESCE", min_args=1, max_args=None)
@@ -67,7 +76,12 @@ def _coalesce(args, site):
 
 @function("IFNULL", min_args=2, max_args=2)
 def _ifnull(args, site):
-    """Like COALESCE, but declared NOT NULL when the replacement is NOT NULL (Flink CDC's one exception)."""
+    """Like COALESCE, with Flink SQL's IFNULL type: a NOT NULL value keeps its own type (the replacement is never
+    used); otherwise the common type, NOT NULL when the replacement is NOT NULL (Flink CDC's one exception)."""
+    if not args[0].nullable and not pa.types.is_null(args[0].dtype):
+        _branch_type(args, "IFNULL")  # the same type check
+        out = args[0].dtype
+        return Call(lambda env, xs: _cast_branch(xs[0], out), args[:1], out, site.sql, nullable=False)
     out = _branch_type(args, "IFNULL")
     return Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, out) for x in xs]), args, out, site.sql,
                 nullable=args[0].nullable and args[1].nullable)
@@ -77,7 +91,9 @@ def _ifnull(args, site):
 def _nullif(args, site):
     """NULL when ``a`` equals ``b`` (numbers by value across types), else ``a``; the type of ``a``."""
     eq = compare("=", args[0], args[1], site.sql)
-    out = args[0].dtype if not pa.types.is_null(args[0].dtype) else pa.string()
+    # ARG0_FORCE_NULLABLE; an untyped first argument (NULL, or a column during schema-free validation) takes the
+    # second one's type, so an enclosing IFNULL/COALESCE still type-checks.
+    out = next((a.dtype for a in args if not pa.types.is_null(a.dtype)), pa.null())
 
     def run(env, xs):
         return pc.if_else(xs[1], pa.scalar(None, out), _cast_branch(xs[0], out))

@@ -219,51 +219,84 @@ function("LEFT", min_args=2, max_args=2)(_left)
 function("RIGHT", min_args=2, max_args=2)(_right)
 
 
+def _text_or_bytes(args: list[Node], what: str) -> bool:
+    """Both operands STRING, or both BINARY (Flink CDC has both overloads); True for BINARY."""
+    for a in args:
+        require(a, ("string", "binary"), what)
+    families = {fam(a) for a in args} - {"null"}
+    if len(families) > 1:
+        raise ExpressionError(f"{what} takes two STRING or two BINARY operands, got "
+                              f"{' and '.join(sorted(f.upper() for f in families))}")
+    return families == {"binary"}
+
+
+def _operand(arr: pa.Array, binary: bool) -> pa.Array:
+    if binary:
+        return pa.nulls(len(arr), pa.binary()) if pa.types.is_null(arr.type) else arr.cast(pa.binary())
+    return as_string(arr)
+
+
+def _cut(s: pa.Array, start: int, stop: int, binary: bool) -> pa.Array:
+    return pc.binary_slice(s, start, min(stop, 2 ** 31 - 1)) if binary else _slice(s, start, stop)
+
+
+def _length(s: pa.Array, binary: bool) -> pa.Array:
+    return pc.binary_length(s) if binary else pc.utf8_length(s)
+
+
 @function("OVERLAY", min_args=3, max_args=4)
 def _overlay(args, site):
-    """``OVERLAY(s PLACING r FROM p [FOR n])``: replace n characters (default: the length of r) at position p;
-    p < 1 or p past the end leaves s unchanged."""
-    _strings(args, "OVERLAY", 2)
+    """``OVERLAY(s PLACING r FROM p [FOR n])`` on STRING or BINARY, as Flink CDC's overlay(): n defaults to the
+    length of r; p < 1 or p past the end leaves s unchanged; the rest of s after p - 1 + n is kept only when
+    n > 0 and it lies inside s (so FOR 0 drops the tail, as Flink CDC's code does)."""
+    binary = _text_or_bytes(args[:2], "OVERLAY")
     _ints(args[2:], "OVERLAY position/length")
     has_length = len(args) > 3
+    out = pa.binary() if binary else pa.string()
 
     def run(env, xs):
-        s, r, p = as_string(xs[0]), as_string(xs[1]), xs[2]
-        n = xs[3] if has_length else pc.utf8_length(r)
+        s, r, p = _operand(xs[0], binary), _operand(xs[1], binary), xs[2]
+        n = xs[3] if has_length else _length(r, binary)
+
         def kernel(sub_env, sub, values):
             pos, count = values
             ss, rr = sub
             if pos is None or count is None:
-                return pa.nulls(len(ss), pa.string())
+                return pa.nulls(len(ss), out)
             pos, count = int(pos), int(count)
             if pos < 1:
                 return ss
-            left = _slice(ss, 0, pos - 1)
-            right = _slice(ss, max(pos - 1 + count, 0), _BIG)
-            joined = pc.binary_join_element_wise(left, rr, right, "")
-            return pc.if_else(pc.greater(pc.utf8_length(ss), pos - 1), joined, ss)
+            size = _length(ss, binary)
+            left = _cut(ss, 0, pos - 1, binary)
+            right = _cut(ss, pos - 1 + count, _BIG, binary) if count > 0 else _cut(ss, 0, 0, binary)
+            keep_tail = pc.less_equal(pa.scalar(pos + count - 1, pa.int64()), size.cast(pa.int64())) \
+                if binary else pc.less_equal(pa.scalar(pos + count, pa.int64()), size.cast(pa.int64()))
+            right = pc.if_else(keep_tail, right, _cut(ss, 0, 0, binary))
+            joined = pc.binary_join_element_wise(left, rr, right, b"" if binary else "")
+            return pc.if_else(pc.greater(size, pos - 1), joined, ss)
 
-        return grouped(env, [p.cast(pa.int64()), n.cast(pa.int64())], [s, r], kernel, pa.string())
-    return Call(run, args, pa.string(), site.sql)
+        return grouped(env, [p.cast(pa.int64()), n.cast(pa.int64())], [s, r], kernel, out)
+    return Call(run, args, out, site.sql)
 
 
 def _position(needle: Node, haystack: Node, start: Node | None, site) -> Node:
-    """1-based character position of the first ``needle`` in ``haystack`` at or after ``start`` (0 if absent or if
-    start is out of range); an empty needle is found at ``start``."""
-    require(needle, ("string",), "POSITION")
-    require(haystack, ("string",), "POSITION")
+    """Flink CDC's position(): the 1-based position (characters, or bytes for BINARY) of the first ``needle`` in
+    ``haystack`` at or after ``start`` (a start below 1 searches from the beginning); 0 if absent or if start
+    is past the end; an empty needle is found at 1."""
+    binary = _text_or_bytes([needle, haystack], "POSITION")
     args = [haystack, needle] + ([start] if start is not None else [])
 
     def run(env, xs, values):
         text = values[0]
-        begin = int(values[1]) if len(values) > 1 else 1
-        s = as_string(xs[0])
-        length = pc.utf8_length(s)
-        if begin < 1:
-            return pc.if_else(pc.is_valid(s), 0, pa.scalar(None, pa.int32())).cast(pa.int32())
-        tail = _slice(s, begin - 1, _BIG)
-        if text == "":
-            found = pa.repeat(pa.scalar(begin, pa.int64()), len(s))
+        begin = max(int(values[1]) if len(values) > 1 else 1, 1)
+        s = _operand(xs[0], binary)
+        length = _length(s, binary)
+        if len(text) == 0:
+            return where_null(pc.is_null(s), pa.repeat(pa.scalar(1, pa.int32()), len(s)))
+        tail = _cut(s, begin - 1, _BIG, binary)
+        if binary:
+            index = pc.find_substring(tail, pattern=text)
+            found = pc.if_else(pc.less(index, 0), 0, pc.add(index, begin))
         else:
             regex = "(?s)^(.*?)" + re.escape(text)
             hit = pc.fill_null(pc.match_substring_regex(tail, regex), False)

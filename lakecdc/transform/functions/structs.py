@@ -19,7 +19,8 @@ from lakecdc.transform.functions.base import (Site, as_string, data_error, fam, 
                                               is_null_literal, null_of, require, where_null, with_scalars)
 from lakecdc.transform.functions.comparison import comparison_type
 from lakecdc.transform.nodes import Call, Node
-from lakecdc.transform.types import VARIANT, cast_array, common_type, flink_name, variant_array
+from lakecdc.transform.types import (VARIANT, cast_array, common_type, family, flink_name, java_to_string,
+                                     variant_array)
 
 
 # ------------------------------------------------------------------------------------------- constructors
@@ -46,6 +47,14 @@ def _map(args, site):
     if len(args) % 2:
         raise ExpressionError(f"MAP[...] needs key/value pairs, got {len(args)} values")
     keys, values = args[0::2], args[1::2]
+    if all(k.is_const for k in keys):
+        # A repeated literal key keeps its first place and its last value (Java's Map.put, as Flink CDC).
+        last = {}
+        for k, v in zip(keys, values):
+            last[k.const] = v
+        keys = [next(k for k in keys if k.const == key) for key in last]
+        values = list(last.values())
+        args = [x for pair in zip(keys, values) for x in pair]
     key_type = common_type([k.dtype for k in keys], "MAP keys")
     value_type = common_type([v.dtype for v in values], "MAP values")
     out = pa.map_(pa.string() if pa.types.is_null(key_type) else key_type, value_type)
@@ -109,7 +118,9 @@ def item(container: Node, key: Node, site: Site) -> Node:
             raise ExpressionError(f"a ROW field position must be a literal: {site.sql}")
         position = int(key.const)
         if not 1 <= position <= container.dtype.num_fields:
-            return null_of(pa.string(), site)
+            raise ExpressionError(f"Cannot infer type of field at position {position} within ROW type "
+                                  f"{flink_name(container.dtype)}: positions are 1 to "
+                                  f"{container.dtype.num_fields} ({site.sql})")
         field = container.dtype.field(position - 1)
         return Call(lambda env, xs: pc.struct_field(xs[0], [position - 1]), [container], field.type, site.sql)
     if kind == "variant":
@@ -118,8 +129,8 @@ def item(container: Node, key: Node, site: Site) -> Node:
         def run_variant(env, xs, values):
             return variant_item(xs[0], values[0])
         return with_scalars([container, key], (1,), run_variant, VARIANT, site)
-    if kind == "null":
-        return null_of(pa.string(), site)
+    if kind == "null":  # NULL, or an untyped column while validating without a schema: keep it untyped, so a
+        return null_of(pa.null(), site)  # chained subscript (m['k'][1]) type-checks too
     raise ExpressionError(f"{flink_name(container.dtype)} cannot be indexed with [] ({site.sql})")
 
 
@@ -157,7 +168,13 @@ def variant_item(arr: pa.Array, key) -> pa.Array:
 @function("CARDINALITY")
 def _cardinality(args, site):
     require(args[0], ("array", "map"), "CARDINALITY")
-    return Call(lambda env, xs: pc.list_value_length(xs[0]).cast(pa.int32()), args, pa.int32(), site.sql)
+
+    def run(env, xs):
+        arr = xs[0]
+        if isinstance(arr, pa.MapArray):  # a map's entries are a list of key/value structs
+            arr = pa.ListArray.from_arrays(arr.offsets, pa.nulls(len(arr.keys), pa.null()), mask=arr.is_null())
+        return pc.list_value_length(arr).cast(pa.int32())
+    return Call(run, args, pa.int32(), site.sql)
 
 
 def _element_equal(arr: pa.Array, needle) -> pa.Array:
@@ -241,7 +258,7 @@ def parse_json_column(arr: pa.Array, allow_duplicates: bool, strict: bool, site:
     gives NULL (TRY_PARSE_JSON). Per row: Arrow has no JSON kernel for a column of documents."""
     hook = None if allow_duplicates else _pairs_no_duplicates
     out = []
-    for text in as_string(arr).to_pylist():
+    for text in (as_string(arr) if family(arr.type) in ("string", "null") else java_to_string(arr)).to_pylist():
         if text is None or text == "":
             out.append(None)
             continue
@@ -256,7 +273,8 @@ def parse_json_column(arr: pa.Array, allow_duplicates: bool, strict: bool, site:
 
 def _parse_json(strict: bool):
     def build(args, site):
-        require(args[0], ("string",), "PARSE_JSON")
+        # Flink CDC also parses the text of a number or boolean (PARSE_JSON(id) → the JSON number)
+        require(args[0], ("string", "numeric", "boolean"), "PARSE_JSON")
         if len(args) > 1:
             require(args[1], ("boolean",), "PARSE_JSON allowDuplicateKeys")
         if is_null_literal(args[0]):
