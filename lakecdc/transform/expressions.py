@@ -60,6 +60,13 @@ class FlinkCdcSql(Spark):
                                                    substr=args[0] if args else None,
                                                    position=args[2] if len(args) > 2 else None))
 
+        def _parse_escape(self, this: exp.Expr | None) -> exp.Expr | None:
+            # Calcite takes any character expression after ESCAPE (``ESCAPE CAST(NULL AS STRING)``), not only a
+            # string literal or NULL
+            if not self._match(TokenType.ESCAPE):
+                return this
+            return self.expression(exp.Escape(this=this, expression=self._parse_primary() or self._parse_bitwise()))
+
         def _parse_case(self) -> exp.Expr | None:
             if self._match(TokenType.DOT, advance=False):
                 self._retreat(self._index - 1)

@@ -92,6 +92,9 @@ class Node:
     nullable: bool = True
     const: Any = NO_CONST  # the Python value when the expression is a literal
     sql: str = ""
+    # Calcite's nullability (``nullable``) is declared on the output column only for IFNULL (Flink CDC makes every
+    # other computed column nullable); inside an expression it decides IFNULL's own nullability.
+    declares_nullability: bool = False
 
     @property
     def is_const(self) -> bool:

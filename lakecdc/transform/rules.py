@@ -434,5 +434,5 @@ def _output_field(item: ProjectionItem, node: Node) -> pa.Field:
     dtype = pa.string() if pa.types.is_null(node.dtype) else node.dtype
     if item.bare_column is not None and isinstance(node, ColumnRef):
         return pa.field(item.alias, dtype, nullable=node.nullable)
-    nullable = node.nullable if isinstance(node, Call) else True
+    nullable = node.nullable if node.declares_nullability else True
     return pa.field(item.alias, dtype, nullable=nullable)

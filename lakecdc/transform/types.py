@@ -180,7 +180,9 @@ def arithmetic_type(op: str, a: pa.DataType, b: pa.DataType, max_precision: int)
     if not (pa.types.is_decimal(a) or pa.types.is_decimal(b)) or pa.types.is_floating(a) or \
             pa.types.is_floating(b):
         return common_numeric(a, b)
-    da, db = integer_decimal(a), integer_decimal(b)
+    # Calcite's type system caps every DECIMAL type it creates, the operands' too: DECIMAL(20, 2) is DECIMAL(19, 2)
+    # in UP_TO_19 before the result type is derived
+    da, db = (capped_decimal(d.precision, d.scale, max_precision) for d in (integer_decimal(a), integer_decimal(b)))
     p1, s1, p2, s2 = da.precision, da.scale, db.precision, db.scale
     if op in ("+", "-"):
         scale = max(s1, s2)

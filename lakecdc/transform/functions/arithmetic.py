@@ -99,7 +99,7 @@ def binary_arithmetic(op: str, a: Node, b: Node, site: Site) -> Node:
         if op == "/":
             return _divide(x, y, site)
         return _KERNELS[op](x, y)  # unchecked kernels: integer overflow wraps like Java
-    return Call(run, [a, b], out, site.sql)
+    return Call(run, [a, b], out, site.sql, nullable=a.nullable or b.nullable)
 
 
 def _mod_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
@@ -157,18 +157,25 @@ for _op in ("+", "-", "*", "/", "%"):
 function("MOD", min_args=2, max_args=2)(_arith("%"))
 
 
+def _same_type(node: Node, site: Site) -> pa.DataType:
+    """The type of a sign operation (unary minus, ABS): the operand's, a DECIMAL capped at the pipeline's maximum
+    precision (ABS(DECIMAL(20, 2)) is DECIMAL(19, 2) in UP_TO_19)."""
+    t = node.dtype
+    if pa.types.is_null(t):
+        return pa.int32()
+    return capped_decimal(t.precision, t.scale, site.max_precision) if pa.types.is_decimal(t) else t
+
+
 @function("NEG", operator=True)
 def _neg(args, site):
     require(args[0], ("numeric",), "unary minus")
-    out = args[0].dtype if fam(args[0]) != "null" else pa.int32()
-    return Call(lambda env, xs: pc.negate(xs[0]), args, out, site.sql)
+    return Call(lambda env, xs: pc.negate(xs[0]), args, _same_type(args[0], site), site.sql)
 
 
 @function("ABS")
 def _abs(args, site):
     require(args[0], ("numeric",), "ABS")
-    out = args[0].dtype if fam(args[0]) != "null" else pa.int32()
-    return Call(lambda env, xs: pc.abs(xs[0]), args, out, site.sql)
+    return Call(lambda env, xs: pc.abs(xs[0]), args, _same_type(args[0], site), site.sql)
 
 
 def _whole(arr: pa.Array) -> pa.Array:

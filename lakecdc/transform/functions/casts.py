@@ -305,4 +305,5 @@ def cast(node: Node, target: pa.DataType, try_cast: bool, sql: str, site: Site |
             return _to_decimal(arr, target, try_cast, env)
         return _to_timestamp(arr, target, try_cast, site, env.zone)
 
-    return Call(run, [node], declared, sql)
+    # CAST of a NOT NULL value is NOT NULL (Calcite), which IFNULL's type sees; TRY_CAST may give NULL
+    return Call(run, [node], declared, sql, nullable=try_cast or node.nullable)

@@ -81,10 +81,13 @@ def _ifnull(args, site):
     if not args[0].nullable and not pa.types.is_null(args[0].dtype):
         _branch_type(args, "IFNULL")  # the same type check
         out = args[0].dtype
-        return Call(lambda env, xs: _cast_branch(xs[0], out), args[:1], out, site.sql, nullable=False)
-    out = _branch_type(args, "IFNULL")
-    return Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, out) for x in xs]), args, out, site.sql,
-                nullable=args[0].nullable and args[1].nullable)
+        node = Call(lambda env, xs: _cast_branch(xs[0], out), args[:1], out, site.sql, nullable=False)
+    else:
+        out = _branch_type(args, "IFNULL")
+        node = Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, out) for x in xs]), args, out, site.sql,
+                    nullable=args[0].nullable and args[1].nullable)
+    node.declares_nullability = True  # the one computed column whose NOT NULL reaches the sink (Flink CDC)
+    return node
 
 
 @function("NULLIF", min_args=2, max_args=2)

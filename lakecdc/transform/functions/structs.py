@@ -19,7 +19,7 @@ from lakecdc.transform.functions.base import (Site, as_string, data_error, fam, 
                                               is_null_literal, null_of, require, where_null, with_scalars)
 from lakecdc.transform.functions.comparison import comparison_type
 from lakecdc.transform.nodes import Call, Node
-from lakecdc.transform.types import (VARIANT, cast_array, common_type, family, flink_name, java_to_string,
+from lakecdc.transform.types import (VARIANT, common_type, conform, family, flink_name, java_to_string,
                                      variant_array)
 
 
@@ -32,7 +32,7 @@ def _array(args, site):
 
     def run(env, xs):
         n = env.num_rows
-        columns = [cast_array(x, element) for x in xs]
+        columns = [conform(x, element) for x in xs]
         values = pa.concat_arrays(columns)
         # row r takes element r of every column: interleave with a take
         order = (np.arange(len(columns))[None, :] * n + np.arange(n)[:, None]).reshape(-1)
@@ -62,8 +62,8 @@ def _map(args, site):
     def run(env, xs):
         n = env.num_rows
         pairs = len(keys)
-        key_cols = [cast_array(x, out.key_type) for x in xs[0::2]]
-        value_cols = [cast_array(x, value_type) for x in xs[1::2]]
+        key_cols = [conform(x, out.key_type) for x in xs[0::2]]
+        value_cols = [conform(x, value_type) for x in xs[1::2]]
         order = pa.array((np.arange(pairs)[None, :] * n + np.arange(n)[:, None]).reshape(-1))
         flat_keys = pa.concat_arrays(key_cols).take(order)
         flat_values = pa.concat_arrays(value_cols).take(order)
@@ -80,7 +80,7 @@ def _row(args, site):
     out = pa.struct(fields)
 
     def run(env, xs):
-        return pa.StructArray.from_arrays([cast_array(x, f.type) for x, f in zip(xs, fields)], fields=fields)
+        return pa.StructArray.from_arrays([conform(x, f.type) for x, f in zip(xs, fields)], fields=fields)
     return Call(run, args, out, site.sql)
 
 
