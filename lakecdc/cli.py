@@ -1,4 +1,4 @@
-"""Command line: ``lakecdc validate|run|status|describe|sql|upkeep PIPELINE.yaml``.
+"""Command line: ``lakecdc validate|run|status|describe|sql|upkeep|resnapshot|check PIPELINE.yaml``.
 
 ``run`` executes one micro-batch through the same code path as the Dagster asset. Errors are printed as one
 clear line (file, key path, what to do) with exit code 2 for configuration errors and 1 for runtime failures.
@@ -113,6 +113,58 @@ def cmd_upkeep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_resnapshot(args: argparse.Namespace) -> int:
+    from lakecdc.model import TableId
+    from lakecdc.runtime.resnapshot import resnapshot_or_snapshot
+
+    config = _load(args.pipeline)
+    try:
+        target = TableId.parse(args.table)
+    except ValueError as exc:
+        raise PipelineConfigError(f"table {args.table!r}: {exc}") from None
+    result = resnapshot_or_snapshot(config, target, args.partition)
+    if result is None:
+        print(f"{target}: nothing committed")
+        return 0
+    row = {"table": str(target), "phase": result.phase, "partition": getattr(result, "partition", None),
+           "snapshot_id": result.snapshot_id, "offset": str(result.offset) if result.offset else None,
+           "snapshot_offset": str(getattr(result, "snapshot_offset", None) or result.offset),
+           "rows": getattr(result, "snapshot_rows", 0), "stale_deleted": getattr(result, "stale_deleted", 0),
+           "schema_changes": getattr(result, "schema_changes", []), "row_count": result.row_count,
+           "schema": [f"{f.name} {f.type}" for f in result.schema] if result.schema is not None else []}
+    if args.json:
+        print(json.dumps(row, indent=2))
+        return 0
+    print(f"{target}: {result.phase}{' of partition ' + row['partition'] if row['partition'] else ''}, snapshot "
+          f"{result.snapshot_id} at {row['offset']} ({row['rows']} rows from MySQL at {row['snapshot_offset']}, "
+          f"{row['stale_deleted']} stale rows deleted, {result.row_count} rows in the table)")
+    for change in row["schema_changes"]:
+        print(f"  schema: {change}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from lakecdc.model import TableId
+    from lakecdc.runtime.verify import check_pipeline
+
+    config = _load(args.pipeline)
+    try:
+        tables = [TableId.parse(t) for t in args.table] if args.table else None
+    except ValueError as exc:
+        raise PipelineConfigError(f"--table: {exc}") from None
+    results = check_pipeline(config, tables)
+    failed = [r for r in results if not r.passed]
+    if args.json:
+        print(json.dumps({"pipeline": config.name, "passed": not failed,
+                          "checks": [r.to_json() for r in results]}, indent=2))
+    else:
+        for result in results:
+            verdict = "ok  " if result.passed else ("FAIL" if result.evaluated else "ERR ")
+            print(f"{verdict} {result.target} {result.check}: {result.description}")
+        print(f"pipeline {config.name!r}: {len(results) - len(failed)} of {len(results)} checks passed")
+    return 3 if failed else 0
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     from lakecdc.sink.sql import format_table, run_sql
 
@@ -170,6 +222,22 @@ def build_parser() -> argparse.ArgumentParser:
                         help="wait this long for a table another writer holds, then skip it (default: skip)")
     upkeep.add_argument("--json", action="store_true")
     upkeep.set_defaults(func=cmd_upkeep)
+    resnapshot = commands.add_parser(
+        "resnapshot", help="re-load one Paimon table (or one partition) from MySQL in one commit; also brings a "
+                           "drifted table schema back to what the pipeline produces")
+    resnapshot.add_argument("pipeline")
+    resnapshot.add_argument("table", help="database.table in the warehouse")
+    resnapshot.add_argument("--partition", metavar="KEY=VALUE",
+                            help="only this Paimon partition, e.g. order_day=20260101 (k1=v1/k2=v2 for several keys)")
+    resnapshot.add_argument("--json", action="store_true")
+    resnapshot.set_defaults(func=cmd_resnapshot)
+    check = commands.add_parser("check", help="the asset checks without Dagster: unique primary keys, row count at "
+                                              "the checkpoint, schema against MySQL (exit code 3 when one fails)")
+    check.add_argument("pipeline")
+    check.add_argument("--table", action="append", default=[], metavar="DB.TABLE",
+                       help="only this table (repeatable); default: every table of the pipeline")
+    check.add_argument("--json", action="store_true")
+    check.set_defaults(func=cmd_check)
     return parser
 
 

@@ -16,6 +16,7 @@ import pytest
 from lakecdc.config import parse_pipeline
 from lakecdc.model import BinlogOffset, TableId
 from lakecdc.runtime import run_micro_batch
+from lakecdc.runtime.checkpoint import read_checkpoint
 from lakecdc.runtime.schema_evolution import SchemaChangeError
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.evolution import ADD, ColumnChange, apply_column_changes, readable_type_change
@@ -113,6 +114,62 @@ def test_evolve_follows_every_change(mariadb, fresh_db, members, tmp_path):
 
     run(mariadb, fresh_db, config, BATCH_DROP)
     assert not sink.table_exists(members)
+
+
+# After each statement of the reference scenario (evolve): the Paimon schema and rows Flink CDC's sink has then.
+EVOLVE_STEPS = [
+    ({"id": "INT NOT NULL", "name": "VARCHAR(17)", "age": "INT", "gender": "TINYINT"},
+     [(1008, "Alice", 21, None), (1009, "Bob", 20, None), (1010, "Carol", 19, None)]),
+    ({"id": "INT NOT NULL", "name": "VARCHAR(17)", "age": "INT", "gender": "TINYINT"},
+     [(1008, "Alice", 21, None), (1009, "Bob", 20, None), (1010, "Carol", 19, None), (1012, "Eve", 17, 0)]),
+    ({"id": "INT NOT NULL", "name": "VARCHAR(17)", "precise_age": "DOUBLE", "gender": "TINYINT"},
+     [(1008, "Alice", 21.0, None), (1009, "Bob", 20.0, None), (1010, "Carol", 19.0, None), (1012, "Eve", 17.0, 0)]),
+    ({"id": "INT NOT NULL", "name": "VARCHAR(17)", "precise_age": "DOUBLE", "biological_sex": "TINYINT"},
+     [(1008, "Alice", 21.0, None), (1009, "Bob", 20.0, None), (1010, "Carol", 19.0, None), (1012, "Eve", 17.0, 0)]),
+    ({"id": "INT NOT NULL", "name": "VARCHAR(17)", "precise_age": "DOUBLE"},
+     [(1008, "Alice", 21.0), (1009, "Bob", 20.0), (1010, "Carol", 19.0), (1012, "Eve", 17.0)]),
+    ({"id": "INT NOT NULL", "name": "VARCHAR(17)", "precise_age": "DOUBLE"},
+     [(1008, "Alice", 21.0), (1009, "Bob", 20.0), (1010, "Carol", 19.0), (1012, "Eve", 17.0), (1013, "Fiona", 16.0)]),
+    ({"id": "INT NOT NULL", "name": "VARCHAR(17)", "precise_age": "DOUBLE"}, []),
+    ({"id": "INT NOT NULL", "name": "VARCHAR(17)", "precise_age": "DOUBLE"}, [(1014, "Gem", 17.0)]),
+]
+
+
+def test_evolve_with_a_micro_batch_after_every_statement(mariadb, fresh_db, members, tmp_path):
+    """Issue 13: a micro-batch that consumes only DDL keeps the new schema history and moves the checkpoint past
+    it, so the next statement is decoded with the right schema. Each step ends as Flink CDC's sink does."""
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    run_micro_batch(config)
+    sink = PaimonSink(config.sink.catalog_options)
+    statements = BATCH_ALTERS + BATCH_TRUNCATE
+    for statement, (types, rows) in zip(statements, EVOLVE_STEPS, strict=True):
+        mariadb.execute(statement.format(db=fresh_db))
+        head = mariadb.execute("SHOW MASTER STATUS")[0]
+        result = run_micro_batch(config).tables[members]
+        assert result.committed, statement
+        assert paimon_state(config, members) == (types, rows), statement
+        checkpoint = read_checkpoint(sink.checkpoint(members))
+        assert checkpoint.offset >= BinlogOffset(head[0], int(head[1])), statement
+        recorded = [c["name"] for c in checkpoint.schemas[members]["columns"]]
+        assert recorded == [c.split(" ")[0] for c in mysql_columns(mariadb, members)], statement
+    assert not run_micro_batch(config).tables[members].committed  # nothing new: no commit
+    run(mariadb, fresh_db, config, BATCH_DROP)
+    assert not sink.table_exists(members)
+
+
+def test_evolve_with_the_whole_scenario_in_one_micro_batch(mariadb, fresh_db, members, tmp_path):
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    run_micro_batch(config)
+    run(mariadb, fresh_db, config, BATCH_ALTERS + BATCH_TRUNCATE)
+    assert paimon_state(config, members) == EVOLVE_STEPS[-1]
+    run(mariadb, fresh_db, config, BATCH_DROP)
+    assert not PaimonSink(config.sink.catalog_options).table_exists(members)
+
+
+def mysql_columns(mariadb, table: TableId) -> list[str]:
+    return [f"{name} {kind}" for name, kind in mariadb.execute(
+        "SELECT column_name, column_type FROM information_schema.columns WHERE table_schema = %s AND "
+        "table_name = %s ORDER BY ordinal_position", (table.database, table.table))]
 
 
 def test_lenient_keeps_every_column_and_row(mariadb, fresh_db, members, tmp_path):

@@ -8,7 +8,7 @@ change counts, row count, column schema, column lineage and the partitions it ch
 blocking asset checks. A commit that a crashed run made but Dagster never recorded is reported by the next run.
 
 Run config (``Materialize`` → launchpad): ``resnapshot: true`` re-snapshots the table in one commit, and with
-``partition: k=v`` only that Paimon partition (see ``lakecdc.dagster.resnapshot``).
+``partition: k=v`` only that Paimon partition (see ``lakecdc.runtime.resnapshot``).
 """
 
 import dataclasses
@@ -128,17 +128,15 @@ class TableRunConfig(dg.Config):
 def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool = False, partition: str = ""):
     """Run one table's micro-batch (or re-snapshot) and return what it committed, or None. Errors become
     Dagster Failures; only transient source errors may be retried."""
-    from lakecdc.dagster.resnapshot import needs_first_snapshot
-    from lakecdc.dagster.resnapshot import resnapshot as run_resnapshot
+    from lakecdc.runtime.resnapshot import resnapshot_or_snapshot
     from lakecdc.runtime import run_micro_batch
 
     if partition and not resnapshot:
         raise dg.Failure("'partition' only applies with 'resnapshot: true'", allow_retries=False)
     try:
-        if resnapshot and not needs_first_snapshot(config, target):
-            return run_resnapshot(config, target, partition or None, run_id=context.run.run_id, log=context.log)
         if resnapshot:
-            context.log.info(f"{target} has no checkpoint yet: taking its first snapshot")
+            return resnapshot_or_snapshot(config, target, partition or None, run_id=context.run.run_id,
+                                          log=context.log)
         result = run_micro_batch(config, targets={target}, run_id=context.run.run_id, log=context.log)
     except dg.Failure:
         raise

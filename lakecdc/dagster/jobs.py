@@ -14,7 +14,7 @@ import dagster as dg
 
 from lakecdc.config import PipelineConfig
 from lakecdc.dagster.assets import partitions_name, pool_name, report, run_table
-from lakecdc.dagster.checks import PK_UNIQUE, ROW_COUNT, SCHEMA, has_filter
+from lakecdc.runtime.verify import check_names
 from lakecdc.dagster.failures import retry_policy
 from lakecdc.dagster.metadata import paimon_key
 from lakecdc.dagster.resources import effective_config, resource_keys
@@ -41,7 +41,7 @@ def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[
     """A job partitioned by ``target``'s Paimon partitions; each run re-snapshots one partition."""
     pipeline = config
     partitions = dg.DynamicPartitionsDefinition(name=partitions_name(target))
-    checks = {PK_UNIQUE, SCHEMA} | (set() if has_filter(config, sources) else {ROW_COUNT})
+    checks = set(check_names(config, sources))
 
     @dg.op(name=f"{resnapshot_job_name(target)}_op", pool=pool_name(config, target), retry_policy=retry_policy(config),
            required_resource_keys=resource_keys(config) if use_resources else set(), tags={TABLE_TAG: str(target)},

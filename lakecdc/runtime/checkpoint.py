@@ -29,8 +29,14 @@ STARTUP_MODE = "lakecdc.startup.mode"
 # so the binlog after it is decoded with the schema its rows were written with (docs/schema-changes.md).
 SOURCE_SCHEMAS = "lakecdc.source.schemas"
 
+# A re-snapshot's commit (lakecdc.runtime.resnapshot): the partition it re-loaded ("" for the whole table) and the
+# binlog position of its MySQL snapshot (the checkpoint itself stays at the older offset for one partition).
+RESNAPSHOT_PARTITION = "lakecdc.resnapshot.partition"
+RESNAPSHOT_OFFSET = "lakecdc.resnapshot.offset"
+
 PHASE_SNAPSHOT = "snapshot"
 PHASE_BINLOG = "binlog"
+PHASE_RESNAPSHOT = "resnapshot"
 
 
 def offset_from_properties(properties: dict[str, str] | None) -> BinlogOffset | None:

@@ -170,8 +170,10 @@ def _prepare_targets(config: PipelineConfig, plan: PipelinePlan, sink: PaimonSin
                                         target_plan.partition_keys, target_plan.options, target_plan.comment)
         if not description.created:
             checkpoint = checkpoints.get(target)
-            if checkpoint is None or not checkpoint.schemas or _adds_columns(config):
+            if checkpoint is None or not checkpoint.schemas or _follows_new_columns(config):
                 _check_existing_schema(target_plan, description.schema)
+            else:
+                _check_existing_schema(target_plan, description.schema, unapplied=_star_columns(target_plan))
             _coerce_into_table(plan, sink, target)
         results[target] = TableResult(
             target=target, sources=[s.source.table_id for s in target_plan.sources], phase=PHASE_BINLOG,
@@ -181,13 +183,26 @@ def _prepare_targets(config: PipelineConfig, plan: PipelinePlan, sink: PaimonSin
     return results
 
 
-def _adds_columns(config: PipelineConfig) -> bool:
-    """Whether new upstream columns reach the Paimon tables (evolve, lenient with add.column included): then a
-    column the pipeline produces but the table lacks is a changed projection, not an ignored schema change."""
-    from lakecdc.runtime.schema_evolution import EVOLVE, LENIENT, included_types
-    from lakecdc.source.ddl import ADD_COLUMN
+def _follows_new_columns(config: PipelineConfig) -> bool:
+    """Whether every upstream column the transform passes on reaches the Paimon table (new columns and renames
+    are applied, or, in exception mode, fail the run): then a produced column the table lacks can only come from a
+    changed projection. In ignore mode, or with add.column / rename.column excluded, a column new upstream stays
+    out of the table by design."""
+    from lakecdc.runtime.schema_evolution import IGNORE, included_types
+    from lakecdc.source.ddl import ADD_COLUMN, RENAME_COLUMN
 
-    return config.schema_change_behavior in (EVOLVE, LENIENT) and ADD_COLUMN in included_types(config)
+    return config.schema_change_behavior != IGNORE and {ADD_COLUMN, RENAME_COLUMN} <= included_types(config)
+
+
+def _star_columns(target_plan: TargetPlan) -> set[str]:
+    """The produced columns that pass a source column of the same name through ``*``: the only ones a schema
+    change that the behaviour does not apply can leave out of the table."""
+    names: set[str] = set()
+    for source_plan in target_plan.sources:
+        transform = getattr(source_plan.transform, "_inner", source_plan.transform)
+        if getattr(transform, "star", True):
+            names |= {name for name, read in transform.column_sources().items() if read == [name]}
+    return names
 
 
 def _coerce_into_table(plan: PipelinePlan, sink: PaimonSink, target: TableId) -> None:
@@ -200,17 +215,20 @@ def _coerce_into_table(plan: PipelinePlan, sink: PaimonSink, target: TableId) ->
             coerce_into_table(sink, source_plan, target)
 
 
-def _check_existing_schema(target_plan: TargetPlan, stored: pa.Schema) -> None:
-    """An existing table must still take the rows the transform produces."""
+def _check_existing_schema(target_plan: TargetPlan, stored: pa.Schema, unapplied: set[str] = frozenset()) -> None:
+    """An existing table must still take every column the transform produces (``unapplied``: columns it may lack
+    because the schema change behaviour keeps new upstream columns out), else rows would lose a column silently."""
     from lakecdc.errors import SinkError
 
     stored_names = stored.names
     for column in target_plan.schema:
-        if column.name not in stored_names:
+        if column.name not in stored_names and column.name not in unapplied:
             raise SinkError(
                 f"Paimon table {target_plan.target} has no column {column.name!r} that the pipeline now produces; "
                 "the table was created from an older pipeline or source schema (or the column was added upstream "
-                "before lakecdc kept a schema history). Drop and re-create it, or change the projection back")
+                "before lakecdc kept a schema history). Nothing was written. Change the projection back, or bring "
+                f"the table to the pipeline's schema with `lakecdc resnapshot PIPELINE.yaml {target_plan.target}` "
+                "(schema.change.behavior other than ignore), or drop the table and run again")
 
 
 def _writer(target: TableId, sink: PaimonSink, writers: dict[TableId, TableWriter]) -> TableWriter:
@@ -342,7 +360,9 @@ def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targe
     for target in targets:
         if target in evolver.dropped:
             continue
-        if target in writers:
+        if target in writers or target in evolver.consumed:
+            # a DDL with no row after it still moves the checkpoint: the commit carries the new schema history
+            _writer(target, sink, writers)
             results[target].offset = max(reader.end_offset, checkpoints[target])
         elif _far_behind(checkpoints[target], reader.end_offset):
             # A table without changes keeps its checkpoint, so every later run re-reads the binlog from there;

@@ -164,6 +164,9 @@ class SchemaChangeApplier:
     log: logging.Logger | logging.LoggerAdapter = logger
     failpoint: Callable[[str], None] = lambda name: None
     dropped: set[TableId] = field(default_factory=set)
+    # targets that consumed a DDL after their checkpoint: their new schema history and offset must be committed
+    # even when no row follows the DDL in this read (else the next run decodes with the old schema)
+    consumed: set[TableId] = field(default_factory=set)
     applied: dict[TableId, list[str]] = field(default_factory=dict)  # target → what was applied (for reports)
 
     def apply(self, change: TableSchemaChange, open_writers: set[TableId]) -> None:
@@ -177,6 +180,7 @@ class SchemaChangeApplier:
         for target in targets:
             if target in open_writers and change.previous is not None and target not in self.dropped:
                 self.commit(target, change.previous)
+        self.consumed.update(targets)
         old_transform = source_plan.transform
         new_transform = self._recompile(source_plan, change)
         included = included_types(self.config)

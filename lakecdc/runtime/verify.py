@@ -1,0 +1,368 @@
+"""Verification of a pipeline's Paimon tables against MySQL: the checks Dagster runs as blocking asset checks and
+``lakecdc check`` runs without Dagster. Each returns a plain :class:`CheckResult`.
+
+* ``primary_key_unique``: no two rows of the merged table share a primary key.
+* ``row_count_matches_source``: active Paimon rows equal the MySQL rows *at the committed checkpoint*: MySQL is
+  counted between two reads of the binlog head, the changes from the checkpoint to the first head are undone from
+  the count, and the changes made while counting are the tolerance (:func:`count_at_checkpoint`). Tables with a
+  ``filter`` have no such check (the filtered-out rows are not in Paimon).
+* ``schema_matches_source``: the columns and Paimon types the pipeline produces from today's MySQL schema equal
+  the stored table's (:func:`schema_drift`), as far as ``schema.change.behavior`` promises they follow MySQL.
+
+A failed check is a real difference or a check that could not be evaluated (MySQL unreachable, too much binlog to
+reconcile, a snapshot still running): both fail, so blocking checks stop downstream work. A check that cannot
+apply to a table by its nature (a row count of an append table) passes and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakecdc.config import PipelineConfig
+from lakecdc.errors import LakeCdcError
+from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, TableId
+from lakecdc.runtime.checkpoint import Checkpoint, read_checkpoint
+from lakecdc.runtime.plan import TargetPlan, build_plan, source_options
+from lakecdc.runtime.schema_evolution import IGNORE, LENIENT
+from lakecdc.sink import PaimonSink
+from lakecdc.sink.evolution import paimon_type
+from lakecdc.source import MySqlSource
+from lakecdc.transform.rules import SOFT_DELETE, select_rule
+
+PK_UNIQUE = "primary_key_unique"
+ROW_COUNT = "row_count_matches_source"
+SCHEMA = "schema_matches_source"
+CHECK_NAMES = (PK_UNIQUE, ROW_COUNT, SCHEMA)
+# Reading more binlog than this to reconcile a count would make the check slower than the run it checks.
+MAX_RECONCILE_BYTES = 64 * 1024 * 1024
+EVENT_TYPE_COLUMN = "__data_event_type__"
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check of one table. ``evaluated`` is False when the check could not look (it then fails
+    too); ``applicable`` is False when it cannot apply to this table (it then passes and says why)."""
+
+    check: str
+    target: TableId
+    passed: bool
+    description: str
+    evaluated: bool = True
+    applicable: bool = True
+    metadata: dict[str, int | str | bool] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"table": str(self.target), "check": self.check, "passed": self.passed, "evaluated": self.evaluated,
+                "applicable": self.applicable, "description": self.description, "metadata": self.metadata}
+
+
+@dataclass
+class CountAtCheckpoint:
+    """MySQL's row count reconciled to a checkpoint (see the module docstring)."""
+
+    expected_rows: int  # MySQL rows at the checkpoint
+    mysql_rows_now: int
+    counted_at: BinlogOffset  # the head read before counting
+    net_inserts_since: int  # inserts − deletes in (checkpoint, counted_at]
+    changes_since: int  # inserts + deletes in (checkpoint, counted_at]
+    tolerance: int  # inserts + deletes while counting
+
+
+@dataclass
+class SchemaDrift:
+    """Expected (from today's MySQL) against stored Paimon columns, as Paimon types (``INT NOT NULL``)."""
+
+    expected: dict[str, str]
+    stored: dict[str, str]
+    added: list[str]  # produced from MySQL, missing in Paimon
+    dropped: list[str]  # in Paimon, no longer produced
+    changed: list[str]  # produced with another type
+
+    @property
+    def drifted(self) -> bool:
+        return bool(self.added or self.dropped or self.changed)
+
+    def describe(self) -> str:
+        problems = []
+        if self.added:
+            problems.append(f"new in MySQL, missing in Paimon: {', '.join(self.added)}")
+        if self.dropped:
+            problems.append(f"in Paimon, no longer produced from MySQL: {', '.join(self.dropped)}")
+        if self.changed:
+            problems.append("type changed: " + "; ".join(
+                f"{c}: {self.stored[c]} in Paimon, {self.expected[c]} from MySQL" for c in self.changed))
+        return " | ".join(problems)
+
+
+def has_filter(config: PipelineConfig, sources: list[TableId]) -> bool:
+    """Whether a transform rule filters rows of one of ``sources`` (then Paimon holds fewer rows than MySQL)."""
+    for source in sources:
+        rule = select_rule(config.transforms, source)
+        if rule is not None and rule.filter and rule.filter.strip():
+            return True
+    return False
+
+
+def check_names(config: PipelineConfig, sources: list[TableId]) -> list[str]:
+    """The checks a table fed by ``sources`` has (no row count when a filter drops rows)."""
+    return [n for n in CHECK_NAMES if n != ROW_COUNT or not has_filter(config, sources)]
+
+
+def soft_delete_column(config: PipelineConfig, plan: TargetPlan) -> str | None | bool:
+    """For a SOFT_DELETE table, the output column carrying ``__data_event_type__`` unchanged (None when it has
+    none); False when the table does not soft-delete."""
+    from lakecdc.transform.expressions import parse_projection
+
+    soft = [s for s in plan.sources if s.transform.converter == SOFT_DELETE]
+    if not soft:
+        return False
+    rule = select_rule(config.transforms, soft[0].source.table_id)
+    if rule is None or not rule.projection:
+        return None
+    for item in parse_projection(rule.projection):
+        if not item.star and item.bare_column == EVENT_TYPE_COLUMN:
+            return item.alias
+    return None
+
+
+# ------------------------------------------------------------------------------------------- table state
+
+
+@dataclass
+class TableState:
+    """What the checks look at: the live plan for the table (from MySQL now) and the stored Paimon table."""
+
+    config: PipelineConfig
+    target: TableId
+    plan: TargetPlan | None
+    plan_error: str | None
+    stored: object | None  # lakecdc.sink.TableDescription
+    checkpoint: Checkpoint | None
+
+    @classmethod
+    def load(cls, config: PipelineConfig, target: TableId) -> "TableState":
+        plan, plan_error = None, None
+        try:
+            plan = build_plan(config, MySqlSource(source_options(config))).restrict({target}).targets[target]
+        except LakeCdcError as exc:
+            plan_error = str(exc)
+        sink = PaimonSink(config.sink.catalog_options)
+        stored = sink.describe(target) if sink.table_exists(target) else None
+        checkpoint = read_checkpoint(sink.checkpoint(target)) if stored is not None else None
+        return cls(config, target, plan, plan_error, stored, checkpoint)
+
+    @property
+    def offset(self) -> BinlogOffset | None:
+        return self.checkpoint.offset if self.checkpoint is not None else None
+
+
+def evaluate(state: TableState, names: set[str] | list[str]) -> list[CheckResult]:
+    """The results of the selected checks, in a fixed order; an error inside a check is a failed result."""
+    results = []
+    for name, check in ((PK_UNIQUE, primary_key_unique), (ROW_COUNT, row_count_matches_source),
+                        (SCHEMA, schema_matches_source)):
+        if name not in names:
+            continue
+        try:
+            results.append(check(state))
+        except LakeCdcError as exc:
+            results.append(_not_evaluated(state, name, str(exc)))
+    return results
+
+
+def check_pipeline(config: PipelineConfig, tables: list[TableId] | None = None) -> list[CheckResult]:
+    """Every check of every Paimon table of the pipeline (or of ``tables``), as Dagster runs them."""
+    plan = build_plan(config, MySqlSource(source_options(config)))
+    targets = sorted(tables) if tables else sorted(plan.targets)
+    plan.restrict(set(targets))  # unknown tables are an error
+    results = []
+    for target in targets:
+        sources = [s.source.table_id for s in plan.targets[target].sources]
+        results.extend(evaluate(TableState.load(config, target), check_names(config, sources)))
+    return results
+
+
+def _not_evaluated(state: TableState, name: str, why: str) -> CheckResult:
+    return CheckResult(name, state.target, False, f"could not be evaluated: {why}", evaluated=False)
+
+
+def _sql(state: TableState, query: str) -> pa.Table:
+    from lakecdc.sink.sql import run_sql
+
+    try:
+        return run_sql(state.config.sink.catalog_options, query)
+    except Exception as exc:  # DataFusion raises its own exception types
+        raise LakeCdcError(f"reading {state.target} back failed: {exc}") from None
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _table_ref(table: TableId) -> str:
+    return f"{_ident(table.database)}.{_ident(table.table)}"
+
+
+# ------------------------------------------------------------------------------------------- the checks
+
+
+def primary_key_unique(state: TableState) -> CheckResult:
+    if state.stored is None:
+        return _not_evaluated(state, PK_UNIQUE, f"the Paimon table {state.target} does not exist yet")
+    keys = list(state.stored.primary_keys)
+    if not keys:
+        return CheckResult(PK_UNIQUE, state.target, True, "append table without a primary key: nothing to check",
+                           applicable=False, metadata={"primary_keys": ""})
+    columns = ", ".join(_ident(k) for k in keys)
+    duplicates = _sql(state, f"SELECT {columns}, COUNT(*) AS copies FROM {_table_ref(state.target)} "
+                             f"GROUP BY {columns} HAVING COUNT(*) > 1 LIMIT 5")
+    metadata: dict = {"primary_keys": ", ".join(keys), "duplicate_keys_shown": duplicates.num_rows}
+    if duplicates.num_rows:
+        sample = "; ".join(str(row) for row in duplicates.to_pylist())
+        return CheckResult(PK_UNIQUE, state.target, False, f"duplicate primary keys, e.g. {sample}",
+                           metadata={**metadata, "sample": sample})
+    return CheckResult(PK_UNIQUE, state.target, True, f"every ({', '.join(keys)}) is unique", metadata=metadata)
+
+
+def row_count_matches_source(state: TableState) -> CheckResult:
+    target = state.target
+    if state.stored is None or state.checkpoint is None:
+        return _not_evaluated(state, ROW_COUNT, f"{target} has no committed checkpoint yet")
+    if state.checkpoint.snapshot_pending:
+        return _not_evaluated(state, ROW_COUNT, f"the snapshot of {target} is still in progress (it resumes with "
+                                                "the next run)")
+    if state.plan is None:
+        return _not_evaluated(state, ROW_COUNT, f"cannot read the source tables: {state.plan_error}")
+    if not state.stored.primary_keys:
+        return CheckResult(ROW_COUNT, target, True, "not applicable: an append table gets a row per change, so its "
+                           "row count is not comparable with MySQL's", applicable=False)
+    deleted_marker = soft_delete_column(state.config, state.plan)
+    if deleted_marker is None:
+        return CheckResult(ROW_COUNT, target, True, "not applicable: a SOFT_DELETE table without a column holding "
+                           "__data_event_type__ cannot tell deleted rows from active ones", applicable=False)
+    where = f" WHERE {_ident(deleted_marker)} <> '{DELETE}'" if deleted_marker else ""
+    paimon_rows = _sql(state, f"SELECT COUNT(*) AS n FROM {_table_ref(target)}{where}").column(0)[0].as_py()
+    count = count_at_checkpoint(state.config, state.plan, state.checkpoint.offset)
+    if count is None:
+        return _not_evaluated(state, ROW_COUNT, f"the source moved more than {MAX_RECONCILE_BYTES >> 20} MiB of "
+                              "binlog since the checkpoint, so the count was not reconciled; run the pipeline, then "
+                              "the check")
+    difference = paimon_rows - count.expected_rows
+    metadata = {"paimon_active_rows": paimon_rows, "expected_rows_at_checkpoint": count.expected_rows,
+                "difference": difference, "tolerance": count.tolerance, "checkpoint": str(state.checkpoint.offset),
+                "mysql_rows_now": count.mysql_rows_now, "counted_at": str(count.counted_at),
+                "net_inserts_since_checkpoint": count.net_inserts_since,
+                "source_quiet": count.changes_since == 0 and count.tolerance == 0}
+    how = "exact" if count.tolerance == 0 else f"within ±{count.tolerance} (rows changed in MySQL while counting)"
+    if abs(difference) <= count.tolerance:
+        return CheckResult(ROW_COUNT, target, True, f"{paimon_rows} active rows in Paimon, {count.expected_rows} in "
+                           f"MySQL at {state.checkpoint.offset} ({how})", metadata=metadata)
+    return CheckResult(ROW_COUNT, target, False, f"{paimon_rows} active rows in Paimon but {count.expected_rows} in "
+                       f"MySQL at {state.checkpoint.offset} (difference {difference:+d}, tolerance {count.tolerance})",
+                       metadata=metadata)
+
+
+def count_at_checkpoint(config: PipelineConfig, plan: TargetPlan,
+                        checkpoint: BinlogOffset) -> CountAtCheckpoint | None:
+    """The MySQL rows of ``plan``'s source tables at ``checkpoint``, or None when reconciling would read more than
+    MAX_RECONCILE_BYTES of binlog."""
+    from lakecdc.source.connection import connect, query
+    from lakecdc.source.snapshot import quote_identifier
+
+    options = source_options(config)
+    source = MySqlSource(options)
+    sources = {s.source.table_id: s.source for s in plan.sources}
+    before = source.head_offset()
+    if _too_far(checkpoint, before):
+        return None
+    conn = connect(options)
+    try:
+        mysql_rows = 0
+        for table_id in sorted(sources):
+            sql = f"SELECT COUNT(*) FROM {quote_identifier(table_id.database)}.{quote_identifier(table_id.table)}"
+            mysql_rows += int(query(conn, sql, options=options)[0][0])
+    finally:
+        conn.close()
+    after = source.head_offset()
+    net_since, changes_since = binlog_changes(source, sources, checkpoint, before)
+    _, tolerance = binlog_changes(source, sources, before, after)
+    return CountAtCheckpoint(mysql_rows - net_since, mysql_rows, before, net_since, changes_since, tolerance)
+
+
+def _too_far(start: BinlogOffset, stop: BinlogOffset) -> bool:
+    if stop <= start:
+        return False
+    return start.file != stop.file or stop.pos - start.pos > MAX_RECONCILE_BYTES
+
+
+def binlog_changes(source: MySqlSource, tables: dict, start: BinlogOffset, stop: BinlogOffset) -> tuple[int, int]:
+    """(inserts − deletes, inserts + deletes) of ``tables`` in the binlog after ``start`` up to ``stop``."""
+    if stop <= start:
+        return 0, 0
+    reader = source.read_binlog(tables, {t: start for t in tables}, stop)
+    inserts = deletes = 0
+    for batch in reader:
+        kinds = batch.data.column(OP_COLUMN)
+        inserts += pc.sum(pc.equal(kinds, INSERT)).as_py() or 0
+        deletes += pc.sum(pc.equal(kinds, DELETE)).as_py() or 0
+    return inserts - deletes, inserts + deletes
+
+
+def expected_types(plan: TargetPlan) -> dict[str, str]:
+    """Column → Paimon type (``INT NOT NULL``) the pipeline produces for the table from the current MySQL schema,
+    spelt as the stored table's (``PaimonSink.paimon_types``)."""
+    keys = set(plan.primary_keys) | set(plan.partition_keys) if plan.primary_keys else set()
+    return {f.name: str(paimon_type(plan.target, f.with_nullable(f.nullable and f.name not in keys)))
+            for f in plan.schema}
+
+
+def _without_null(type_text: str) -> str:
+    return type_text.replace(" NOT NULL", "")
+
+
+def schema_drift(plan: TargetPlan, stored: dict[str, str], behavior: str = "") -> SchemaDrift:
+    """How the stored table's columns (``PaimonSink.paimon_types``) differ from what ``plan`` produces. In lenient
+    mode columns are kept when dropped upstream and added nullable, so only missing columns and other base types
+    count there."""
+    expected = expected_types(plan)
+    comparable = _without_null if behavior == LENIENT else (lambda t: t)
+    added = [c for c in expected if c not in stored]
+    dropped = [c for c in stored if c not in expected] if behavior != LENIENT else []
+    changed = [c for c in expected if c in stored and comparable(stored[c]) != comparable(expected[c])]
+    return SchemaDrift(expected, dict(stored), added, dropped, changed)
+
+
+_NEXT_RUN = {
+    "evolve": "schema.change.behavior evolve: the next run applies the DDL it reads from the binlog; if it does "
+              "not, `lakecdc resnapshot` brings the table back to MySQL's schema",
+    "try_evolve": "schema.change.behavior try_evolve: the next run applies what Paimon readers can read back",
+    "lenient": "schema.change.behavior lenient: the next run adds new columns, nullable",
+    "exception": "schema.change.behavior exception: the next run stops at the DDL",
+}
+
+
+def schema_matches_source(state: TableState) -> CheckResult:
+    if state.plan is None:
+        return _not_evaluated(state, SCHEMA, f"the pipeline cannot be planned against MySQL now: {state.plan_error}")
+    if state.stored is None:
+        return _not_evaluated(state, SCHEMA, f"the Paimon table {state.target} does not exist yet")
+    behavior = state.config.schema_change_behavior
+    drift = schema_drift(state.plan, PaimonSink(state.config.sink.catalog_options).paimon_types(state.target),
+                         behavior)
+    metadata: dict = {"source_tables": ", ".join(str(s.source.table_id) for s in state.plan.sources),
+                      "columns_from_source": len(drift.expected), "columns_in_paimon": len(drift.stored),
+                      "schema_change_behavior": behavior}
+    if not drift.drifted:
+        return CheckResult(SCHEMA, state.target, True, f"{len(drift.expected)} columns in sync with MySQL",
+                           metadata=metadata)
+    metadata.update({"added": ", ".join(drift.added), "dropped": ", ".join(drift.dropped),
+                     "changed": "; ".join(drift.changed)})
+    if behavior == IGNORE:  # the table keeps its creation schema by design: the differences are what was asked
+        return CheckResult(SCHEMA, state.target, True, "schema.change.behavior ignore: the table keeps its creation "
+                           f"schema; MySQL differs ({drift.describe()})", applicable=False, metadata=metadata)
+    return CheckResult(SCHEMA, state.target, False, f"schema drift ({_NEXT_RUN.get(behavior, '')}): "
+                       + drift.describe(), metadata=metadata)
+

@@ -1,0 +1,214 @@
+"""Operations in the library, run here through the CLI and the Python API without Dagster (issue 13 items 3, 5,
+6): re-snapshots of a table and of one partition carry the schema history forward, a re-snapshot repairs a table
+whose Paimon schema drifted, ``lakecdc check`` fails (exit code 3) on real differences and on checks that cannot
+be evaluated, and a produced column that the table lacks stops the run in every schema-change mode."""
+
+import json
+
+import pytest
+
+from lakecdc.cli import main
+from lakecdc.errors import LakeCdcError, SinkError
+from lakecdc.model import TableId
+from lakecdc.runtime import check_pipeline, resnapshot, run_micro_batch
+from lakecdc.runtime.checkpoint import read_checkpoint
+from lakecdc.sink import PaimonSink
+from lakecdc.sink.evolution import ADD, DROP, ColumnChange, apply_column_changes
+from test_schema_changes import MEMBERS, SEED_ROWS, make_config, paimon_state
+
+PARTITIONED = """
+transform:
+  - source-table: {db}.members
+    projection: "*"
+    primary-keys: id,age
+    partition-keys: age
+"""
+
+
+def mysql_state(mariadb, table: TableId):
+    """(column → MySQL type, rows sorted by id), to compare with paimon_state."""
+    types = {name: kind for name, kind in mariadb.execute(
+        "SELECT column_name, column_type FROM information_schema.columns WHERE table_schema = %s AND "
+        "table_name = %s ORDER BY ordinal_position", (table.database, table.table))}
+    rows = sorted(mariadb.execute(f"SELECT * FROM `{table.database}`.`{table.table}`"))
+    return types, rows
+
+
+@pytest.fixture
+def members(mariadb, fresh_db):
+    mariadb.execute(MEMBERS.format(db=fresh_db))
+    mariadb.execute(SEED_ROWS.format(db=fresh_db))
+    return TableId(fresh_db, "members")
+
+
+def cli(capsys, *argv) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def checkpoint_of(config, table):
+    return read_checkpoint(PaimonSink(config.sink.catalog_options).checkpoint(table))
+
+
+def test_resnapshot_then_add_column_then_run_equals_mysql(mariadb, fresh_db, members, tmp_path, capsys):
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    run_micro_batch(config)
+    code, out = cli(capsys, "resnapshot", config.path, str(members), "--json")
+    assert code == 0
+    done = json.loads(out)
+    assert done["phase"] == "resnapshot" and done["partition"] is None and done["rows"] == 3
+    assert done["offset"] == done["snapshot_offset"]
+    recorded = checkpoint_of(config, members)
+    assert [c["name"] for c in recorded.schemas[members]["columns"]] == ["id", "name", "age"]
+
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.members ADD COLUMN note2 VARCHAR(10)")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1011, 'Dan', 30, 'n2')")
+    assert run_micro_batch(config).tables[members].committed
+    types, rows = paimon_state(config, members)
+    assert types == {"id": "INT NOT NULL", "name": "VARCHAR(17)", "age": "INT", "note2": "VARCHAR(10)"}
+    assert rows == mysql_state(mariadb, members)[1]
+    # a second re-snapshot works too, and the next DDL still follows
+    second = resnapshot(config, members)
+    assert second.snapshot_rows == 4 and second.schema_changes == []
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.members DROP COLUMN note2")
+    run_micro_batch(config)
+    assert paimon_state(config, members) == ({"id": "INT NOT NULL", "name": "VARCHAR(17)", "age": "INT"},
+                                             mysql_state(mariadb, members)[1])
+
+
+def test_resnapshot_repairs_a_drifted_paimon_schema(mariadb, fresh_db, members, tmp_path, capsys):
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    run_micro_batch(config)
+    assert cli(capsys, "check", config.path)[0] == 0
+    # the Paimon schema drifts away from the pipeline's: a column lost, a stray one added
+    sink = PaimonSink(config.sink.catalog_options)
+    apply_column_changes(sink, members, [ColumnChange(DROP, "age")])
+    apply_column_changes(sink, members, [ColumnChange(ADD, "stray", pa_field("stray"), ("LAST", ""))])
+    code, out = cli(capsys, "check", config.path, "--json")
+    assert code == 3
+    report = {c["check"]: c for c in json.loads(out)["checks"]}
+    schema = report["schema_matches_source"]
+    assert not schema["passed"] and schema["evaluated"]
+    assert schema["metadata"]["added"] == "age" and schema["metadata"]["dropped"] == "stray"
+    with pytest.raises(SinkError, match="no column 'age'.*lakecdc resnapshot"):
+        run_micro_batch(config)
+
+    result = resnapshot(config, members)
+    assert result.schema_changes == ["drop column stray", "add column age int32 AFTER name"]
+    assert set(result.schema.names) == {"id", "name", "age"}
+    types, rows = paimon_state(config, members)
+    assert types == {"id": "INT NOT NULL", "name": "VARCHAR(17)", "age": "INT"}
+    assert rows == mysql_state(mariadb, members)[1]
+    code, out = cli(capsys, "check", config.path)
+    assert code == 0, out
+    mariadb.execute(f"UPDATE `{fresh_db}`.members SET age = 40 WHERE id = 1008")
+    run_micro_batch(config)
+    assert paimon_state(config, members)[1] == mysql_state(mariadb, members)[1]
+
+
+def pa_field(name):
+    import pyarrow as pa
+
+    return pa.field(name, pa.int32())
+
+
+def test_partition_resnapshot_records_the_partition_and_keeps_the_schema_history(mariadb, fresh_db, members,
+                                                                                  tmp_path):
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve", transform=PARTITIONED.format(db=fresh_db))
+    run_micro_batch(config)
+    before = checkpoint_of(config, members)
+    # a row changed behind the binlog's back, in partition age=20 only
+    conn = mariadb.connect()
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin = 0")
+        cur.execute(f"UPDATE `{fresh_db}`.members SET name = 'Robert' WHERE id = 1009")
+    conn.commit()
+    conn.close()
+    result = resnapshot(config, members, "age=20")
+    assert (result.partition, result.snapshot_rows, result.partitions) == ("age=20", 1, {"age=20": {"inserted": 1}})
+    properties = PaimonSink(config.sink.catalog_options).checkpoint(members)
+    assert properties["lakecdc.resnapshot.partition"] == "age=20"
+    after = checkpoint_of(config, members)
+    assert after.offset == before.offset and after.schemas == before.schemas and after.captured == before.captured
+    assert paimon_state(config, members)[1] == mysql_state(mariadb, members)[1]
+
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.members ADD COLUMN note2 VARCHAR(10)")
+    with pytest.raises(LakeCdcError, match="schema of .* changed after the table's checkpoint"):
+        resnapshot(config, members, "age=20")  # the DDL is not applied yet: the partition would mix two schemas
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1011, 'Dan', 30, 'n2')")
+    run_micro_batch(config)
+    assert paimon_state(config, members)[1] == mysql_state(mariadb, members)[1]
+    assert resnapshot(config, members, "age=30").snapshot_rows == 1
+
+
+def test_check_fails_on_a_row_count_difference_and_when_it_cannot_evaluate(mariadb, fresh_db, members, tmp_path,
+                                                                        capsys):
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    run_micro_batch(config)
+    results = {r.check: r for r in check_pipeline(config)}
+    assert all(r.passed and r.evaluated for r in results.values())
+    assert results["row_count_matches_source"].metadata["expected_rows_at_checkpoint"] == 3
+    # changes after the checkpoint are reconciled: still exact
+    mariadb.execute(f"DELETE FROM `{fresh_db}`.members WHERE id = 1010")
+    count = {r.check: r for r in check_pipeline(config)}["row_count_matches_source"]
+    assert count.passed and count.metadata["net_inserts_since_checkpoint"] == -1
+    conn = mariadb.connect()
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin = 0")
+        cur.execute(f"DELETE FROM `{fresh_db}`.members WHERE id = 1009")
+    conn.commit()
+    conn.close()
+    code, out = cli(capsys, "check", config.path)
+    assert code == 3 and "FAIL" in out and "3 active rows in Paimon but 2 in MySQL" in out
+
+    unreachable = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    unreachable.source.port = free_port()
+    results = {r.check: r for r in check_pipeline_without_planning(unreachable, members)}
+    assert results["primary_key_unique"].passed  # reads Paimon only
+    for name in ("row_count_matches_source", "schema_matches_source"):  # need MySQL: fail, not evaluated
+        assert not results[name].passed and not results[name].evaluated, results[name]
+        assert "could not be evaluated" in results[name].description
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_pipeline_without_planning(config, table):
+    from lakecdc.runtime.verify import CHECK_NAMES, TableState, evaluate
+
+    return evaluate(TableState.load(config, table), CHECK_NAMES)
+
+
+@pytest.mark.parametrize("mode", ["ignore", "exception", "try_evolve"])
+def test_a_produced_column_the_table_lacks_stops_the_run(mariadb, fresh_db, members, tmp_path, mode):
+    """A changed projection adds a computed column: in every mode the run stops before writing (before, ignore,
+    exception and try_evolve dropped the column silently)."""
+    config = make_config(mariadb, fresh_db, tmp_path, mode)
+    run_micro_batch(config)
+    changed = make_config(mariadb, fresh_db, tmp_path, mode, transform=f"""
+transform:
+  - source-table: {fresh_db}.members
+    projection: "*, UPPER(name) AS loud"
+""")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1011, 'Dan', 30)")
+    with pytest.raises(SinkError, match="has no column 'loud' that the pipeline now produces"):
+        run_micro_batch(changed)
+    assert len(paimon_state(config, members)[1]) == 3  # nothing written
+
+
+def test_ignore_mode_still_leaves_new_upstream_columns_out(mariadb, fresh_db, members, tmp_path):
+    config = make_config(mariadb, fresh_db, tmp_path, "ignore")
+    run_micro_batch(config)
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.members ADD COLUMN note2 VARCHAR(10)")
+    run_micro_batch(config)
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1011, 'Dan', 30, 'n2')")
+    run_micro_batch(config)  # the schema history has note2, the table does not: by design, no error
+    types, rows = paimon_state(config, members)
+    assert types == {"id": "INT NOT NULL", "name": "VARCHAR(17)", "age": "INT"} and rows[-1] == (1011, "Dan", 30)
+    schema = {r.check: r for r in check_pipeline(config)}["schema_matches_source"]
+    assert schema.passed and not schema.applicable and "note2" in schema.description
