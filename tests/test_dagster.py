@@ -6,6 +6,7 @@ import http.server
 import json
 import logging
 import shutil
+import socket
 import threading
 from pathlib import Path
 
@@ -164,6 +165,25 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
                                    selection=[dg.AssetCheckKey(ORDERS_KEY, "schema_matches_source")])
         drift = checks["schema_matches_source"]
         assert not drift.passed and "coupon" in drift.description
+        assert drift.severity == dg.AssetCheckSeverity.ERROR  # blocking: stops downstream assets
+
+
+def test_a_check_that_cannot_evaluate_fails_with_error_severity(mariadb, tutorial, tmp_path, monkeypatch):
+    config, pipelines = tutorial
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assert materialize(build_definitions(pipelines), instance)[0].success
+        with socket.socket() as s:  # a port nobody listens on: MySQL is unreachable for the checks
+            s.bind(("127.0.0.1", 0))
+            monkeypatch.setenv("MYSQL_PORT", str(s.getsockname()[1]))
+        defs = build_definitions(pipelines)
+        _, _, checks = materialize(defs, instance, selection=[
+            dg.AssetCheckKey(ORDERS_KEY, name) for name in ("primary_key_unique", "row_count_matches_source",
+                                                            "schema_matches_source")])
+        assert checks["primary_key_unique"].passed  # reads Paimon only
+        for name in ("row_count_matches_source", "schema_matches_source"):
+            check = checks[name]
+            assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR, name
+            assert check.metadata["evaluated"].value is False and "could not be evaluated" in check.description
 
 
 def test_partition_resnapshot_is_refused_for_bad_partitions(mariadb, tutorial, tmp_path):

@@ -212,3 +212,16 @@ def test_ignore_mode_still_leaves_new_upstream_columns_out(mariadb, fresh_db, me
     assert types == {"id": "INT NOT NULL", "name": "VARCHAR(17)", "age": "INT"} and rows[-1] == (1011, "Dan", 30)
     schema = {r.check: r for r in check_pipeline(config)}["schema_matches_source"]
     assert schema.passed and not schema.applicable and "note2" in schema.description
+
+
+def test_schema_check_accepts_what_the_settings_keep_out_and_fails_on_the_rest(mariadb, fresh_db, members,
+                                                                               tmp_path):
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve", sink_extra="  exclude.schema.changes: [drop]")
+    run_micro_batch(config)
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.members DROP COLUMN age")
+    run_micro_batch(config)  # the drop is excluded: Paimon keeps age
+    schema = {r.check: r for r in check_pipeline(config)}["schema_matches_source"]
+    assert schema.passed and not schema.applicable and "age" in schema.metadata["kept_by_behavior"]
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.members ADD COLUMN note2 INT")  # not run yet: real drift
+    schema = {r.check: r for r in check_pipeline(config)}["schema_matches_source"]
+    assert not schema.passed and schema.description.endswith("new in MySQL, missing in Paimon: note2")

@@ -69,7 +69,6 @@ class ResnapshotResult:
     rows_written: int = 0
     snapshot_rows: int = 0  # rows of the partition (or table) read from MySQL
     stale_deleted: int = 0
-    stale_kept: int = 0
     row_count: int | None = None
     partitions: dict[str, dict[str, int]] = field(default_factory=dict)
     schema_changes: list[str] = field(default_factory=list)  # what align_schema changed in the Paimon table
@@ -191,9 +190,9 @@ def resnapshot(config: PipelineConfig, target: TableId, partition: str | None = 
             writer.abort()
             raise
     result.row_count = sink.row_count(target)
-    log.info("re-snapshot of %s%s committed: snapshot %s, %d rows upserted, %d stale rows deleted%s, checkpoint %s",
+    log.info("re-snapshot of %s%s committed: snapshot %s, %d rows upserted, %d stale rows deleted, checkpoint %s",
              target, f" partition {partition}" if partition else "", result.snapshot_id, result.snapshot_rows,
-             result.stale_deleted, f", {result.stale_kept} kept" if result.stale_kept else "", result.offset)
+             result.stale_deleted, result.offset)
     return result
 
 
@@ -300,7 +299,7 @@ def _write_snapshot(source, sink, plan, target, description, spec, marker, write
                 seen.append(output.select(keys))
             progress.finish(snapshot.offset)
         _check_schema_unchanged(source, source_plans, target)
-    _remove_stale_rows(sink, target, description, spec, marker, seen, writer, result, log)
+    _remove_stale_rows(sink, target, description, spec, marker, seen, writer, result)
     return result
 
 
@@ -315,7 +314,7 @@ def _check_schema_unchanged(source: MySqlSource, source_plans: list, target: Tab
                                "was committed: run the re-snapshot again")
 
 
-def _remove_stale_rows(sink, target, description, spec, marker, seen, writer, result, log) -> None:
+def _remove_stale_rows(sink, target, description, spec, marker, seen, writer, result) -> None:
     """Delete (or mark deleted) the Paimon rows whose key the snapshot does not have. Reading while holding the
     lock sees exactly the snapshot this commit follows."""
     keys = list(description.primary_keys)
@@ -331,11 +330,12 @@ def _remove_stale_rows(sink, target, description, spec, marker, seen, writer, re
     stale_keys = current.select(keys).join(snapshot_keys.select(keys), keys=keys, join_type="left anti")
     if stale_keys.num_rows == 0:
         return
-    if marker is None:  # SOFT_DELETE without an event-type column: nothing can mark them
-        result.stale_kept = stale_keys.num_rows
-        log.warning("%s: %d rows are gone from MySQL but stay (SOFT_DELETE table without a column holding "
-                    "__data_event_type__)", target, stale_keys.num_rows)
-        return
+    if marker is None:  # SOFT_DELETE without an event-type column: nothing can mark them, and keeping them differs
+        raise LakeCdcError(
+            f"{stale_keys.num_rows} rows of {target} are gone from MySQL, but this SOFT_DELETE table has no column "
+            "holding __data_event_type__ to mark them deleted, so the re-snapshot cannot make the table equal "
+            "MySQL; nothing was committed. Add such a column to the projection (e.g. `__data_event_type__ AS "
+            "op_type`), or drop the table and run the pipeline to snapshot it afresh")
     full = sink.read_table(target)
     stale = full.join(stale_keys, keys=keys, join_type="left semi")
     if marker:

@@ -197,10 +197,10 @@ def check_binlog_available(source: MySqlSource, checkpoints: dict[TableId, Binlo
     raise BinlogPurgedError(
         f"the binlog that Paimon table(s) {tables} must continue from is gone from {source.options.address} "
         f"(oldest binlog there: {oldest}; purged by PURGE BINARY LOGS or binlog_expire_logs_seconds), so the "
-        f"changes made since those checkpoints can no longer be read. Re-snapshot the table(s): in Dagster, "
-        f"materialize them with run config 'resnapshot: true'; or drop them ({paths}) and run the pipeline again, "
-        "which snapshots them anew while the other tables continue. Nothing was written. Keep binlogs longer than "
-        "the longest pause between runs.")
+        "changes made since those checkpoints can no longer be read. Re-snapshot the table(s): `lakecdc resnapshot "
+        "PIPELINE.yaml DB.TABLE`, or in Dagster materialize them with run config 'resnapshot: true'; or drop them "
+        f"({paths}) and run the pipeline again, which snapshots them anew while the other tables continue. Nothing "
+        "was written. Keep binlogs longer than the longest pause between runs.")
 
 
 # ------------------------------------------------------------------------------------------- chunked snapshot
