@@ -580,6 +580,9 @@ CONFORMANCE = [  # behaviours fixed to match Flink CDC (issue 16); evaluated on 
     C("IFNULL(NULLIF(i, -999), 0)", [7, 0, -7], pa.int32()),
     C("NULLIF(bi, f)", [3, N, 9007199254740993], pa.int64()),
     C("IFNULL(id, bi)", [1, 2, 3], pa.int32()),  # a NOT NULL value keeps its type: INT NOT NULL
+    C("NULLIF(CAST(16777217 AS BIGINT), CAST(16777217 AS FLOAT))", 16777217),  # by exact value, as Flink CDC
+    C("NULLIF(CAST(-0.0 AS DOUBLE), CAST(0.0 AS DOUBLE))", N),
+    C("ARRAY_CONTAINS(ARRAY[1, i], NULL)", [F, T, F]),  # a NULL element matches a NULL value (valueEquals)
     # collections
     C("ARRAY[ARRAY[1], ARRAY[bi]]", [[[1], [3]], [[1], [N]], [[1], [9007199254740993]]],
       pa.list_(pa.list_(pa.int64()))),

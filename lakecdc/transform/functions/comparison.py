@@ -37,7 +37,10 @@ def comparison_type(a: Node, b: Node, op: str) -> pa.DataType | None:
     if fa not in _ORDERED:
         raise ExpressionError(f"cannot compare values of type {flink_name(a.dtype)} ({a.sql} {op} {b.sql})")
     if fa == "numeric":
-        return common_numeric(a.dtype, b.dtype)
+        common = common_numeric(a.dtype, b.dtype)
+        if pa.types.is_float32(common) and not (pa.types.is_float32(a.dtype) and pa.types.is_float32(b.dtype)):
+            return pa.float64()  # by exact value: 16777217 (BIGINT) is not 16777216.0 (FLOAT)
+        return common
     if fa in ("timestamp", "timestamp_ltz", "time"):
         return common_type([a.dtype, b.dtype], op)
     if fa == "string":

@@ -193,11 +193,16 @@ def _array_contains(args, site):
 
     def run(env, xs, values):
         arr = xs[0]
-        _, parents, hits = _element_equal(arr, values[0])
+        if values[0] is None:  # Flink CDC's valueEquals(null, null): a NULL element matches a NULL needle
+            values_ = pc.list_flatten(arr)
+            parents = pc.list_parent_indices(arr)
+            hits = pc.is_null(values_)
+        else:
+            _, parents, hits = _element_equal(arr, values[0])
         counts = np.bincount(parents.to_numpy(zero_copy_only=False)[hits.to_numpy(zero_copy_only=False)],
                              minlength=len(arr))
         return where_null(pc.is_null(arr), pa.array(counts > 0))
-    return with_scalars(args, (1,), run, pa.bool_(), site)
+    return with_scalars(args, (1,), run, pa.bool_(), site, null_if_scalar_null=False)
 
 
 @function("ARRAY_POSITION", min_args=2, max_args=2)
