@@ -98,6 +98,7 @@ class SourceConfig:
     binlog_newly_added_tables: bool = False  # scan.binlog.newly-added-table.enabled: binlog only
     heartbeat_interval: float = 30.0
     connect_max_retries: int = 3
+    schema_change_enabled: bool = True  # schema-change.enabled: false sends no schema change (pipeline: ignore)
 
 
 @dataclass(frozen=True)
@@ -401,6 +402,10 @@ class _Parser:
         if behavior not in _SCHEMA_CHANGE_BEHAVIORS:
             raise self.error("pipeline.schema.change.behavior",
                              f"unknown value {behavior!r}; use one of {', '.join(sorted(_SCHEMA_CHANGE_BEHAVIORS))}")
+        if not source.schema_change_enabled:
+            # Flink CDC's MySQL source then emits no schema change event at all: the Paimon tables keep the
+            # schema they were created with, which is what the ignore behaviour does with every change
+            behavior = "ignore"
         runtime_mode = (self.string(pipeline_raw, "pipeline", "execution.runtime-mode", default="STREAMING") or "")
         if runtime_mode.upper() not in ("STREAMING", "BATCH"):
             raise self.error("pipeline.execution.runtime-mode", f"expected STREAMING or BATCH, got {runtime_mode!r}")
@@ -494,9 +499,12 @@ class _Parser:
         self.check_keys(raw, path, _SOURCE_KEYS, _SOURCE_PREFIXES)
         startup = self.startup(raw)
         mode = startup.mode
-        for key in ("scan.parse.online.schema.changes.enabled", "include-comments.enabled"):
-            if self.boolean(raw, path, key, False):
-                raise self.error(f"source.{key}", "not supported yet; remove the option or set it to false")
+        if self.boolean(raw, path, "scan.parse.online.schema.changes.enabled", False):
+            raise self.error("source.scan.parse.online.schema.changes.enabled",
+                             "not supported yet; remove the option or set it to false")
+        # Table and column comments always reach Paimon (what Flink CDC does with include-comments.enabled: true;
+        # its default false drops them: docs/pipeline-yaml.md)
+        self.boolean(raw, path, "include-comments.enabled", False)
         newly_added = self.boolean(raw, path, "scan.newly-added-table.enabled", False)
         binlog_newly_added = self.boolean(raw, path, "scan.binlog.newly-added-table.enabled", False)
         if newly_added and binlog_newly_added:
@@ -563,6 +571,7 @@ class _Parser:
             binlog_newly_added_tables=binlog_newly_added,
             heartbeat_interval=heartbeat,
             connect_max_retries=self.integer(raw, path, "connect.max-retries", 3, minimum=1),
+            schema_change_enabled=self.boolean(raw, path, "schema-change.enabled", True),
         )
 
     def startup(self, raw: dict) -> StartupConfig:
@@ -766,7 +775,9 @@ class _Parser:
         from lakecdc.sink.tables import pipeline_options_problem
         from lakecdc.transform import parse_table_options
 
-        problem = pipeline_options_problem(config.sink.table_properties, ()) \
+        # sink-level options apply to every table no rule gives table-options to; such tables take MySQL updates
+        # (-U/+U) and deletes (-D), so the merge engine must take them (Flink's Paimon writer fails on the first)
+        problem = pipeline_options_problem(config.sink.table_properties, ("-U", "-D")) \
             or policy_problem(config.sink.table_properties)
         if problem:
             raise self.error("sink.table.properties", problem)

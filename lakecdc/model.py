@@ -43,6 +43,7 @@ COMMENT_KEY = b"comment"  # Arrow field metadata: the column comment
 DECLARED_TYPE_KEY = b"lakecdc.paimon-type"  # Arrow field metadata: the Paimon type to declare (VARCHAR(20), ...)
 DEFAULT_KEY = b"lakecdc.default"  # Arrow field metadata: the column's default value as text
 _SIZED_TYPE = re.compile(r"^(char|varchar|binary|varbinary)\((\d+)\)")
+_TEMPORAL_PRECISION = re.compile(r"^(datetime|timestamp|time)\((\d)\)")
 
 _BINLOG_INDEX = re.compile(r"\.(\d+)$")
 
@@ -100,7 +101,17 @@ class SourceColumn:
     @property
     def declared_type(self) -> str | None:
         """The Paimon type Flink CDC declares where Arrow cannot say it (CHAR(n), VARCHAR(n), BINARY(n),
-        VARBINARY(n)); None for the other columns, whose Arrow type maps one to one."""
+        VARBINARY(n), TIMESTAMP(p), TIMESTAMP_LTZ(p), TIME(p)); None for the other columns, whose
+        Arrow type maps one to one."""
+        temporal = _TEMPORAL_PRECISION.match(self.column_type.strip().lower())
+        if temporal and (pa.types.is_timestamp(self.arrow_type) or pa.types.is_time(self.arrow_type)):
+            # Flink CDC keeps DATETIME(p)/TIMESTAMP(p)/TIME(p) as TIMESTAMP(p)/TIMESTAMP_LTZ(p)/TIME(p); Arrow's
+            # unit says 0, 3 or 6 (the values are stored in that unit, their precision is p)
+            precision = int(temporal.group(2))
+            if temporal.group(1) == "time":
+                return f"TIME({precision})"
+            kind = "TIMESTAMP_LTZ" if getattr(self.arrow_type, "tz", None) else "TIMESTAMP"
+            return f"{kind}({precision})"
         match = _SIZED_TYPE.match(self.column_type.strip().lower())
         sized = pa.types.is_string(self.arrow_type) or pa.types.is_binary(self.arrow_type) \
             or pa.types.is_fixed_size_binary(self.arrow_type)

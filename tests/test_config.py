@@ -129,3 +129,28 @@ def test_partition_key_option():
     assert config.sink.partition_keys == {TableId("a", "b"): ["c1", "c2"], TableId("d", "e"): ["f"]}
     assert "sink.partition.key" in error_of(BASE.replace(
         "  catalog.properties.warehouse: /tmp/wh\n", "  catalog.properties.warehouse: /tmp/wh\n  partition.key: ab\n"))
+
+
+# ----------------------------------------------------------------------- options as Flink CDC means them (issue 16)
+
+def test_schema_change_disabled_means_no_schema_change_reaches_the_sink():
+    config = parse(BASE.replace("  tables: inventory.orders",
+                                "  tables: inventory.orders\n  schema-change.enabled: false"))
+    assert config.schema_change_behavior == "ignore"
+    assert parse(BASE).schema_change_behavior == "lenient"
+
+
+def test_include_comments_enabled_is_accepted():
+    config = parse(BASE.replace("  tables: inventory.orders", "  tables: inventory.orders\n"
+                                                              "  include-comments.enabled: true"))
+    assert config.source.tables == "inventory.orders"
+
+
+def test_sink_level_merge_engine_that_cannot_take_updates_fails_validation():
+    text = BASE.replace("  catalog.properties.warehouse: /tmp/wh",
+                        "  catalog.properties.warehouse: /tmp/wh\n  table.properties.merge-engine: partial-update")
+    message = error_of(text)
+    assert "sink.table.properties" in message and "partial-update" in message and "ignore-delete" in message
+    # with ignore-delete the same engine takes them (they are dropped)
+    parse(text.replace("merge-engine: partial-update", "merge-engine: partial-update\n"
+                                                       "  table.properties.ignore-delete: 'true'"))

@@ -389,6 +389,30 @@ def test_type_mapping_table_and_comments(mariadb, fresh_db, tmp_path):
         {"id": 1, "c_varchar": "v", "c_char": "c"}]
 
 
+def test_every_time_precision_is_kept(mariadb, fresh_db, tmp_path):
+    """DATETIME(p)/TIMESTAMP(p)/TIME(p) keep p in Paimon, as Flink CDC's Paimon sink does, also for a column
+    added later; the values keep their digits."""
+    import datetime as dt
+
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.prec (id INT PRIMARY KEY, d2 DATETIME(2), t4 TIMESTAMP(4) NULL, "
+                    f"tm1 TIME(1), d6 DATETIME(6))")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.prec VALUES (1, '2024-01-02 03:04:05.67', '2024-01-02 03:04:05.1234', "
+                    f"'12:34:56.7', '2024-01-02 03:04:05.123456')")
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    run_micro_batch(config)
+    table = TableId(fresh_db, "prec")
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.prec ADD COLUMN d5 DATETIME(5)")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.prec (id, d5) VALUES (2, '2024-01-02 03:04:05.12345')")
+    run_micro_batch(config)
+    sink = PaimonSink(config.sink.catalog_options)
+    assert sink.paimon_types(table) == {"id": "INT NOT NULL", "d2": "TIMESTAMP(2)", "t4": "TIMESTAMP_LTZ(4)",
+                                        "tm1": "TIME(1)", "d6": "TIMESTAMP(6)", "d5": "TIMESTAMP(5)"}
+    rows = sorted(sink.read_table(table).to_pylist(), key=lambda r: r["id"])
+    assert rows[0]["d2"] == dt.datetime(2024, 1, 2, 3, 4, 5, 670000)
+    assert rows[0]["t4"].replace(tzinfo=None) == dt.datetime(2024, 1, 2, 3, 4, 5, 123400)
+    assert rows[1]["d5"] == dt.datetime(2024, 1, 2, 3, 4, 5, 123450)
+
+
 def test_partition_key_option_joins_the_primary_key(mariadb, fresh_db, members, tmp_path):
     config = make_config(mariadb, fresh_db, tmp_path, "evolve",
                          sink_extra=f"  partition.key: {fresh_db}.members:age")

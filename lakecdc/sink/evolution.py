@@ -59,18 +59,18 @@ class ColumnChange:
 
 def paimon_type(table_id: TableId, field: pa.Field):
     """The pypaimon DataType a column is stored with (as at table creation: unsigned widening, TIME(p),
-    CHAR/VARCHAR(n), BINARY/VARBINARY(n))."""
+    TIMESTAMP(p), CHAR/VARCHAR(n), BINARY/VARBINARY(n))."""
     from pypaimon.schema.data_types import AtomicType, PyarrowFieldParser
 
     from lakecdc.sink.tables import _TIME_PRECISION, declared_type, paimon_arrow_type
 
     arrow_type = paimon_arrow_type(table_id, field.name, field.type)
     data_type = PyarrowFieldParser.to_paimon_type(arrow_type, field.nullable)
-    if pa.types.is_time(arrow_type):
-        return AtomicType(f"TIME({_TIME_PRECISION[arrow_type.unit]})", field.nullable)
     sized = declared_type(field)
     if sized is not None:
         return AtomicType(sized, field.nullable)
+    if pa.types.is_time(arrow_type):
+        return AtomicType(f"TIME({_TIME_PRECISION[arrow_type.unit]})", field.nullable)
     return data_type
 
 

@@ -119,8 +119,8 @@ def build_schema(table_id: TableId, schema: pa.Schema, primary_keys: list[str], 
 
 
 def declared_type(arrow_field: pa.Field) -> str | None:
-    """The CHAR(n)/VARCHAR(n)/BINARY(n)/VARBINARY(n) a source column declares (Flink CDC's type mapping keeps the
-    length, which Arrow's string and binary types do not carry)."""
+    """The CHAR(n)/VARCHAR(n)/BINARY(n)/VARBINARY(n)/TIMESTAMP(p)/TIME(p) a source column declares (Flink CDC's type
+    mapping keeps the length and the precision, which Arrow's types do not carry)."""
     value = (arrow_field.metadata or {}).get(DECLARED_TYPE_KEY)
     t = arrow_field.type
     if value is None:
@@ -130,6 +130,10 @@ def declared_type(arrow_field: pa.Field) -> str | None:
     is_bytes = pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
     if (text.startswith(("CHAR", "VARCHAR")) and is_text) or (text.startswith(("BINARY", "VARBINARY")) and is_bytes):
         return text
+    if (text.startswith("TIMESTAMP(" if not getattr(t, "tz", None) else "TIMESTAMP_LTZ(")
+            and pa.types.is_timestamp(t)) \
+            or (text.startswith("TIME(") and pa.types.is_time(t)):
+        return text  # a precision Arrow's unit does not say (DATETIME(2) → TIMESTAMP(2), as Flink CDC)
     return None
 
 
