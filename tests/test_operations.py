@@ -225,3 +225,47 @@ def test_schema_check_accepts_what_the_settings_keep_out_and_fails_on_the_rest(m
     mariadb.execute(f"ALTER TABLE `{fresh_db}`.members ADD COLUMN note2 INT")  # not run yet: real drift
     schema = {r.check: r for r in check_pipeline(config)}["schema_matches_source"]
     assert not schema.passed and schema.description.endswith("new in MySQL, missing in Paimon: note2")
+
+
+def test_resnapshot_replaces_a_column_whose_type_change_readers_could_not_read(mariadb, fresh_db, members,
+                                                                               tmp_path):
+    """evolve refuses INT → SMALLINT (old files would not read back); the re-snapshot rewrites every row, so it
+    replaces the column in place and the table follows MySQL again."""
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    run_micro_batch(config)
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.members MODIFY COLUMN age SMALLINT")
+    with pytest.raises(LakeCdcError, match="cannot change from INT to SMALLINT"):
+        run_micro_batch(config)
+    result = resnapshot(config, members)
+    assert result.schema_changes == ["drop column age", "add column age int16 AFTER name"]
+    types, rows = paimon_state(config, members)
+    assert types == {"id": "INT NOT NULL", "name": "VARCHAR(17)", "age": "SMALLINT"}
+    assert rows == mysql_state(mariadb, members)[1]
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1011, 'Dan', 30)")
+    run_micro_batch(config)
+    assert paimon_state(config, members)[1] == mysql_state(mariadb, members)[1]
+    assert all(r.passed for r in check_pipeline(config))
+
+
+def test_resnapshot_repairs_a_table_whose_checkpoint_has_no_schema_history(mariadb, fresh_db, members, tmp_path):
+    """A table checkpointed before lakecdc kept a schema history: an ADD COLUMN upstream stops every run; one
+    re-snapshot brings the column and the history, and the next DDL is followed again."""
+    from lakecdc.runtime.checkpoint import SOURCE_SCHEMAS
+
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    run_micro_batch(config)
+    sink = PaimonSink(config.sink.catalog_options)
+    properties = {k: v for k, v in sink.checkpoint(members).items() if k != SOURCE_SCHEMAS}
+    writer = sink.open_writer(members)
+    writer.commit(properties)  # the latest checkpoint now has no history, as one written by an older lakecdc
+    assert not checkpoint_of(config, members).schemas
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.members ADD COLUMN note2 VARCHAR(10)")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1011, 'Dan', 30, 'n2')")
+    with pytest.raises(SinkError, match="no column 'note2'"):
+        run_micro_batch(config)
+    assert resnapshot(config, members).schema_changes == ["add column note2 string AFTER age"]
+    assert checkpoint_of(config, members).schemas[members]["columns"][-1]["name"] == "note2"
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.members DROP COLUMN age")
+    run_micro_batch(config)
+    assert paimon_state(config, members) == ({"id": "INT NOT NULL", "name": "VARCHAR(17)", "note2": "VARCHAR(10)"},
+                                             mysql_state(mariadb, members)[1])
