@@ -15,7 +15,11 @@ For each DDL of a captured table the micro-batch (lakecdc.runtime.micro_batch) c
    ``try_evolve`` applies them but tolerates the ones Paimon readers could not read back;
 4. applies them to Paimon (idempotently, so a replay after a crash converges), truncates or drops the table;
 5. coerces the table's rows from then on into the Paimon table's actual schema by column name (missing columns
-   NULL, extra ones dropped), which is what ``ignore``, ``lenient`` and ``try_evolve`` need.
+   NULL, extra ones dropped), which is what ``ignore``, ``lenient`` and ``try_evolve`` need. The extra ones can
+   only be upstream columns the behaviour keeps out: a run starts by refusing any other produced column the table
+   lacks (lakecdc.runtime.micro_batch._check_existing_schema);
+6. marks the target as having consumed a DDL, so the run commits its new checkpoint and schema history even when
+   no row follows the DDL.
 """
 
 from __future__ import annotations
