@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from lakecdc.config import PipelineConfig, transform_context
 from lakecdc.errors import LakeCdcError, SinkError
-from lakecdc.model import TableId
+from lakecdc.model import DECLARED_TYPE_KEY, TableId
 from lakecdc.runtime.plan import PipelinePlan, SourcePlan
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.evolution import (ADD, ALTER_TYPE, COMMENT, DROP, NULLABLE, RENAME, ColumnChange,
@@ -146,7 +146,7 @@ def _field_of(types: dict[str, str], name: str) -> pa.Field | None:
 
     text = types[name].upper().replace(" NOT NULL", "")
     arrow_type = PyarrowFieldParser.from_paimon_type(DataTypeParser.parse_atomic_type_sql_string(text))
-    metadata = {b"lakecdc.paimon-type": text.encode()} if text.startswith(("CHAR", "VARCHAR", "BINARY",
+    metadata = {DECLARED_TYPE_KEY: text.encode()} if text.startswith(("CHAR", "VARCHAR", "BINARY",
                                                                           "VARBINARY")) else None
     return pa.field(name, arrow_type, nullable=True, metadata=metadata)
 
