@@ -31,7 +31,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
         source = MySqlSource(source_options(config))
         source.check_server()
         plan = build_plan(config, source)
+        from lakecdc.errors import PipelineConfigError, SinkError
+        from lakecdc.sink.tables import validate_options
+
         for target, target_plan in sorted(plan.targets.items()):
+            try:  # the options each table gets, now that its keys and columns are known (e.g. append + bucket)
+                validate_options(target, {**config.sink.table_properties, **target_plan.options},
+                                 has_primary_key=bool(target_plan.primary_keys), columns=target_plan.schema.names)
+            except SinkError as error:
+                raise PipelineConfigError(str(error), file=args.pipeline, path="sink.table.properties") from None
             sources = ", ".join(str(s.source.table_id) for s in target_plan.sources)
             print(f"  {sources} -> {target}  primary key ({', '.join(target_plan.primary_keys)})"
                   + (f", partitioned by ({', '.join(target_plan.partition_keys)})" if target_plan.partition_keys

@@ -157,6 +157,16 @@ def test_cli_validate_run_status(mariadb, shop):
     for output in (validated, ran, status):
         assert SECRET not in output.stdout + output.stderr
 
+    # a fixed bucket count on a pipeline that also captures a table without primary key: caught by validate
+    mariadb.execute(f"CREATE TABLE `{db}`.audit_log (at DATETIME, what VARCHAR(10))")
+    bucketed = path.with_name("bucketed.yaml")
+    bucketed.write_text(path.read_text().replace("sink:\n", "sink:\n  table.properties.bucket: 2\n", 1)
+                        .replace(f"{db}.customers,", f"{db}.customers, {db}.audit_log,", 1))
+    refused = subprocess.run(cli + ["validate", "--connect", str(bucketed)], capture_output=True, text=True, env=env)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "audit_log" in refused.stderr and "bucket-key" in refused.stderr
+    mariadb.execute(f"DROP TABLE `{db}`.audit_log")
+
     broken = path.with_name("broken.yaml")
     broken.write_text(path.read_text().replace("primary-keys: shard, id", "primary-keys: shard, nope"))
     failed = subprocess.run(cli + ["validate", "--connect", str(broken)], capture_output=True, text=True, env=env)

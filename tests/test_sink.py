@@ -390,6 +390,30 @@ def test_writer_refuses_table_the_native_writer_cannot_write(wh):
     assert sink.latest_snapshot_id(TableId("inv", "orc")) is None
 
 
+def test_existing_table_with_options_lakecdc_cannot_honour_is_refused(wh):
+    # A first-row table made by another tool: the native writer's level-0 files would never be read (the write
+    # would "succeed" and read back empty), so the pipeline refuses it before writing anything.
+    from pypaimon import CatalogFactory, Schema
+
+    cat = CatalogFactory.create({"warehouse": str(wh)})
+    cat.create_database("inv", ignore_if_exists=True)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("x", pa.string())])
+    cat.create_table("inv.first", Schema.from_pyarrow_schema(schema, primary_keys=["id"],
+                                                               options={"merge-engine": "first-row"}), False)
+    sink = make_sink(wh)
+    with pytest.raises(SinkError, match=r"inv\.first: option merge-engine='first-row' is not supported.*exists "
+                                        r"already"):
+        sink.ensure_table(TableId("inv", "first"), schema, ["id"], [])
+    assert sink.latest_snapshot_id(TableId("inv", "first")) is None
+
+
+def test_append_table_with_fixed_buckets_needs_a_bucket_key(wh):
+    schema = pa.schema([pa.field("at", pa.timestamp("s")), pa.field("what", pa.string())])
+    with pytest.raises(SinkError, match=r"inv\.log: option bucket='2' is not supported: .*bucket-key"):
+        make_sink(wh, table_properties={"bucket": "2"}).ensure_table(TableId("inv", "log"), schema, [], [])
+    assert not make_sink(wh).table_exists(TableId("inv", "log"))
+
+
 def test_non_local_warehouse_is_refused_for_writing():
     assert local_warehouse_path("/a/b") == Path("/a/b")
     assert local_warehouse_path("file:///a/b%20c") == Path("/a/b c")

@@ -24,7 +24,7 @@ from lakecdc.sink.reader import empty_changes as _empty_changes
 from lakecdc.sink.reader import read_changes as _read_changes
 from lakecdc.sink.reader import read_table as _read_table
 from lakecdc.sink.reader import row_count as _row_count
-from lakecdc.sink.tables import TableDescription, build_schema, describe_table
+from lakecdc.sink.tables import TableDescription, build_schema, check_existing_table, describe_table
 from lakecdc.sink.writer import TableWriter
 
 __all__ = ["PaimonSink", "TableWriter", "TableDescription", "CHECKPOINT_KEY"]
@@ -90,7 +90,9 @@ class PaimonSink:
         merged.update({str(k): str(v) for k, v in (options or {}).items()})
         if existing is not None:
             if not self._stale_empty_table(table_id, existing, schema, primary_keys, partition_keys, merged, comment):
-                return describe_table(table_id, existing, created=False)
+                description = describe_table(table_id, existing, created=False)
+                check_existing_table(description)
+                return description
             self.drop_table(table_id)
         paimon_schema = build_schema(table_id, schema, list(primary_keys or []), list(partition_keys or []),
                                      merged, comment)

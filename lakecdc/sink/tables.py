@@ -200,6 +200,10 @@ def validate_options(table_id: TableId, options: dict[str, str], has_primary_key
         if bucket == 0 or bucket < -1:
             refuse("bucket", "use -1 (dynamic, the default) or a fixed bucket count > 0; postpone buckets (-2) "
                              "stay invisible until a Flink/Java compaction runs")
+    if not has_primary_key and "bucket" in options and core.bucket() > 0 and not options.get("bucket-key"):
+        refuse("bucket", "a table without primary key (an append table) with a fixed bucket count needs a "
+                         "bucket-key (Paimon: 'You should define a bucket-key for bucketed append mode'); set "
+                         "table.properties.bucket-key, give the table primary-keys in a transform, or use bucket -1")
     if has_primary_key and core.deletion_vectors_enabled():
         refuse("deletion-vectors.enabled", "pypaimon/pypaimon-rust only write level-0 files, which deletion-vector "
                                            "tables do not read until a compaction runs (reads stay empty)")
@@ -247,6 +251,18 @@ def describe_table(table_id: TableId, table, created: bool) -> TableDescription:
         comment=table.comment() or "",
         created=created,
     )
+
+
+def check_existing_table(description: TableDescription) -> None:
+    """Refuse a table that exists already (created by another tool, or by an older lakecdc) with options the
+    native writer cannot honour, as for a new table (validate_options): e.g. a first-row table would take the
+    write and read back empty. SinkError naming the table, the option and what to do."""
+    try:
+        validate_options(description.table_id, description.options, description.is_primary_key_table,
+                         columns=description.schema.names)
+    except SinkError as error:
+        raise SinkError(f"{error} (the table exists already with this option: alter the option or drop the "
+                        f"table so lakecdc creates it)") from None
 
 
 def pipeline_options_problem(options: dict[str, str], emitted_kinds: tuple[str, ...]) -> str | None:
