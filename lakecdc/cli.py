@@ -177,7 +177,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     from lakecdc.sink.sql import format_table, run_sql
 
     config = _load(args.pipeline)
-    print(format_table(run_sql(config.sink.catalog_options, args.query)))
+    print(format_table(run_sql(config.sink.catalog_options, args.query, write=args.write)))
     return 0
 
 
@@ -215,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     sql = commands.add_parser("sql", help="query the pipeline's Paimon warehouse with SQL (DataFusion)")
     sql.add_argument("pipeline")
     sql.add_argument("query", help="e.g. \"SELECT * FROM inventory.orders ORDER BY id\"")
+    sql.add_argument("--write", action="store_true",
+                     help="allow INSERT/CREATE/DROP (takes the lock of each table the statement names)")
     sql.set_defaults(func=cmd_sql)
     upkeep = commands.add_parser("upkeep", help="compact small files, merge manifests, expire snapshots and remove "
                                                 "orphan files of the pipeline's Paimon tables")

@@ -414,6 +414,29 @@ def test_append_table_with_fixed_buckets_needs_a_bucket_key(wh):
     assert not make_sink(wh).table_exists(TableId("inv", "log"))
 
 
+def test_sql_is_read_only_unless_write_and_then_takes_the_table_lock(wh):
+    from lakecdc.sink.sql import run_sql
+
+    sink = make_sink(wh)
+    create_orders(sink)
+    options = {"warehouse": str(wh)}
+    assert run_sql(options, "SELECT count(*) AS n FROM inv.orders").to_pylist() == [{"n": 0}]
+    for statement in ("CREATE TABLE inv.x (a INT)", "INSERT INTO inv.orders (id, order_day) VALUES (1, '2024-01-01')",
+                      "DROP TABLE inv.orders", "SELECT 1; DROP TABLE inv.orders"):
+        with pytest.raises(SinkError, match="read-only unless --write"):
+            run_sql(options, statement)
+    assert sink.table_exists(ORDERS) and not sink.table_exists(TableId("inv", "x"))
+    with sink.lock(TableId("inv", "x"), owner="a pipeline run"):
+        with pytest.raises(TableLockedError, match="a pipeline run"):
+            run_sql(options, "CREATE TABLE inv.x (a INT)", write=True)
+    assert not sink.table_exists(TableId("inv", "x"))
+    run_sql(options, "CREATE TABLE inv.x (a INT)", write=True)
+    assert run_sql(options, "INSERT INTO inv.x VALUES (1)", write=True).to_pylist() == [{"count": 1}]
+    assert run_sql(options, "SELECT a FROM inv.x").to_pylist() == [{"a": 1}]
+    with pytest.raises(SinkError, match=r"hints .*not supported"):
+        run_sql(options, "SELECT * FROM inv.orders /*+ OPTIONS('ignore-delete'='true') */")
+
+
 def test_non_local_warehouse_is_refused_for_writing():
     assert local_warehouse_path("/a/b") == Path("/a/b")
     assert local_warehouse_path("file:///a/b%20c") == Path("/a/b c")

@@ -103,11 +103,12 @@ class Catalog:
     def table_exists(self, identifier: str | TableId) -> bool:
         return self._sink.table_exists(_table_id(identifier))
 
-    def sql(self, query: str) -> pa.Table:
-        """Run SQL over the warehouse with pypaimon-rust's DataFusion engine (tables as ``db.table``)."""
+    def sql(self, query: str, *, write: bool = False) -> pa.Table:
+        """Run SQL over the warehouse with pypaimon-rust's DataFusion engine (tables as ``db.table``). Read-only
+        unless ``write``; writing statements then hold the lock of the tables they name (lakecdc.sink.sql)."""
         from lakecdc.sink.sql import run_sql
 
-        return run_sql({"warehouse": self.warehouse}, query)
+        return run_sql({"warehouse": self.warehouse}, query, write=write)
 
 
 class Table:
