@@ -113,7 +113,7 @@ def pa_field(name):
 
 
 def test_partition_resnapshot_records_the_partition_and_keeps_the_schema_history(mariadb, fresh_db, members,
-                                                                                  tmp_path):
+                                                                                  tmp_path, capsys):
     config = make_config(mariadb, fresh_db, tmp_path, "evolve", transform=PARTITIONED.format(db=fresh_db))
     run_micro_batch(config)
     before = checkpoint_of(config, members)
@@ -138,7 +138,11 @@ def test_partition_resnapshot_records_the_partition_and_keeps_the_schema_history
     mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1011, 'Dan', 30, 'n2')")
     run_micro_batch(config)
     assert paimon_state(config, members)[1] == mysql_state(mariadb, members)[1]
-    assert resnapshot(config, members, "age=30").snapshot_rows == 1
+    code, out = cli(capsys, "resnapshot", config.path, str(members), "--partition", "age=30")
+    assert code == 0 and "resnapshot of partition age=30" in out and "(1 rows from MySQL" in out
+    assert PaimonSink(config.sink.catalog_options).checkpoint(members)["lakecdc.resnapshot.partition"] == "age=30"
+    code, _ = cli(capsys, "resnapshot", config.path, str(members), "--partition", "nope=1")
+    assert code == 2  # a partition the table does not have: a configuration error, nothing written
 
 
 def test_check_fails_on_a_row_count_difference_and_when_it_cannot_evaluate(mariadb, fresh_db, members, tmp_path,
