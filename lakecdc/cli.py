@@ -80,8 +80,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps({
             "pipeline": status.pipeline, "head": str(status.head), "needs_run": status.needs_run,
             "tables": [{"table": str(t.target), "exists": t.exists, "snapshot_id": t.snapshot_id,
-                        "checkpoint": str(t.checkpoint) if t.checkpoint else None, "lag": t.lag(status.head)}
-                       for t in status.tables]}, indent=2))
+                        "checkpoint": str(t.checkpoint) if t.checkpoint else None, "lag": t.lag(status.head),
+                        "behind": t.behind, "refresh_due": t.refresh_due,
+                        "last_change": str(t.last_change) if t.last_change else None}
+                       for t in status.tables], "scanned_bytes": status.scanned_bytes}, indent=2))
         return 0
     print(f"pipeline {status.pipeline!r}: binlog head {status.head}")
     for table in status.tables:
@@ -204,7 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("pipeline")
     run.add_argument("--json", action="store_true")
     run.set_defaults(func=cmd_run)
-    status = commands.add_parser("status", help="checkpoint, latest snapshot and lag of each table")
+    status = commands.add_parser("status", help="checkpoint, latest snapshot and lag of each table, and whether it "
+                                                "is behind (a change or DDL after its checkpoint)")
     status.add_argument("pipeline")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)

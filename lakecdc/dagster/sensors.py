@@ -1,15 +1,20 @@
 """Automation of a pipeline: the binlog sensor, an optional cron schedule and a run-failure alert.
 
-The binlog sensor (interval ``pipeline.lakecdc.sensor.interval``) requests a run for the tables whose checkpoint
-is behind the binlog head (or that need their first snapshot) and that no active run of the pipeline is writing
-(a micro-batch or a re-snapshot), so one busy table never holds up the others. The run key is the head offset plus
-the tables, so one head position starts at most one run per set of tables. Its cursor records the head it saw and
-the tables it requested: ``{"head": "mysql-bin.000003:1234", "requested": ["inventory.orders"]}``.
+The binlog sensor (interval ``pipeline.lakecdc.sensor.interval``) requests a run for the tables that are behind
+(a committed change or DDL of their source tables after their checkpoint, or their snapshot to take; see
+lakecdc.runtime.status) or due a checkpoint refresh (idle, checkpoint in an older binlog file), and that no active
+run of the pipeline is writing (a micro-batch or a re-snapshot), so one busy table never holds up the others.
+Writes to other databases start nothing. The run key is the head offset plus the tables, so one head position
+starts at most one run per set of tables. Its cursor records the head it saw, the tables it requested, the binlog
+head at which it last requested each table, and the binlog scan (so the next tick scans only the binlog written
+since): ``{"head": "binlog.000003:1234", "requested": ["inventory.orders"], "requested_at": {...},
+"scan": {"from": ..., "to": ..., "changed": {...}, "xa": {...}, "tables": [...]}}``.
 """
 
 import json
 import urllib.request
 import zoneinfo
+from dataclasses import dataclass, field
 
 import dagster as dg
 
@@ -18,7 +23,7 @@ from lakecdc.dagster.jobs import PIPELINE_TAG, TABLE_TAG
 from lakecdc.dagster.metadata import paimon_key, table_of
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.errors import LakeCdcError
-from lakecdc.model import TableId
+from lakecdc.model import BinlogOffset, TableId
 
 _ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
            dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
@@ -53,33 +58,79 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
         required_resource_keys=resource_keys(config) if use_resources else set(),
         minimum_interval_seconds=max(1, int(config.sensor_interval_seconds)),
         default_status=dg.DefaultSensorStatus.RUNNING if config.sensor_running else dg.DefaultSensorStatus.STOPPED,
-        description=f"Starts a micro-batch of {config.name!r} for the tables whose checkpoint is behind the MySQL "
-                    "binlog head, except tables an active run is writing")
+        description=f"Starts a micro-batch of {config.name!r} for the tables with a change or DDL after their "
+                    "checkpoint (and idle tables due a checkpoint refresh), except tables an active run is writing")
     def _sensor(context: dg.SensorEvaluationContext):
         effective = effective_config(pipeline, context.resources)
         from lakecdc.runtime import pipeline_status
 
+        previous = _read_cursor(context.cursor)
         try:
-            status = pipeline_status(effective)
+            status = pipeline_status(effective, activity=previous.activity)
         except LakeCdcError as exc:
             return dg.SkipReason(f"cannot read the pipeline's state: {exc}")
-        behind = [t for t in status.tables if t.checkpoint is None or t.checkpoint < status.head]
         busy = busy_tables(context.instance, pipeline, [t.target for t in status.tables])
-        ready = sorted(t.target for t in behind if t.target not in busy)
-        cursor = json.dumps({"head": str(status.head), "requested": [str(t) for t in ready]})
-        if not behind:
-            return dg.SensorResult(skip_reason=f"all tables are at the binlog head {status.head}", cursor=cursor)
+        wanted = [t for t in status.tables if _wanted(t, status.head, previous.requested_at.get(t.target))]
+        ready = sorted(t.target for t in wanted if t.target not in busy)
+        requested_at = {t: o for t, o in previous.requested_at.items()
+                        if any(s.target == t and s.needs_run(status.head) for s in status.tables)}
+        requested_at.update({t: status.head for t in ready})
+        cursor = json.dumps({
+            "head": str(status.head), "requested": [str(t) for t in ready],
+            "requested_at": {str(t): str(o) for t, o in sorted(requested_at.items())},
+            "scan": status.activity.to_json() if status.activity is not None else None})
+        scanned = f"scanned {status.scanned_bytes} binlog bytes"
+        if not wanted:
+            return dg.SensorResult(skip_reason=f"no table has a change after its checkpoint (head {status.head}, "
+                                               f"{scanned})", cursor=cursor)
         if not ready:
-            waiting = ", ".join(f"{t} (run {busy[t]})" for t in sorted(busy))
-            return dg.SensorResult(skip_reason=f"tables behind the head are being written: {waiting}", cursor=cursor)
-        context.log.info("behind: " + ", ".join(f"{t.target} ({t.lag(status.head)})" for t in behind
-                                                 if t.target in ready))
+            waiting = ", ".join(f"{t.target} (run {busy[t.target]})" for t in wanted)
+            return dg.SensorResult(skip_reason=f"tables behind are being written: {waiting}", cursor=cursor)
+        context.log.info(f"{scanned}; runs for: " + ", ".join(f"{t.target} ({t.lag(status.head)})" for t in wanted
+                                                               if t.target in ready))
         request = dg.RunRequest(
             run_key=f"{status.head}|{','.join(map(str, ready))}", asset_selection=[paimon_key(t) for t in ready],
             tags={"lakecdc/binlog_head": str(status.head), PIPELINE_TAG: pipeline.slug})
         return dg.SensorResult(run_requests=[request], cursor=cursor)
 
     return _sensor
+
+
+@dataclass
+class _Cursor:
+    activity: object | None = None  # lakecdc.source.activity.BinlogActivity of the last tick
+    requested_at: dict = field(default_factory=dict)  # table → binlog head when the sensor last requested its run
+
+
+def _read_cursor(text: str | None) -> _Cursor:
+    """The previous tick's cursor; an unreadable or older-format cursor starts afresh (a full scan)."""
+    from lakecdc.source.activity import BinlogActivity
+
+    try:
+        data = json.loads(text) if text else {}
+        scan = data.get("scan")
+        return _Cursor(BinlogActivity.from_json(scan) if scan else None,
+                       {TableId.parse(t): _offset(o) for t, o in data.get("requested_at", {}).items()})
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return _Cursor()
+
+
+def _offset(text: str) -> BinlogOffset:
+    file, _, pos = text.rpartition(":")
+    return BinlogOffset(file, int(pos))
+
+
+def _wanted(table, head: BinlogOffset, requested_at: BinlogOffset | None) -> bool:
+    """Whether to request a run for a table now. A run requested at head H covers everything up to H, so a table
+    still behind afterwards (its run failed, or found nothing to commit) is asked for again only for a change after
+    H, or once per binlog file: a failing table does not start (and alert) a run on every tick."""
+    if table.finished or not table.needs_run(head):
+        return False
+    if table.snapshot_pending or table.checkpoint is None:
+        return True  # each run continues the snapshot (the run key still starts one run per head)
+    if requested_at is None or requested_at.file != head.file:
+        return True
+    return table.last_change is not None and table.last_change > requested_at
 
 
 def _schedule_zone(config: PipelineConfig) -> str:

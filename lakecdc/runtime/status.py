@@ -1,5 +1,14 @@
-"""Where each table of a pipeline stands: its checkpoint, its latest Paimon snapshot and its lag behind the
-binlog head. Used by ``lakecdc status`` and by the Dagster sensor."""
+"""Where each table of a pipeline stands: its checkpoint, its latest Paimon snapshot, and whether it is *behind*:
+a committed change or DDL of its source tables lies after its checkpoint (lakecdc.source.activity scans the binlog
+between the checkpoints and the head for them). Used by ``lakecdc status`` and by the Dagster sensor, which passes
+the previous scan back in (its cursor) so each tick reads only the binlog written since the last one.
+
+A table whose checkpoint is older than the stretch that could be scanned within ``scan_limit`` bytes counts as
+behind (its run moves the checkpoint forward, so the next scan covers it). An idle table whose checkpoint's binlog
+file is no longer the newest one is *due a checkpoint refresh*: a run that finds nothing commits an empty snapshot
+that only moves its checkpoint (lakecdc.runtime.micro_batch), so a purge of old binlog files never strands it.
+docs/operations.md has the design and its numbers.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +20,12 @@ from lakecdc.runtime.checkpoint import read_checkpoint
 from lakecdc.runtime.plan import build_plan, source_options
 from lakecdc.sink import PaimonSink
 from lakecdc.source import MySqlSource
+from lakecdc.source.activity import BinlogActivity, binlog_sizes, bytes_between, scan_activity
+
+# At most this many binlog bytes are scanned per status (per sensor tick); must stay above the 64 MiB after which
+# a run moves an idle table's checkpoint (IDLE_CHECKPOINT_BYTES), so a table too far back to scan gets one run and
+# is within reach afterwards.
+SCAN_LIMIT_BYTES = 256 * 1024 * 1024
 
 
 @dataclass
@@ -22,24 +37,24 @@ class TableStatus:
     snapshot_id: int | None
     snapshot_pending: bool = False  # a chunked snapshot has chunks left to read
     finished: bool = False  # scan.startup.mode: snapshot, and the snapshot is complete
+    behind: bool = False  # something a run would capture lies after the checkpoint (see ``reason``)
+    reason: str = ""  # why it is behind
+    last_change: BinlogOffset | None = None  # end of the last change / DDL after the checkpoint found by the scan
+    refresh_due: bool = False  # idle, but its checkpoint's binlog file is no longer the newest
 
     def needs_run(self, head: BinlogOffset) -> bool:
-        if self.finished:
-            return False
-        return self.checkpoint is None or self.snapshot_pending or self.checkpoint < head
+        return self.behind or self.refresh_due
 
     def lag(self, head: BinlogOffset) -> str:
-        if self.checkpoint is None:
-            return "needs a snapshot"
-        if self.snapshot_pending:
-            return "snapshot in progress"
         if self.finished:
             return "finished (scan.startup.mode: snapshot)"
-        if self.checkpoint >= head:
-            return "up to date"
-        if self.checkpoint.file == head.file:
-            return f"{head.pos - self.checkpoint.pos} binlog bytes behind"
-        return f"behind: checkpoint in {self.checkpoint.file}, head in {head.file}"
+        if self.behind:
+            return self.reason
+        if self.refresh_due:
+            return f"no changes; checkpoint in {self.checkpoint.file}, head in {head.file}: due a checkpoint refresh"
+        if self.checkpoint is not None and self.checkpoint < head:
+            return "up to date (no changes of its tables since the checkpoint)"
+        return "up to date"
 
 
 @dataclass
@@ -47,13 +62,18 @@ class PipelineStatus:
     pipeline: str
     head: BinlogOffset
     tables: list[TableStatus]
+    activity: BinlogActivity | None = None  # what the binlog scans know (pass it to the next pipeline_status)
+    scanned_bytes: int = 0  # binlog bytes this call scanned
 
     @property
     def needs_run(self) -> bool:
         return any(t.needs_run(self.head) for t in self.tables)
 
 
-def pipeline_status(config: PipelineConfig) -> PipelineStatus:
+def pipeline_status(config: PipelineConfig, *, activity: BinlogActivity | None = None,
+                    scan_limit: int = SCAN_LIMIT_BYTES) -> PipelineStatus:
+    """Each table's state. ``activity``: the previous call's ``PipelineStatus.activity`` (the sensor's cursor), so
+    only the binlog written since is scanned."""
     from lakecdc.runtime.snapshots import admit_tables, without_sources
 
     source = MySqlSource(source_options(config))
@@ -72,6 +92,89 @@ def pipeline_status(config: PipelineConfig) -> PipelineStatus:
         pending = checkpoint is not None and (checkpoint.snapshot_pending or any(
             s not in checkpoint.sources for s in sources) and not config.source.binlog_newly_added_tables)
         finished = checkpoint is not None and not pending and config.source.startup_mode == "snapshot"
-        tables.append(TableStatus(target, sources, exists, checkpoint.offset if checkpoint else None, snapshot_id,
-                                  snapshot_pending=pending, finished=finished))
-    return PipelineStatus(config.name, head, tables)
+        status = TableStatus(target, sources, exists, checkpoint.offset if checkpoint else None, snapshot_id,
+                             snapshot_pending=pending, finished=finished)
+        if checkpoint is None:
+            status.behind, status.reason = True, "needs a snapshot"
+        elif pending:
+            status.behind, status.reason = True, "snapshot in progress"
+        tables.append(status)
+    scanned = [t for t in tables if not t.behind and not t.finished and t.checkpoint < head]
+    activity, scanned_bytes, files = _scan(source, scanned, head, activity, scan_limit)
+    for table in scanned:
+        _judge(table, head, activity, files)
+    return PipelineStatus(config.name, head, tables, activity, scanned_bytes)
+
+
+def _judge(table: TableStatus, head: BinlogOffset, activity: BinlogActivity | None, files: set[str]) -> None:
+    """Behind, due a refresh or up to date, from what the scan found after the table's checkpoint."""
+    checkpoint = table.checkpoint
+    if checkpoint.file not in files:
+        table.behind, table.reason = True, f"binlog file {checkpoint.file} of its checkpoint was purged"
+        return
+    if activity is None or checkpoint < activity.start:
+        table.behind = True
+        table.reason = f"not scanned: checkpoint {checkpoint} lies further back than the binlog scan limit"
+        return
+    last = activity.last_change(table.sources)
+    if last is not None and last > checkpoint:
+        table.behind, table.last_change = True, last
+        table.reason = f"changed at {last} (checkpoint {checkpoint})"
+        return
+    table.refresh_due = checkpoint.file != head.file
+
+
+def _scan(source: MySqlSource, tables: list[TableStatus], head: BinlogOffset, prior: BinlogActivity | None,
+          limit: int) -> tuple[BinlogActivity | None, int, set[str]]:
+    """The activity covering the tables' checkpoints up to ``head`` as far as ``limit`` bytes reach: the prior
+    scan extended forward to the head, then back towards older checkpoints; without a usable prior scan, the
+    stretch from the oldest checkpoint that fits. Returns it, the bytes scanned now and the server's binlog
+    files."""
+    wanted = frozenset(s for t in tables for s in t.sources)
+    if not tables:
+        return prior, 0, set()
+    options = source.options
+    sizes = binlog_sizes(options)
+    reachable = sorted({t.checkpoint for t in tables if t.checkpoint.file in sizes}, key=lambda o: o.sort_key)
+    usable = (prior is not None and wanted <= prior.tables and prior.stop <= head
+              and (prior.stop.file in sizes or prior.stop.same_position(head)))
+    forward = bytes_between(sizes, prior.stop, head) if usable else None
+    scanned = 0
+    if forward is not None and forward <= limit:
+        later = scan_activity(options, set(prior.tables | wanted), prior.stop, head, prepared_xa=prior.prepared_xa)
+        activity = prior.merge(later)
+        scanned += later.bytes_scanned
+        budget = limit - forward
+    else:
+        start = _earliest_within(sizes, reachable, head, limit)
+        activity = scan_activity(options, set(wanted), start, head) if start is not None else None
+        scanned += activity.bytes_scanned if activity is not None else 0
+        budget = 0
+    if activity is not None:
+        older = [c for c in reachable if c < activity.start]
+        start = _earliest_within(sizes, older, activity.start, budget)
+        if start is not None:
+            earlier = scan_activity(options, set(activity.tables), start, activity.start)
+            # XA transactions the earlier stretch left prepared were counted as touching every table at their
+            # XA COMMIT (the later scan did not know them)
+            earlier.prepared_xa = {}
+            activity = _prepend(earlier, activity)
+            scanned += earlier.bytes_scanned
+    return activity, scanned, set(sizes)
+
+
+def _prepend(earlier: BinlogActivity, later: BinlogActivity) -> BinlogActivity:
+    merged = earlier.merge(later)
+    merged.prepared_xa = dict(later.prepared_xa)
+    return merged
+
+
+def _earliest_within(sizes: dict[str, int], candidates: list[BinlogOffset], stop: BinlogOffset,
+                     limit: int) -> BinlogOffset | None:
+    """The earliest of ``candidates`` (transaction boundaries, oldest first) from which at most ``limit`` bytes
+    lead to ``stop``."""
+    for candidate in candidates:
+        distance = bytes_between(sizes, candidate, stop)
+        if distance is not None and distance <= limit:
+            return candidate
+    return None

@@ -1,0 +1,385 @@
+"""A cheap scan of the binlog: which captured tables a stretch of it touches, without decoding any row.
+
+The sensor and ``lakecdc status`` use it to tell a table that is really behind (a committed change or DDL of its
+source tables lies after its checkpoint) from one whose checkpoint merely trails a head that other databases moved.
+
+The scan reads the binlog over the replication protocol (``COM_BINLOG_DUMP`` as ``mysqlbinlog`` does: server id 0,
+non-blocking, so it never displaces a replica or a lakecdc binlog reader that uses a server id of the range) and
+parses the event frames straight from the socket buffer: only event headers, table-map events (database and table
+names), query events (statements) and the transaction boundaries (GTID, Xid, XA PREPARE). Rows events are skipped
+by their length. python-mysql-replication with ``only_events`` builds an object per packet and describes every
+table map, which is about 70x slower (bench/activity_bench.py, docs/operations.md).
+
+Transactions count as the binlog reader (lakecdc.source.binlog) applies them: a group's tables changed at the end
+of its commit (Xid, ``COMMIT``, ``ROLLBACK`` — non-transactional rows stay — or the end of a stand-alone statement),
+an XA transaction when its ``XA COMMIT`` arrives (prepared ones are carried over to the next scan), nothing after
+``stop``. Statements are attributed conservatively: DDL or statement-logged DML that names a captured table (or
+its database's tables, when the statement cannot be attributed) touches it.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import time
+import zlib
+from dataclasses import dataclass, field
+
+import pymysql
+
+from lakecdc.errors import BinlogPurgedError, SourceError
+from lakecdc.model import BinlogOffset, TableId
+from lakecdc.source.connection import connect, driver_reason, error_code, query, text
+from lakecdc.source.options import MySqlSourceOptions
+
+# Event types (MySQL binlog format v4 plus MariaDB's own)
+QUERY, ROTATE, FORMAT_DESCRIPTION, XID, TABLE_MAP = 2, 4, 15, 16, 19
+MYSQL_GTID, MYSQL_ANONYMOUS_GTID, XA_PREPARE, TRANSACTION_PAYLOAD = 33, 34, 38, 40
+MARIADB_GTID, MARIADB_QUERY_COMPRESSED = 162, 165
+_MARIADB_STANDALONE = 0x01  # FL_STANDALONE: a statement without COMMIT / Xid
+_HEADER = 19  # timestamp 4, type 1, server id 4, event size 4, end position 4, flags 2
+_MAX_PACKET = 0xFFFFFF
+_READ_CHUNK = 1 << 20
+
+_CONTROL = re.compile(r"(?is)^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE\s+SAVEPOINT|XA\s+(START|BEGIN|END)\b)")
+_XA = re.compile(r"(?is)^\s*XA\s+(START|BEGIN|END|PREPARE|COMMIT|ROLLBACK)\s+(.*?)\s*(ONE\s+PHASE)?\s*$")
+_DML = re.compile(r"(?is)^\s*(INSERT|UPDATE|DELETE|REPLACE|LOAD\s+DATA|LOAD\s+XML)\b")
+_DATABASE_DDL = re.compile(r"(?is)^\s*(CREATE|ALTER|DROP)\s+(DATABASE|SCHEMA)\s+(IF\s+(NOT\s+)?EXISTS\s+)?`?([^`\s;]+)")
+# statements that change neither rows nor table definitions (privileges, routines, maintenance)
+_HARMLESS = re.compile(r"(?is)^\s*(GRANT|REVOKE|(CREATE|ALTER|DROP|RENAME)\s+USER|SET\s+PASSWORD|FLUSH|ANALYZE|"
+                       r"OPTIMIZE|REPAIR|CHECK|(CREATE|ALTER|DROP)\s+(DEFINER\s*=\s*\S+\s+)?(PROCEDURE|FUNCTION|EVENT|"
+                       r"ROLE|SERVER)|CREATE\s+(OR\s+REPLACE\s+)?(DEFINER\s*=\s*\S+\s+)?(SQL\s+SECURITY\s+\w+\s+)?"
+                       r"(ALGORITHM\s*=\s*\w+\s+)?VIEW|DROP\s+VIEW|SAVEPOINT|# Dummy)")
+EVERYTHING = TableId("*", "*")  # a group that may have touched any table (it cannot be read cheaply)
+
+
+@dataclass
+class BinlogActivity:
+    """What a scan of the binlog between ``start`` and ``stop`` found for the captured tables."""
+
+    start: BinlogOffset
+    stop: BinlogOffset
+    # captured source table (or EVERYTHING) → end of the last committed transaction / DDL in the stretch touching it
+    changed: dict[TableId, BinlogOffset] = field(default_factory=dict)
+    # XA transactions prepared in (or before) the stretch and not yet committed at ``stop``: xid → tables
+    prepared_xa: dict[str, list[TableId]] = field(default_factory=dict)
+    tables: frozenset[TableId] = frozenset()  # the tables the scan looked for
+    bytes_scanned: int = 0
+    events: int = 0
+    seconds: float = 0.0
+
+    def merge(self, later: "BinlogActivity") -> "BinlogActivity":
+        """This stretch followed by ``later`` (which starts where this one stops): one stretch."""
+        changed = dict(self.changed)
+        for table, offset in later.changed.items():
+            if table not in changed or changed[table] < offset:
+                changed[table] = offset
+        return BinlogActivity(min(self.start, later.start), max(self.stop, later.stop), changed,
+                              dict(later.prepared_xa), self.tables & later.tables,
+                              self.bytes_scanned + later.bytes_scanned,
+                              self.events + later.events, self.seconds + later.seconds)
+
+    def to_json(self) -> dict:
+        return {"from": _offset_text(self.start), "to": _offset_text(self.stop),
+                "changed": {str(t): _offset_text(o) for t, o in sorted(self.changed.items(), key=lambda i: str(i[0]))},
+                "xa": {x: [str(t) for t in tables] for x, tables in self.prepared_xa.items()},
+                "tables": sorted(str(t) for t in self.tables)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "BinlogActivity":
+        return cls(_parse_offset(data["from"]), _parse_offset(data["to"]),
+                   {TableId.parse(t): _parse_offset(o) for t, o in data.get("changed", {}).items()},
+                   {x: [TableId.parse(t) for t in tables] for x, tables in data.get("xa", {}).items()},
+                   frozenset(TableId.parse(t) for t in data.get("tables", [])))
+
+    def last_change(self, sources: list[TableId]) -> BinlogOffset | None:
+        """The end of the last committed change to any of ``sources`` in the stretch (None: none)."""
+        found = [self.changed[s] for s in (*sources, EVERYTHING) if s in self.changed]
+        return max(found) if found else None
+
+
+@dataclass
+class _Group:
+    tables: set = field(default_factory=set)
+    multi: bool = False  # ends with Xid / COMMIT / ROLLBACK / XA PREPARE; else a stand-alone statement ends it
+    xid: str | None = None
+
+
+def _offset_text(offset: BinlogOffset) -> str:
+    return f"{offset.file}:{offset.pos}"
+
+
+def _parse_offset(value: str) -> BinlogOffset:
+    file, _, pos = value.rpartition(":")
+    return BinlogOffset(file, int(pos))
+
+
+def binlog_sizes(options: MySqlSourceOptions) -> dict[str, int]:
+    """Each binlog file the server has → its size in bytes (SHOW BINARY LOGS)."""
+    conn = connect(options)
+    try:
+        return {text(row[0]): int(row[1]) for row in query(conn, "SHOW BINARY LOGS", options=options)}
+    finally:
+        conn.close()
+
+
+def bytes_between(sizes: dict[str, int], start: BinlogOffset, stop: BinlogOffset) -> int | None:
+    """Binlog bytes from ``start`` to ``stop`` (None when ``start``'s file is gone)."""
+    if stop <= start:
+        return 0
+    if start.file not in sizes:
+        return None
+    if start.file == stop.file:
+        return stop.pos - start.pos
+    files = sorted(sizes, key=lambda f: BinlogOffset(f, 0).sort_key)
+    total = sizes[start.file] - start.pos
+    for name in files:
+        if BinlogOffset(start.file, 0) < BinlogOffset(name, 0) < BinlogOffset(stop.file, 0):
+            total += sizes[name]
+    return total + stop.pos
+
+
+def scan_activity(options: MySqlSourceOptions, tables: set[TableId], start: BinlogOffset, stop: BinlogOffset, *,
+                  prepared_xa: dict[str, list[TableId]] | None = None) -> BinlogActivity:
+    """Which of ``tables`` the committed transactions and statements between ``start`` and ``stop`` (both
+    transaction boundaries, ``stop`` at most the head) touch. ``prepared_xa``: XA transactions a previous scan
+    left prepared. BinlogPurgedError when ``start``'s file is gone."""
+    activity = BinlogActivity(start, stop, prepared_xa={k: list(v) for k, v in (prepared_xa or {}).items()},
+                              tables=frozenset(tables))
+    if stop <= start:
+        return activity
+    started = time.monotonic()
+    scanner = _Scanner(tables, activity)
+    conn = _dump(options, start)
+    try:
+        scanner.run(conn, stop)
+    except pymysql.MySQLError as exc:
+        if error_code(exc) == 1236:
+            raise BinlogPurgedError(f"binlog scan from {start}: the server at {options.address} no longer has "
+                                    f"that part of the binlog ({driver_reason(exc)})") from None
+        raise SourceError(f"binlog scan from {start} on {options.address} failed: {driver_reason(exc)}") from None
+    except OSError as exc:
+        raise SourceError(f"binlog scan from {start} on {options.address} failed: {exc}") from None
+    finally:
+        conn.close()
+    activity.seconds = time.monotonic() - started
+    return activity
+
+
+def _dump(options: MySqlSourceOptions, start: BinlogOffset):
+    """A connection streaming the binlog from ``start`` (COM_BINLOG_DUMP, non-blocking, server id 0)."""
+    conn = connect(options)
+    try:
+        checksum = text(query(conn, "SELECT @@global.binlog_checksum", options=options)[0][0]) or "NONE"
+        with conn.cursor() as cur:
+            cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
+            cur.execute("SET @mariadb_slave_capability = 4")  # GTID events as they are (MariaDB)
+        payload = struct.pack("<BIHI", 0x12, start.pos, 0x01, 0) + start.file.encode()
+        conn._write_bytes(struct.pack("<I", len(payload))[:3] + b"\x00" + payload)
+        conn._next_seq_id = 1
+    except pymysql.MySQLError as exc:
+        conn.close()
+        raise SourceError(f"cannot start a binlog scan on {options.address}: {driver_reason(exc)}") from None
+    conn.lakecdc_checksum = 4 if checksum.upper() != "NONE" else 0
+    return conn
+
+
+class _Scanner:
+    def __init__(self, tables: set[TableId], activity: BinlogActivity):
+        self.activity = activity
+        self.tables = set(tables)
+        self.by_database: dict[str, list[TableId]] = {}
+        for t in self.tables:
+            self.by_database.setdefault(t.database, []).append(t)
+        self.file = activity.start.file
+        self.group: _Group | None = None
+        self.query_post_header = 13
+        self.checksum = 0
+
+    def run(self, conn, stop: BinlogOffset) -> None:
+        self.checksum = conn.lakecdc_checksum
+        rfile = conn._rfile
+        buf = b""
+        partial: list[bytes] = []  # an event longer than one 16 MiB packet
+        while True:
+            chunk = rfile.read1(_READ_CHUNK)
+            if not chunk:
+                raise OSError("the server closed the binlog stream")
+            buf = buf + chunk if buf else chunk
+            i, size = 0, len(buf)
+            while size - i >= 4:
+                length = buf[i] | buf[i + 1] << 8 | buf[i + 2] << 16
+                end = i + 4 + length
+                if end > size:
+                    break
+                body = buf[i + 4:end]
+                i = end
+                if partial or length == _MAX_PACKET:
+                    partial.append(body)
+                    if length == _MAX_PACKET:
+                        continue
+                    body, partial = b"".join(partial), []
+                status = body[0]
+                if status == 0xFE and len(body) < 9:
+                    return  # end of the binlog (non-blocking dump)
+                if status == 0xFF:
+                    code = struct.unpack_from("<H", body, 1)[0]
+                    message = body[9:].decode("utf-8", "replace") if body[3:4] == b"#" else body[3:].decode(
+                        "utf-8", "replace")
+                    raise pymysql.err.OperationalError(code, message)
+                if self.event(body, 1, stop):
+                    return
+            buf = buf[i:]
+
+    def event(self, data: bytes, p: int, stop: BinlogOffset) -> bool:
+        """Handle one event starting at ``data[p]``; True once past ``stop``."""
+        kind = data[p + 4]
+        end_pos = struct.unpack_from("<I", data, p + 13)[0]
+        activity = self.activity
+        if kind == ROTATE:
+            self.file = data[p + _HEADER + 8:len(data) - self.checksum].decode()
+            return BinlogOffset(self.file, 4) > stop
+        if kind == FORMAT_DESCRIPTION:
+            post_headers = data[p + _HEADER + 2 + 50 + 4 + 1:]
+            self.query_post_header = post_headers[QUERY - 1]
+            return False
+        if end_pos == 0:
+            return False  # an artificial event of the dump protocol
+        here = BinlogOffset(self.file, end_pos)
+        if here > stop:
+            return True
+        activity.events += 1
+        activity.bytes_scanned += struct.unpack_from("<I", data, p + 9)[0]
+        if kind == TABLE_MAP:
+            body = p + _HEADER + 8
+            length = data[body]
+            database = data[body + 1:body + 1 + length].decode("utf-8", "replace")
+            body += 2 + length
+            table = data[body + 1:body + 1 + data[body]].decode("utf-8", "replace")
+            if self.group is None:  # rows with no GTID / BEGIN seen (a start inside a transaction)
+                self.group = _Group(multi=True)
+            table_id = TableId(database, table)
+            if table_id in self.tables:
+                self.group.tables.add(table_id)
+            return False
+        if kind == MARIADB_GTID:
+            flags = data[p + _HEADER + 12]
+            self.group = _Group(multi=not flags & _MARIADB_STANDALONE)
+            return False
+        if kind in (MYSQL_GTID, MYSQL_ANONYMOUS_GTID):
+            self.group = _Group(multi=False)  # BEGIN follows for DML, DDL stands alone
+            return False
+        if kind == XID:
+            self.commit(here)
+            return False
+        if kind == XA_PREPARE:
+            group, self.group = self.group, None
+            if group is not None and group.xid is not None:
+                activity.prepared_xa[group.xid] = sorted(group.tables | set(activity.prepared_xa.get(group.xid, [])),
+                                                         key=str)
+            elif group is not None and group.tables:
+                self.touch(group.tables, here)  # an XA PREPARE without XA START: count it now (conservative)
+            return False
+        if kind == TRANSACTION_PAYLOAD:  # MySQL binlog_transaction_compression: its events are not read here
+            self.group = None
+            self.touch({EVERYTHING}, here)
+            return False
+        if kind in (QUERY, MARIADB_QUERY_COMPRESSED):
+            self.statement(data, p, kind, here)
+        return False
+
+    def statement(self, data: bytes, p: int, kind: int, here: BinlogOffset) -> None:
+        body = p + _HEADER
+        db_length = data[body + 8]
+        status_length = struct.unpack_from("<H", data, body + 11)[0]
+        db_start = body + self.query_post_header + status_length
+        database = data[db_start:db_start + db_length].decode("utf-8", "replace")
+        raw = data[db_start + db_length + 1:len(data) - self.checksum]
+        if kind == MARIADB_QUERY_COMPRESSED:
+            raw = _uncompress(raw)
+        statement = raw.decode("utf-8", "replace").strip()
+        upper = statement[:24].upper()
+        xa = _XA.match(statement) if upper.startswith("XA") else None
+        if xa:
+            verb, xid = xa.group(1).upper(), xa.group(2)
+            if verb in ("START", "BEGIN", "END"):  # MariaDB logs no XA START: its XA END names the transaction
+                self.group = self.group or _Group()
+                self.group.multi, self.group.xid = True, xid
+            elif verb == "COMMIT" and xa.group(3):  # one phase: an ordinary commit
+                self.commit(here)
+            elif verb == "COMMIT":
+                tables = self.activity.prepared_xa.pop(xid, None)
+                self.touch(set(tables) if tables is not None else {EVERYTHING}, here)
+                self.group = None
+            elif verb == "ROLLBACK":
+                self.activity.prepared_xa.pop(xid, None)
+                self.group = None
+            return
+        if _CONTROL.match(statement):
+            word = upper.split()[0] if upper.split() else ""
+            if word == "BEGIN":
+                self.group = self.group or _Group()
+                self.group.multi = True
+            elif word in ("COMMIT", "ROLLBACK") and not upper.startswith("ROLLBACK TO"):
+                # ROLLBACK is logged for transactions that changed non-transactional tables: their rows stay
+                self.commit(here)
+            return
+        if self.group is None:
+            self.group = _Group()
+        self.group.tables |= self.attribute(statement, database)
+        if not self.group.multi:
+            self.commit(here)
+
+    def attribute(self, statement: str, database: str) -> set[TableId]:
+        """The captured tables a DDL or statement-logged DML may touch (conservative)."""
+        if _HARMLESS.match(statement):
+            return set()
+        whole = _DATABASE_DDL.match(statement)
+        if whole:
+            return set(self.by_database.get(whole.group(5), []))
+        plain = statement.replace("`", "").lower()
+        words = set(re.findall(r"[\w$]+", plain))
+        named = {t for t in self.tables if _named(t.table.lower(), plain, words)
+                 and (t.database == database or t.database.lower() in plain)}
+        if named or _DML.match(statement):
+            return named
+        # DDL naming no captured table: only its own tables' database can be affected, and only when the parser
+        # could not tell which table it names
+        return set(self.by_database.get(database, [])) if not _names_table(statement) else set()
+
+    def commit(self, here: BinlogOffset) -> None:
+        group, self.group = self.group, None
+        if group is not None and group.tables:
+            self.touch(group.tables, here)
+
+    def touch(self, tables, here: BinlogOffset) -> None:
+        changed = self.activity.changed
+        for table in tables:
+            if table not in changed or changed[table] < here:
+                changed[table] = here
+
+
+_NAMED_TABLE = re.compile(r"(?is)^\s*(CREATE\s+(TEMPORARY\s+)?TABLE|ALTER\s+(ONLINE\s+|IGNORE\s+)*TABLE|"
+                          r"DROP\s+(TEMPORARY\s+)?TABLE|TRUNCATE(\s+TABLE)?|RENAME\s+TABLE|CREATE\s+(UNIQUE\s+|"
+                          r"FULLTEXT\s+|SPATIAL\s+)?INDEX|DROP\s+INDEX|CREATE\s+(OR\s+REPLACE\s+)?(DEFINER\s*=\s*\S+"
+                          r"\s+)?TRIGGER|DROP\s+TRIGGER|CREATE\s+OR\s+REPLACE\s+TABLE)\b")
+
+
+def _named(name: str, plain: str, words: set[str]) -> bool:
+    if re.fullmatch(r"[\w$]+", name):
+        return name in words
+    return re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", plain) is not None
+
+
+def _names_table(statement: str) -> bool:
+    """Whether the statement is a table DDL whose table names are in its text (so a statement that names none of
+    the captured tables does not touch them)."""
+    return _NAMED_TABLE.match(statement) is not None
+
+
+def _uncompress(raw: bytes) -> bytes:
+    """A MariaDB compressed query (log_bin_compress): header byte 0x80 | n, n bytes of length, zlib data."""
+    if not raw or not raw[0] & 0x80:
+        return raw
+    skip = 1 + (raw[0] & 0x07)
+    return zlib.decompress(raw[skip:])
