@@ -50,6 +50,7 @@ _HARMLESS = re.compile(r"(?is)^\s*(GRANT|REVOKE|(CREATE|ALTER|DROP|RENAME)\s+USE
                        r"OPTIMIZE|REPAIR|CHECK|(CREATE|ALTER|DROP)\s+(DEFINER\s*=\s*\S+\s+)?(PROCEDURE|FUNCTION|EVENT|"
                        r"ROLE|SERVER)|CREATE\s+(OR\s+REPLACE\s+)?(DEFINER\s*=\s*\S+\s+)?(SQL\s+SECURITY\s+\w+\s+)?"
                        r"(ALGORITHM\s*=\s*\w+\s+)?VIEW|DROP\s+VIEW|SAVEPOINT|# Dummy)")
+_UNSEEN = object()
 EVERYTHING = TableId("*", "*")  # a group that may have touched any table (it cannot be read cheaply)
 
 
@@ -194,10 +195,18 @@ class _Scanner:
         self.file = activity.start.file
         self.group: _Group | None = None
         self.query_post_header = 13
+        self.table_map_post_header = 8
         self.checksum = 0
+        self.maps: dict[bytes, TableId | None] = {}  # table-map names → captured table (None: not captured)
+        self.stop = activity.stop
+        self.stop_pos = 0
+        self.in_stop_file = False
 
     def run(self, conn, stop: BinlogOffset) -> None:
         self.checksum = conn.lakecdc_checksum
+        self.stop = stop
+        self.stop_pos = stop.pos
+        self._entered(self.file)
         rfile = conn._rfile
         buf = b""
         partial: list[bytes] = []  # an event longer than one 16 MiB packet
@@ -212,54 +221,63 @@ class _Scanner:
                 end = i + 4 + length
                 if end > size:
                     break
-                body = buf[i + 4:end]
-                i = end
+                data, p, i = buf, i + 4, end
                 if partial or length == _MAX_PACKET:
-                    partial.append(body)
+                    partial.append(buf[p:end])
                     if length == _MAX_PACKET:
                         continue
-                    body, partial = b"".join(partial), []
-                status = body[0]
-                if status == 0xFE and len(body) < 9:
+                    data, partial = b"".join(partial), []
+                    p, end = 0, len(data)
+                status = data[p]
+                if status == 0xFE and end - p < 9:
                     return  # end of the binlog (non-blocking dump)
                 if status == 0xFF:
-                    code = struct.unpack_from("<H", body, 1)[0]
-                    message = body[9:].decode("utf-8", "replace") if body[3:4] == b"#" else body[3:].decode(
-                        "utf-8", "replace")
-                    raise pymysql.err.OperationalError(code, message)
-                if self.event(body, 1, stop):
+                    code = struct.unpack_from("<H", data, p + 1)[0]
+                    message = data[p + 3:end]
+                    message = message[6:] if message[:1] == b"#" else message
+                    raise pymysql.err.OperationalError(code, message.decode("utf-8", "replace"))
+                if self.event(data, p + 1, end):
                     return
             buf = buf[i:]
 
-    def event(self, data: bytes, p: int, stop: BinlogOffset) -> bool:
-        """Handle one event starting at ``data[p]``; True once past ``stop``."""
+    def _entered(self, file: str) -> bool:
+        """Now reading ``file``; True when it lies after the stop position's file."""
+        self.file = file
+        self.in_stop_file = file == self.stop.file
+        return BinlogOffset(file, 4) > self.stop and not self.in_stop_file
+
+    def event(self, data: bytes, p: int, end: int) -> bool:
+        """Handle the event at ``data[p:end]`` (header first); True once past the stop position."""
         kind = data[p + 4]
-        end_pos = struct.unpack_from("<I", data, p + 13)[0]
-        activity = self.activity
+        end_pos = data[p + 13] | data[p + 14] << 8 | data[p + 15] << 16 | data[p + 16] << 24
         if kind == ROTATE:
-            self.file = data[p + _HEADER + 8:len(data) - self.checksum].decode()
-            return BinlogOffset(self.file, 4) > stop
+            return self._entered(data[p + _HEADER + 8:end - self.checksum].decode())
         if kind == FORMAT_DESCRIPTION:
             post_headers = data[p + _HEADER + 2 + 50 + 4 + 1:]
             self.query_post_header = post_headers[QUERY - 1]
+            self.table_map_post_header = post_headers[TABLE_MAP - 1]
             return False
         if end_pos == 0:
             return False  # an artificial event of the dump protocol
-        here = BinlogOffset(self.file, end_pos)
-        if here > stop:
+        if self.in_stop_file and end_pos > self.stop_pos:
             return True
+        activity = self.activity
         activity.events += 1
-        activity.bytes_scanned += struct.unpack_from("<I", data, p + 9)[0]
+        activity.bytes_scanned += end - p
         if kind == TABLE_MAP:
-            body = p + _HEADER + 8
-            length = data[body]
-            database = data[body + 1:body + 1 + length].decode("utf-8", "replace")
-            body += 2 + length
-            table = data[body + 1:body + 1 + data[body]].decode("utf-8", "replace")
+            body = p + _HEADER + self.table_map_post_header
+            names_end = body + 1 + data[body] + 1
+            names_end += 1 + data[names_end]
+            raw = data[body:names_end]
+            table_id = self.maps.get(raw, _UNSEEN)
+            if table_id is _UNSEEN:
+                length = data[body]
+                table_id = TableId(data[body + 1:body + 1 + length].decode("utf-8", "replace"),
+                                   data[body + 2 + length + 1:names_end].decode("utf-8", "replace"))
+                table_id = self.maps[raw] = table_id if table_id in self.tables else None
             if self.group is None:  # rows with no GTID / BEGIN seen (a start inside a transaction)
                 self.group = _Group(multi=True)
-            table_id = TableId(database, table)
-            if table_id in self.tables:
+            if table_id is not None:
                 self.group.tables.add(table_id)
             return False
         if kind == MARIADB_GTID:
@@ -270,7 +288,7 @@ class _Scanner:
             self.group = _Group(multi=False)  # BEGIN follows for DML, DDL stands alone
             return False
         if kind == XID:
-            self.commit(here)
+            self.commit(end_pos)
             return False
         if kind == XA_PREPARE:
             group, self.group = self.group, None
@@ -278,23 +296,23 @@ class _Scanner:
                 activity.prepared_xa[group.xid] = sorted(group.tables | set(activity.prepared_xa.get(group.xid, [])),
                                                          key=str)
             elif group is not None and group.tables:
-                self.touch(group.tables, here)  # an XA PREPARE without XA START: count it now (conservative)
+                self.touch(group.tables, end_pos)  # an XA PREPARE without XA START: count it now (conservative)
             return False
         if kind == TRANSACTION_PAYLOAD:  # MySQL binlog_transaction_compression: its events are not read here
             self.group = None
-            self.touch({EVERYTHING}, here)
+            self.touch({EVERYTHING}, end_pos)
             return False
         if kind in (QUERY, MARIADB_QUERY_COMPRESSED):
-            self.statement(data, p, kind, here)
+            self.statement(data, p, end, kind, end_pos)
         return False
 
-    def statement(self, data: bytes, p: int, kind: int, here: BinlogOffset) -> None:
+    def statement(self, data: bytes, p: int, end: int, kind: int, here: int) -> None:
         body = p + _HEADER
         db_length = data[body + 8]
         status_length = struct.unpack_from("<H", data, body + 11)[0]
         db_start = body + self.query_post_header + status_length
         database = data[db_start:db_start + db_length].decode("utf-8", "replace")
-        raw = data[db_start + db_length + 1:len(data) - self.checksum]
+        raw = data[db_start + db_length + 1:end - self.checksum]
         if kind == MARIADB_QUERY_COMPRESSED:
             raw = _uncompress(raw)
         statement = raw.decode("utf-8", "replace").strip()
@@ -347,12 +365,13 @@ class _Scanner:
         # could not tell which table it names
         return set(self.by_database.get(database, [])) if not _names_table(statement) else set()
 
-    def commit(self, here: BinlogOffset) -> None:
+    def commit(self, end_pos: int) -> None:
         group, self.group = self.group, None
         if group is not None and group.tables:
-            self.touch(group.tables, here)
+            self.touch(group.tables, end_pos)
 
-    def touch(self, tables, here: BinlogOffset) -> None:
+    def touch(self, tables, end_pos: int) -> None:
+        here = BinlogOffset(self.file, end_pos)
         changed = self.activity.changed
         for table in tables:
             if table not in changed or changed[table] < here:
