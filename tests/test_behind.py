@@ -251,3 +251,34 @@ def test_an_idle_table_survives_a_purge_of_its_checkpoints_binlog(mariadb, other
         assert [t.target for t in ran.committed] == [b]
         rows = run_sql(config.sink.catalog_options, f"SELECT id, v FROM {b.database}.b ORDER BY id").to_pylist()
         assert rows == [{"id": 1, "v": "one"}, {"id": 3, "v": "three"}]
+
+
+def test_a_scan_cut_by_its_time_limit_goes_on_from_where_it_stopped(mariadb, other_db, pipeline, monkeypatch):
+    import lakecdc.runtime.status as status_module
+
+    config, _, a, b = pipeline
+    source = MySqlSource(source_options(config))
+    start = source.head_offset()
+    mariadb.execute("CREATE PROCEDURE behind_other.fill(n INT) BEGIN DECLARE i INT DEFAULT 0; WHILE i < n DO "
+                    "INSERT INTO behind_other.noise (payload) VALUES ('y'); SET i = i + 1; END WHILE; END")
+    mariadb.execute("CALL behind_other.fill(2500)")
+    mariadb.execute(f"INSERT INTO `{a.database}`.a VALUES (9, 'nine')")
+    stop = source.head_offset()
+    cut = scan_activity(source.options, {a, b}, start, stop, max_seconds=0)
+    assert start < cut.stop < stop and cut.changed == {}
+    # The cut is a transaction boundary: reading on from it finds the change, and so does the status.
+    rest = scan_activity(source.options, {a, b}, cut.stop, stop)
+    assert set(rest.changed) == {a}
+    status = pipeline_status(config, activity=cut)
+    assert status.activity.stop.same_position(status.head) and status.activity.start == cut.start
+    assert [(t.target, t.behind) for t in status.tables] == [(a, True), (b, False)]
+    # A status whose scan runs out of time counts the tables it could not judge as behind, and the next call
+    # (the sensor's next tick) goes on from where it stopped.
+    monkeypatch.setattr(status_module, "SCAN_LIMIT_SECONDS", 0.0)
+    hurried = pipeline_status(config)
+    assert hurried.activity.stop < hurried.head
+    assert all(t.behind and t.reason.startswith("not scanned past") for t in hurried.tables)
+    monkeypatch.undo()
+    calm = pipeline_status(config, activity=hurried.activity)
+    assert [(t.target, t.behind) for t in calm.tables] == [(a, True), (b, False)]
+    assert calm.scanned_bytes < pipeline_status(config).scanned_bytes

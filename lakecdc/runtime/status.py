@@ -12,6 +12,7 @@ docs/operations.md has the design and its numbers.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from lakecdc.config import PipelineConfig
@@ -26,6 +27,9 @@ from lakecdc.source.activity import BinlogActivity, binlog_sizes, bytes_between,
 # a run moves an idle table's checkpoint (IDLE_CHECKPOINT_BYTES), so a table too far back to scan gets one run and
 # is within reach afterwards.
 SCAN_LIMIT_BYTES = 256 * 1024 * 1024
+# ... and for at most this long (one-row transactions scan far fewer bytes per second than bulk rows events); a cut
+# scan continues from where it stopped at the next call that passes it in
+SCAN_LIMIT_SECONDS = 20.0
 
 
 @dataclass
@@ -121,6 +125,10 @@ def _judge(table: TableStatus, head: BinlogOffset, activity: BinlogActivity | No
         table.behind, table.last_change = True, last
         table.reason = f"changed at {last} (checkpoint {checkpoint})"
         return
+    if activity.stop < head:
+        table.behind = True
+        table.reason = f"not scanned past {activity.stop} yet (binlog scan time limit)"
+        return
     table.refresh_due = checkpoint.file != head.file
 
 
@@ -134,6 +142,7 @@ def _scan(source: MySqlSource, tables: list[TableStatus], head: BinlogOffset, pr
     if not tables:
         return prior, 0, set()
     options = source.options
+    deadline = time.monotonic() + SCAN_LIMIT_SECONDS
     sizes = binlog_sizes(options)
     reachable = sorted({t.checkpoint for t in tables if t.checkpoint.file in sizes}, key=lambda o: o.sort_key)
     usable = (prior is not None and wanted <= prior.tables and prior.stop <= head
@@ -141,25 +150,29 @@ def _scan(source: MySqlSource, tables: list[TableStatus], head: BinlogOffset, pr
     forward = bytes_between(sizes, prior.stop, head) if usable else None
     scanned = 0
     if forward is not None and forward <= limit:
-        later = scan_activity(options, set(prior.tables | wanted), prior.stop, head, prepared_xa=prior.prepared_xa)
+        later = scan_activity(options, set(prior.tables | wanted), prior.stop, head, prepared_xa=prior.prepared_xa,
+                              max_seconds=deadline - time.monotonic())
         activity = prior.merge(later)
         scanned += later.bytes_scanned
         budget = limit - forward
     else:
         start = _earliest_within(sizes, reachable, head, limit)
-        activity = scan_activity(options, set(wanted), start, head) if start is not None else None
+        activity = (scan_activity(options, set(wanted), start, head, max_seconds=deadline - time.monotonic())
+                    if start is not None else None)
         scanned += activity.bytes_scanned if activity is not None else 0
         budget = 0
-    if activity is not None:
+    if activity is not None and activity.stop.same_position(head):
         older = [c for c in reachable if c < activity.start]
         start = _earliest_within(sizes, older, activity.start, budget)
         if start is not None:
-            earlier = scan_activity(options, set(activity.tables), start, activity.start)
-            # XA transactions the earlier stretch left prepared were counted as touching every table at their
-            # XA COMMIT (the later scan did not know them)
-            earlier.prepared_xa = {}
-            activity = _prepend(earlier, activity)
+            earlier = scan_activity(options, set(activity.tables), start, activity.start,
+                                    max_seconds=max(0.0, deadline - time.monotonic()))
             scanned += earlier.bytes_scanned
+            if earlier.stop.same_position(activity.start):  # a cut stretch would leave a gap: dropped
+                # XA transactions the earlier stretch left prepared were counted as touching every table at
+                # their XA COMMIT (the later scan did not know them)
+                earlier.prepared_xa = {}
+                activity = _prepend(earlier, activity)
     return activity, scanned, set(sizes)
 
 

@@ -141,19 +141,24 @@ def bytes_between(sizes: dict[str, int], start: BinlogOffset, stop: BinlogOffset
 
 
 def scan_activity(options: MySqlSourceOptions, tables: set[TableId], start: BinlogOffset, stop: BinlogOffset, *,
-                  prepared_xa: dict[str, list[TableId]] | None = None) -> BinlogActivity:
+                  prepared_xa: dict[str, list[TableId]] | None = None,
+                  max_seconds: float | None = None) -> BinlogActivity:
     """Which of ``tables`` the committed transactions and statements between ``start`` and ``stop`` (both
     transaction boundaries, ``stop`` at most the head) touch. ``prepared_xa``: XA transactions a previous scan
-    left prepared. BinlogPurgedError when ``start``'s file is gone."""
+    left prepared. ``max_seconds``: stop at the first commit after that long; the result's ``stop`` then says how
+    far it got. BinlogPurgedError when ``start``'s file is gone."""
     activity = BinlogActivity(start, stop, prepared_xa={k: list(v) for k, v in (prepared_xa or {}).items()},
                               tables=frozenset(tables))
     if stop <= start:
         return activity
     started = time.monotonic()
     scanner = _Scanner(tables, activity)
+    scanner.deadline = started + max_seconds if max_seconds is not None else None
     conn = _dump(options, start)
     try:
         scanner.run(conn, stop)
+    except _OutOfTime as cut:
+        activity.stop = cut.offset
     except pymysql.MySQLError as exc:
         if error_code(exc) == 1236:
             raise BinlogPurgedError(f"binlog scan from {start}: the server at {options.address} no longer has "
@@ -185,6 +190,15 @@ def _dump(options: MySqlSourceOptions, start: BinlogOffset):
     return conn
 
 
+class _OutOfTime(Exception):
+    def __init__(self, offset: BinlogOffset):
+        super().__init__(str(offset))
+        self.offset = offset
+
+
+_TIME_CHECK_EVERY = 1024  # commits between two looks at the clock
+
+
 class _Scanner:
     def __init__(self, tables: set[TableId], activity: BinlogActivity):
         self.activity = activity
@@ -197,6 +211,8 @@ class _Scanner:
         self.query_post_header = 13
         self.table_map_post_header = 8
         self.checksum = 0
+        self.deadline: float | None = None
+        self.commits = 0
         self.maps: dict[bytes, TableId | None] = {}  # table-map names → captured table (None: not captured)
         self.stop = activity.stop
         self.stop_pos = 0
@@ -369,6 +385,9 @@ class _Scanner:
         group, self.group = self.group, None
         if group is not None and group.tables:
             self.touch(group.tables, end_pos)
+        self.commits += 1
+        if self.deadline is not None and self.commits % _TIME_CHECK_EVERY == 0 and time.monotonic() > self.deadline:
+            raise _OutOfTime(BinlogOffset(self.file, end_pos))  # a transaction boundary
 
     def touch(self, tables, end_pos: int) -> None:
         here = BinlogOffset(self.file, end_pos)
