@@ -104,6 +104,9 @@ def pipeline_status(config: PipelineConfig, *, activity: BinlogActivity | None =
             status.behind, status.reason = True, "snapshot in progress"
         tables.append(status)
     scanned = [t for t in tables if not t.behind and not t.finished and t.checkpoint < head]
+    if not scanned and all(t.checkpoint is not None and head <= t.checkpoint for t in tables if not t.finished):
+        # every table is at the head: the next scan starts there
+        activity = BinlogActivity(head, head, tables=frozenset(s for t in tables for s in t.sources))
     activity, scanned_bytes, files = _scan(source, scanned, head, activity, scan_limit)
     for table in scanned:
         _judge(table, head, activity, files)

@@ -8,7 +8,8 @@ non-blocking, so it never displaces a replica or a lakecdc binlog reader that us
 parses the event frames straight from the socket buffer: only event headers, table-map events (database and table
 names), query events (statements) and the transaction boundaries (GTID, Xid, XA PREPARE). Rows events are skipped
 by their length. python-mysql-replication with ``only_events`` builds an object per packet and describes every
-table map, which is about 70x slower (bench/activity_bench.py, docs/operations.md).
+table map: 2x slower on bulk rows events, 40x on one-row transactions (bench/activity_bench.py,
+docs/operations.md).
 
 Transactions count as the binlog reader (lakecdc.source.binlog) applies them: a group's tables changed at the end
 of its commit (Xid, ``COMMIT``, ``ROLLBACK`` — non-transactional rows stay — or the end of a stand-alone statement),
