@@ -268,3 +268,16 @@ def test_latin1_bytes_cp1252_leaves_undefined_are_read_alike(mariadb, fresh_db, 
     run_micro_batch(config)
     rows = run_sql(config.sink.catalog_options, f"SELECT id, l1 FROM {db}.alltypes ORDER BY id").to_pylist()
     assert rows == [{"id": 1, "l1": "A\x81\x90"}, {"id": 2, "l1": "A\x81\x90"}]
+
+
+def test_malformed_geometry_is_a_source_error_naming_the_column():
+    import struct
+
+    from lakecdc.errors import SourceError
+    from lakecdc.source.types import geometry_json
+
+    point = struct.pack("<IBIdd", 4326, 1, 1, 1.5, -2.0)
+    assert geometry_json(point, column="pt") == '{"coordinates":[1.5,-2],"type":"Point","srid":4326}'
+    for bad in (point[:-3], struct.pack("<IBI", 0, 1, 2) + struct.pack("<I", 5), struct.pack("<IBI", 0, 1, 99)):
+        with pytest.raises(SourceError, match=r"column 'pt': malformed geometry value"):
+            geometry_json(bad, column="pt")

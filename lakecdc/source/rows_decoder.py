@@ -32,6 +32,7 @@ Fallbacks, always to the exact library path (``ev.rows`` + codecs, the same rows
 from __future__ import annotations
 
 import codecs
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -441,7 +442,9 @@ def _column_spec(column, target: SourceColumn, tgt: int, width: int, slot: int) 
     if t == _GEOMETRY:
         if dtype not in GEOMETRY_TYPES or not pa.types.is_string(at):
             raise unsupported()
-        return _spec(**base, kind=K_RAW), (("geometry",), (pa.binary(), _per_value(geometry_json)))
+        return _spec(**base, kind=K_RAW), (("geometry",), (pa.binary(),
+                                                         _per_value(functools.partial(geometry_json,
+                                                                                      column=target.name))))
     if t == _JSON:
         if not pa.types.is_string(at) or dtype != "json":
             raise unsupported()

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import functools
 import json
 import re
 import struct
@@ -258,15 +259,22 @@ def _wkb_geometry(data: bytes, offset: int) -> tuple[dict, int]:
     return {"type": names[kind], "coordinates": [p["coordinates"] for p in parts]}, offset
 
 
-def geometry_json(value: Any) -> Any:
+def geometry_json(value: Any, column: str = "") -> Any:
     """A MySQL geometry value (4-byte little-endian SRID + WKB, the same bytes from the snapshot and the binlog)
     as Flink CDC's JSON text: ``{"coordinates":[1,2],"type":"Point","srid":0}`` (``geometries`` instead of
-    ``coordinates`` for a collection). Per-value Python: geometry columns are rare and values small."""
+    ``coordinates`` for a collection). Per-value Python: geometry columns are rare and values small. Malformed
+    bytes raise SourceError naming ``column``."""
     data = _to_bytes(value)
+    where = f"column '{column}': " if column else ""
     if not isinstance(data, bytes) or len(data) < 9:
-        raise SourceError(f"not a MySQL geometry value: {value!r}")
+        raise SourceError(f"{where}not a MySQL geometry value: {value!r}")
     (srid,) = struct.unpack_from("<I", data, 0)
-    shape, _ = _wkb_geometry(data, 4)
+    try:
+        shape, _ = _wkb_geometry(data, 4)
+    except (IndexError, struct.error, ValueError) as error:
+        raise SourceError(f"{where}malformed geometry value (SRID + WKB, {len(data)} bytes: "
+                          f"{data[:32].hex()}{'...' if len(data) > 32 else ''}): {error}; the value cannot be "
+                          "converted to Flink CDC's GeoJSON text") from None
     body = {"geometries": shape["geometries"]} if "geometries" in shape else {"coordinates": shape["coordinates"]}
     # key order as Flink CDC's Java HashMap prints it
     return json.dumps({**body, "type": shape["type"], "srid": srid}, separators=(",", ":"))
@@ -379,7 +387,7 @@ class ColumnCodec:
             self.snapshot_fix = self.binlog_fix = set_members
             self._empty_set = True
         elif data_type in GEOMETRY_TYPES:
-            self.snapshot_fix = self.binlog_fix = geometry_json
+            self.snapshot_fix = self.binlog_fix = functools.partial(geometry_json, column=info.name)
         elif pa.types.is_string(t):
             self.binlog_fix = self._text_fix
         elif data_type == "binary":
