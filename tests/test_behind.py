@@ -282,3 +282,21 @@ def test_a_scan_cut_by_its_time_limit_goes_on_from_where_it_stopped(mariadb, oth
     calm = pipeline_status(config, activity=hurried.activity)
     assert [(t.target, t.behind) for t in calm.tables] == [(a, True), (b, False)]
     assert calm.scanned_bytes < pipeline_status(config).scanned_bytes
+
+
+def test_compressed_statements_are_read(mariadb, pipeline):
+    """MariaDB's log_bin_compress writes long statements as compressed query events."""
+    config, _, a, b = pipeline
+    source = MySqlSource(source_options(config))
+    start = source.head_offset()
+    comment = "c" * 400  # longer than log_bin_compress_min_len (256)
+    mariadb.execute("SET GLOBAL log_bin_compress = ON")
+    try:
+        mariadb.execute(f"ALTER TABLE `{b.database}`.b COMMENT '{comment}'")
+    finally:
+        mariadb.execute("SET GLOBAL log_bin_compress = OFF")
+    kinds = {row[2] for row in mariadb.execute(f"SHOW BINLOG EVENTS IN '{start.file}' FROM {start.pos}")}
+    assert "Query_compressed" in kinds, kinds
+    scan = scan_activity(source.options, {a, b}, start, source.head_offset())
+    assert set(scan.changed) == {b}
+    assert by_table(pipeline_status(config))[b].behind
