@@ -818,6 +818,9 @@ def test_runtime_errors(expr, message):
 
 VALIDATION_ERRORS = [  # refused when the rule is compiled, naming the rule, the expression and the position
     ("FOO(i)", "unknown function FOO"),
+    ("TRY_CAST(s AS ARRAY<INT>)", "Unsupported data type cast to ARRAY<INT>"),
+    ("ROW(1, 'x')[0]", "Cannot infer type of field at position 0"),
+    ("ARRAY[1, TRUE]", "ARRAY: incompatible types INT and BOOLEAN"),
     ("UPPER(s, s)", "function UPPER expects 1 argument(s), got 2"),
     ("2.1 > TO_TIMESTAMP('2024-01-01 00:00:00')", "cannot compare DECIMAL(2, 1) with TIMESTAMP(3)"),
     ("s + 1", "operator + expects NUMERIC, got STRING"),

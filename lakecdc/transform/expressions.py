@@ -242,8 +242,12 @@ DEFAULT_CAST_TIMESTAMP_PRECISION = 6
 def cast_target(dt: exp.DataType) -> pa.DataType:
     """The Arrow type of a CAST target as written; ExpressionError for targets Flink CDC cannot cast to. (fn.cast
     caps a DECIMAL's declared precision at the pipeline's maximum, as Calcite's type system does.)"""
-    params = [int(p.this.this) if isinstance(p, exp.DataTypeParam) else int(p.this)
-              for p in dt.expressions] if dt.expressions else []
+    try:
+        params = [int(p.this.this) if isinstance(p, exp.DataTypeParam) else int(p.this)
+                  for p in dt.expressions] if dt.expressions else []
+    except (TypeError, ValueError):  # ARRAY<INT>, ROW<...>: nested types are no CAST target
+        raise ExpressionError(f"Unsupported data type cast to {dt.sql(dialect=FlinkCdcSql)}; supported targets: "
+                              f"{fn.CAST_TARGETS}") from None
     if dt.this in _CAST_TYPES:
         return _CAST_TYPES[dt.this]
     if dt.this in _DECIMAL_TYPES:
