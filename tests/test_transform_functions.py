@@ -602,6 +602,11 @@ CONFORMANCE = [  # behaviours fixed to match Flink CDC (issue 16); evaluated on 
     C("OVERLAY(X'01020304' PLACING X'0809' FROM 2 FOR 1)", b"\x01\x08\x09\x03\x04"),
     C("OVERLAY('abcdef' PLACING 'ZZ' FROM 3 FOR 0)", "abZZ"),  # Flink CDC's overlay(): FOR 0 drops the tail
     C("s LIKE 'H%' ESCAPE NULL", N),
+    # a group that did not take part in the match is NULL (Java's Matcher.group), recognised when it cannot be ''
+    C("REGEXP_EXTRACT('foobar', '(foo)|(bar)', 2)", N),
+    C("REGEXP_EXTRACT(s, '(o)(x)?', 2)", N),
+    C("REGEXP_EXTRACT_ALL('foobar', '(foo)|(bar)', 2)", [[N, "bar"]] * 3),
+    C("REGEXP_EXTRACT_ALL('abc', '(a)|([a-z]*)', 2)", [["", "bc"]] * 3),  # deviation: '' (Java: [null, bc, ''])
     # time
     C("UNIX_TIMESTAMP('2024-01-01 00:00:00', 'yyyy-MM-dd HH:mm:ss X')", -9223372036854775808),
     C("UNIX_TIMESTAMP('2024-01-01 00:00:00 +01', 'yyyy-MM-dd HH:mm:ss X')", 1704063600),

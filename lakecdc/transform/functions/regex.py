@@ -159,11 +159,47 @@ def _regexp_replace(args, site):
 
 # ---------------------------------------------------------------------------------------------- EXTRACT
 
+def group_never_empty(rx: JavaRegex, index: int) -> bool:
+    """Group ``index`` of the pattern cannot match the empty string (``(b)``, ``(\\d+)``): an empty value reported
+    for it means the group did not take part in the match, which Java reports as NULL and RE2 as ''. Read from
+    Python's parse of the pattern (same group numbering); False when that parse fails."""
+    try:
+        from re import _parser as sre_parse  # noqa: PLC2701 - the structure of a pattern; no public API
+    except ImportError:  # pragma: no cover - Python < 3.11
+        import sre_parse  # type: ignore[no-redef]
+    if index == 0:
+        return False
+    try:
+        tree = sre_parse.parse(rx.source)
+    except Exception:  # noqa: BLE001 - any pattern Python reads differently: keep RE2's ''
+        return False
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for op, av in node.data if hasattr(node, "data") else node:
+            if op is sre_parse.SUBPATTERN and av[0] == index:
+                return av[-1].getwidth()[0] > 0
+            for child in (av if isinstance(av, (list, tuple)) else (av,)):
+                if isinstance(child, sre_parse.SubPattern):
+                    stack.append(child)
+                elif isinstance(child, (list, tuple)):
+                    stack.extend(c for c in child if isinstance(c, sre_parse.SubPattern))
+    return False
+
+
+def _absent_as_null(values: pa.Array, rx: JavaRegex, index: int) -> pa.Array:
+    """'' of a group that cannot match '' → NULL (the group did not participate, as Java's Matcher.group)."""
+    if not group_never_empty(rx, index):
+        return values
+    return where_null(pc.equal(values, ""), values)
+
+
 def _first_match_group(s: pa.Array, rx: JavaRegex, index: int) -> pa.Array:
-    """Group ``index`` (0 = the whole match) of the first match; NULL when nothing matches."""
+    """Group ``index`` (0 = the whole match) of the first match; NULL when nothing matches or when the group did
+    not take part in the match (recognised for groups that cannot match the empty string)."""
     pattern = f"(?P<g0>{rx.named})"
     extracted = pc.extract_regex(s, pattern)
-    return where_null(pc.is_null(extracted), extracted.field(f"g{index}"))
+    return where_null(pc.is_null(extracted), _absent_as_null(extracted.field(f"g{index}"), rx, index))
 
 
 def _index(value, default: int) -> int | None:
@@ -248,6 +284,10 @@ def _extract_all(s: pa.Array, rx: JavaRegex, index: int) -> pa.Array:
         compiled = re.compile(rx.source)
         values = [[m.group(index) for m in compiled.finditer(v)] for v in s.filter(has_marker).to_pylist()]
         result = scatter(result, has_marker, pa.array(values, pa.list_(pa.string())))
+    if group_never_empty(rx, index) and len(result):
+        lists = result.cast(pa.list_(pa.string()))
+        flat = _absent_as_null(lists.flatten(), rx, index)
+        result = pa.ListArray.from_arrays(lists.offsets, flat, mask=lists.is_null())
     return where_null(pc.is_null(s), result)
 
 
