@@ -81,8 +81,8 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
             "scan": status.activity.to_json() if status.activity is not None else None})
         scanned = f"scanned {status.scanned_bytes} binlog bytes"
         if not wanted:
-            return dg.SensorResult(skip_reason=f"no table has a change after its checkpoint (head {status.head}, "
-                                               f"{scanned})", cursor=cursor)
+            return dg.SensorResult(skip_reason=f"no table needs a new run: none has a change after its "
+                                               f"checkpoint or its last requested run (head {status.head}, {scanned})", cursor=cursor)
         if not ready:
             waiting = ", ".join(f"{t.target} (run {busy[t.target]})" for t in wanted)
             return dg.SensorResult(skip_reason=f"tables behind are being written: {waiting}", cursor=cursor)
@@ -104,20 +104,15 @@ class _Cursor:
 
 def _read_cursor(text: str | None) -> _Cursor:
     """The previous tick's cursor; an unreadable or older-format cursor starts afresh (a full scan)."""
-    from lakecdc.source.activity import BinlogActivity
+    from lakecdc.source.activity import BinlogActivity, parse_offset
 
     try:
         data = json.loads(text) if text else {}
         scan = data.get("scan")
         return _Cursor(BinlogActivity.from_json(scan) if scan else None,
-                       {TableId.parse(t): _offset(o) for t, o in data.get("requested_at", {}).items()})
+                       {TableId.parse(t): parse_offset(o) for t, o in data.get("requested_at", {}).items()})
     except (ValueError, KeyError, TypeError, AttributeError):
         return _Cursor()
-
-
-def _offset(text: str) -> BinlogOffset:
-    file, _, pos = text.rpartition(":")
-    return BinlogOffset(file, int(pos))
 
 
 def _wanted(table, head: BinlogOffset, requested_at: BinlogOffset | None) -> bool:

@@ -82,15 +82,15 @@ class BinlogActivity:
                               self.events + later.events, self.seconds + later.seconds)
 
     def to_json(self) -> dict:
-        return {"from": _offset_text(self.start), "to": _offset_text(self.stop),
-                "changed": {str(t): _offset_text(o) for t, o in sorted(self.changed.items(), key=lambda i: str(i[0]))},
+        return {"from": str(self.start), "to": str(self.stop),
+                "changed": {str(t): str(o) for t, o in sorted(self.changed.items(), key=lambda i: str(i[0]))},
                 "xa": {x: [str(t) for t in tables] for x, tables in self.prepared_xa.items()},
                 "tables": sorted(str(t) for t in self.tables)}
 
     @classmethod
     def from_json(cls, data: dict) -> "BinlogActivity":
-        return cls(_parse_offset(data["from"]), _parse_offset(data["to"]),
-                   {TableId.parse(t): _parse_offset(o) for t, o in data.get("changed", {}).items()},
+        return cls(parse_offset(data["from"]), parse_offset(data["to"]),
+                   {TableId.parse(t): parse_offset(o) for t, o in data.get("changed", {}).items()},
                    {x: [TableId.parse(t) for t in tables] for x, tables in data.get("xa", {}).items()},
                    frozenset(TableId.parse(t) for t in data.get("tables", [])))
 
@@ -107,11 +107,8 @@ class _Group:
     xid: str | None = None
 
 
-def _offset_text(offset: BinlogOffset) -> str:
-    return f"{offset.file}:{offset.pos}"
-
-
-def _parse_offset(value: str) -> BinlogOffset:
+def parse_offset(value: str) -> BinlogOffset:
+    """``file:pos`` (as ``str(BinlogOffset)`` writes it) as a BinlogOffset."""
     file, _, pos = value.rpartition(":")
     return BinlogOffset(file, int(pos))
 
