@@ -67,18 +67,26 @@ class _Taken(dict):
 
 
 def eval_where(node: "Node", env: EvalEnv, mask: pa.Array) -> pa.Array:
-    """``node`` evaluated only on the rows where ``mask`` is TRUE (NULL elsewhere): Flink CDC's generated Java
-    evaluates the right side of AND/OR and the branches of CASE/IF only for the rows that reach them, so a
-    division by zero or an unparseable value on the other rows does not fail the job."""
+    """``node`` evaluated for the rows where ``mask`` is TRUE (the values of the other rows are unspecified).
+
+    Flink CDC's generated Java evaluates the right side of AND/OR and the branches of CASE/IF only for the rows that
+    reach them, so a division by zero or an unparseable value on the other rows does not fail the job. The whole
+    column is evaluated first (the fast path: kernels run once, nothing is gathered); only when that fails are the
+    selected rows evaluated on their own, so an error is raised only when a selected row causes it."""
     import pyarrow.compute as pc
+
+    from lakecdc.errors import ExpressionError
 
     mask = pc.fill_null(mask, False)
     count = pc.sum(mask.cast(pa.int64())).as_py() or 0
-    if count == env.num_rows:
-        return node.eval(env)
     if count == 0:
         return pa.nulls(env.num_rows, node.dtype)
-    rows = pc.indices_nonzero(mask)
+    try:
+        return node.eval(env)
+    except (ExpressionError, pa.ArrowException):
+        if count == env.num_rows:
+            raise
+    rows = pc.indices_nonzero(mask)  # some row failed: evaluate only the rows that reach the expression
     values = node.eval(env.subset(rows))
     # row i of the result is values[k] where rows[k] == i: scatter via a running index of the mask
     index = pc.subtract(pc.cumulative_sum(mask.cast(pa.int64())), 1)
