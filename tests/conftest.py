@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+from contextlib import ExitStack
 
 import pytest
 
@@ -19,6 +20,48 @@ def mariadb():
     """A private MariaDB 10.11 server (binlog ROW/FULL/FULL, utf8mb4) on a free 127.0.0.1 port; root, no password."""
     with MariaDBServer() as server:
         yield server
+
+
+ROW_METADATA = ("FULL", "MINIMAL", "NO_LOG")  # binlog_row_metadata settings lakecdc must read
+
+
+@pytest.fixture(scope="session")
+def mariadb_by_row_metadata(mariadb):
+    """``get(setting)``: a session server whose binlog_row_metadata is ``setting`` (FULL: the ``mariadb`` fixture;
+    others started on first use, one per setting and session)."""
+    servers = {"FULL": mariadb}
+    with ExitStack() as stack:
+        def get(setting: str) -> MariaDBServer:
+            if setting not in servers:
+                servers[setting] = stack.enter_context(MariaDBServer(row_metadata=setting))
+            return servers[setting]
+
+        yield get
+
+
+@pytest.fixture
+def row_metadata():
+    """binlog_row_metadata of ``source_server`` (tests parametrize ``row_metadata`` to run under other settings)."""
+    return "FULL"
+
+
+@pytest.fixture
+def source_server(mariadb_by_row_metadata, row_metadata):
+    """The session server with binlog_row_metadata = ``row_metadata``."""
+    server = mariadb_by_row_metadata(row_metadata)
+    assert server.execute("SELECT @@GLOBAL.binlog_row_metadata")[0][0].upper() == row_metadata
+    return server
+
+
+@pytest.fixture
+def source_db(source_server):
+    """A new, empty database on ``source_server``; dropped after the test."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    source_server.execute(f"CREATE DATABASE `{name}`")
+    try:
+        yield name
+    finally:
+        source_server.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
 @pytest.fixture

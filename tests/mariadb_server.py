@@ -71,9 +71,13 @@ class MariaDBServer:
     """``with MariaDBServer() as db: conn = db.connect()`` — root with an empty password on ``db.port``."""
 
     def __init__(self, *, startup_timeout: float = 60.0, flags: tuple[str, ...] = SERVER_FLAGS,
-                 log_bin: bool = True):
+                 log_bin: bool = True, row_metadata: str | None = None):
         """``flags`` replace SERVER_FLAGS and ``log_bin=False`` starts the server without a binlog (hostile-input
-        tests of servers not set up for CDC)."""
+        tests of servers not set up for CDC); ``row_metadata`` sets binlog_row_metadata (FULL, MINIMAL: MySQL 8's
+        default, NO_LOG: MariaDB's default) instead of the flags' value."""
+        if row_metadata is not None:
+            flags = tuple(f for f in flags if not f.startswith("--binlog-row-metadata="))
+            flags += (f"--binlog-row-metadata={row_metadata}",)
         self.flags = tuple(flags)
         self.log_bin = log_bin
         self.host = "127.0.0.1"

@@ -162,10 +162,14 @@ def round_size(rng: random.Random, round_number: int) -> str:
     return rng.choices(["empty", "tiny", "normal", "large"], weights=(1, 2, 6, 1))[0]
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_random_transactions_match_mysql(mariadb, fresh_db, tmp_path, seed):
+# FULL row metadata with every seed; MINIMAL (MySQL 8's default) and NO_LOG (MariaDB's) with a few
+CASES = [("FULL", s) for s in SEEDS] + [(m, s) for m in ("MINIMAL", "NO_LOG") for s in SEEDS[:2]]
+
+
+@pytest.mark.parametrize("row_metadata,seed", CASES)
+def test_random_transactions_match_mysql(source_server, source_db, tmp_path, row_metadata, seed):
     rng = random.Random(seed)
-    db = fresh_db
+    mariadb, db = source_server, source_db
     for create in TABLES.values():
         mariadb.execute(create, database=db)
     bucket = BUCKETS[seed % len(BUCKETS)]

@@ -131,7 +131,8 @@ pipeline:
 
 
 @pytest.fixture
-def server_in_plus_five(mariadb):
+def server_in_plus_five(source_server):
+    mariadb = source_server
     old = mariadb.execute("SELECT @@GLOBAL.time_zone")[0][0]
     mariadb.execute("SET GLOBAL time_zone = '+05:00'")
     try:
@@ -210,8 +211,18 @@ def paimon_value(column: str, value):
     return value
 
 
-def test_every_type_is_identical_from_snapshot_and_binlog(mariadb, fresh_db, tmp_path, server_in_plus_five):
-    db = fresh_db
+@pytest.mark.parametrize("row_metadata,decoder", [
+    ("FULL", "columnar"), ("MINIMAL", "columnar"), ("NO_LOG", "columnar"), ("NO_LOG", "library"),
+])
+def test_every_type_is_identical_from_snapshot_and_binlog(source_server, source_db, tmp_path, server_in_plus_five,
+                                                          row_metadata, decoder, monkeypatch):
+    """Under every binlog_row_metadata (names, signedness, charsets, ENUM/SET labels from the schema history), with
+    the columnar decoder and with python-mysql-replication's own row decoding."""
+    mariadb, db = source_server, source_db
+    if decoder == "library":
+        from lakecdc.source import rows_decoder
+
+        monkeypatch.setattr(rows_decoder, "_ext", None)
     ddl = ", ".join(f"`{c}` {t}" for c, t, _ in COLUMNS)
     mariadb.execute(f"CREATE TABLE alltypes (id INT PRIMARY KEY, {ddl})", database=db)
     conn = writer(mariadb, db)
@@ -255,10 +266,11 @@ def test_every_type_is_identical_from_snapshot_and_binlog(mariadb, fresh_db, tmp
                 assert mysql[binlog_id][position] == mysql[1 + k][position], (column, binlog_id)
 
 
-def test_latin1_bytes_cp1252_leaves_undefined_are_read_alike(mariadb, fresh_db, tmp_path):
+@pytest.mark.parametrize("row_metadata", ["FULL", "NO_LOG"])
+def test_latin1_bytes_cp1252_leaves_undefined_are_read_alike(source_server, source_db, tmp_path, row_metadata):
     """MySQL's latin1 maps 0x81, 0x8D, 0x8F, 0x90 and 0x9D to C1 controls (Python's cp1252 has no mapping for
-    them): the binlog must decode them as the snapshot does."""
-    db = fresh_db
+    them): the binlog must decode them as the snapshot does (NO_LOG: the character set from the schema history)."""
+    mariadb, db = source_server, source_db
     mariadb.execute("CREATE TABLE alltypes (id INT PRIMARY KEY, l1 VARCHAR(10) CHARACTER SET latin1)", database=db)
     value = "CONVERT(X'418190' USING latin1)"
     mariadb.execute(f"INSERT INTO alltypes VALUES (1, {value})", database=db)

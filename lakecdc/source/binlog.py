@@ -32,6 +32,7 @@ from lakecdc.errors import BinlogPurgedError, SourceError
 from lakecdc.model import BinlogOffset, ChangeBatch, SourceTable, TableId
 from lakecdc.source import gtid as _gtid
 from lakecdc.source.charsets import install_binlog_decoding
+from lakecdc.source.columns import bind_columns
 from lakecdc.source.ddl import SchemaChangeEvent, parse_ddl
 from lakecdc.source.connection import (
     binlog_gtid_pos,
@@ -132,8 +133,9 @@ class BinlogReader:
     ``skip_events`` / ``skip_rows`` (Flink CDC's ``scan.startup.specific-offset.skip-*``) drop that many row events
     of the captured tables right after the start position, then that many rows of the next row event.
 
-    Rows are mapped to the SourceTable's columns by name: columns an event lacks are NULL, columns the
-    SourceTable lacks are ignored. DDL statements of captured databases are listed in ``schema_changes``.
+    Row-event columns are mapped to the SourceTable's columns by position, named and typed from it (any
+    ``binlog_row_metadata``); a column count or type that does not fit is an error (lakecdc.source.columns).
+    DDL statements of captured databases are listed in ``schema_changes``.
 
     With ``track_schemas`` the given SourceTables are the schemas as of the start offsets, and the reader keeps
     them current: a DDL statement that changes a captured table (lakecdc.source.ddl) ends the batches before it
@@ -182,7 +184,7 @@ class BinlogReader:
         settings = connection_kwargs(self.options)
         # a slow consumer must not make the server drop the dump connection between two batches
         settings["init_command"] = "SET SESSION net_write_timeout = 3600"
-        return BinLogStreamReader(
+        return _Stream(
             connection_settings=settings,
             server_id=server_id,
             log_file=start.file,
@@ -262,7 +264,6 @@ class BinlogReader:
         databases = {t.database for t in self.tables}
         txn: _Txn | None = None
         reached = False
-        checked_maps: set = set()
         stream = self._stream(start, self.server_id)
         try:
             try:
@@ -277,11 +278,11 @@ class BinlogReader:
                         if self._skip.events > 0:
                             self._skip.events -= 1
                             continue
-                        # decode now, while the event's table map is current: whole event, column by column
+                        # decode now, while the event's table map is current: whole event, column by column, each
+                        # column named and typed from the schema history
+                        bind_columns(ev, table, f"{stream.log_file}:{ev.packet.log_pos}")
                         decoded = decode_rows_event(ev, table, skip_rows=self._skip.rows)
                         self._skip.rows = 0
-                        if decoded.num_changes:
-                            self._check_columns(table, decoded.column_names, checked_maps)
                         txn.changes.append((table, decoded))
                         continue
                     if isinstance(ev, (MariadbGtidEvent, GtidEvent)) and txn is not None and txn.changes:
@@ -421,21 +422,6 @@ class BinlogReader:
 
     # ------------------------------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _check_columns(table: SourceTable, names: tuple[str, ...], seen: set) -> None:
-        if (table.table_id, names) in seen:
-            return
-        seen.add((table.table_id, names))
-        if any(str(name).startswith("UNKNOWN_COL") for name in names):
-            raise SourceError(
-                f"binlog event for {table.table_id} carries no column names: the server wrote it with "
-                "binlog_row_metadata other than FULL (or the setting is not FULL now); run "
-                "SET GLOBAL binlog_row_metadata='FULL' and take a new snapshot of the table"
-            )
-        if list(names) != table.column_names:
-            log.warning("binlog columns of %s %s differ from the captured schema %s: matching by name",
-                        table.table_id, names, table.column_names)
-
     def _stream_error(self, exc: BaseException, start: BinlogOffset) -> SourceError:
         reason = driver_reason(exc)
         if error_code(exc) == 1236:
@@ -472,6 +458,19 @@ class BinlogReader:
             data = build_change_batch(table, parts)
             self.rows_read += data.num_rows
             yield ChangeBatch(table, data, first_commit=first[table_id], last_commit=last[table_id])
+
+
+class _Stream(BinLogStreamReader):
+    """python-mysql-replication's reader, told to read the table maps' optional metadata always.
+
+    The library decides whether to parse it from the server's global binlog_row_metadata when it connects, not
+    from the events: events written with FULL and read after the setting changed would lose their names, and
+    events written with MINIMAL would be read as if FULL when the setting is FULL now. Parsing what each event
+    carries is always right (an event without it yields nothing); lakecdc.source.columns then names columns from
+    the schema history and uses the event's own FULL metadata only as a cross-check."""
+
+    def _BinLogStreamReader__check_optional_meta_data(self):  # replaces the library's private check
+        self._BinLogStreamReader__optional_meta_data = True
 
 
 def free_server_id(options: MySqlSourceOptions) -> int:

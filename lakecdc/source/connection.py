@@ -209,8 +209,7 @@ def _probe_binlog_dump(options: MySqlSourceOptions, head: BinlogOffset) -> BaseE
 
 def check_server(conn, options: MySqlSourceOptions) -> None:
     """Raise SourceError naming the setting and the fix when the server cannot serve as a CDC source."""
-    flavor = server_flavor(conn)
-    names = ["log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata"]
+    names = ["log_bin", "binlog_format", "binlog_row_image"]
     variables = _global_variables(conn, names)
     where = f"MySQL at {options.address}"
     cnf = "and in the server config ([mysqld] section of my.cnf) so it survives restarts"
@@ -230,18 +229,9 @@ def check_server(conn, options: MySqlSourceOptions) -> None:
         raise SourceError(
             f"{where}: binlog_row_image is {image} but CDC needs FULL: run SET GLOBAL binlog_row_image='FULL' {cnf}"
         )
-    metadata = variables.get("binlog_row_metadata")
-    if metadata is None:
-        need = "MariaDB 10.5" if flavor == "mariadb" else "MySQL 8.0.14"
-        raise SourceError(
-            f"{where}: server {conn.get_server_info()} has no binlog_row_metadata setting; the binlog reader "
-            f"needs column names in the binlog (binlog_row_metadata=FULL): upgrade to {need} or later"
-        )
-    if metadata.upper() != "FULL":
-        raise SourceError(
-            f"{where}: binlog_row_metadata is {metadata.upper()} but CDC needs FULL (column names in the binlog): "
-            f"run SET GLOBAL binlog_row_metadata='FULL' {cnf}"
-        )
+    # binlog_row_metadata may be anything (MINIMAL: MySQL 8's default, NO_LOG: MariaDB's, FULL, or a server too old
+    # to have the setting): the binlog reader names and types row columns from lakecdc's schema history, and uses
+    # FULL metadata, where the server logs it, only as a cross-check (lakecdc.source.columns).
     # REPLICATION CLIENT / BINLOG MONITOR: SHOW MASTER STATUS
     head = head_offset(conn, options)
     # REPLICATION SLAVE: SHOW GRANTS, and when it does not say so (roles, proxies), a real binlog dump

@@ -14,7 +14,7 @@ API (used by :mod:`lakecdc.source.binlog`)::
     data = build_change_batch(table, [(decoded, op_ts_ms), ...])  # a change batch: SourceTable.change_schema()
 
 ``decode_rows_event`` must be called while the event is current (it reads the table map of the stream as it is
-then). Columns the event lacks are NULL, event columns the SourceTable lacks are ignored (matched by name).
+then), after lakecdc.source.columns.bind_columns named and typed the event's columns from the SourceTable.
 ``build_change_batch`` lays the rows out like ``_append_changes`` + ``_build_batch``: ``+I`` for inserts, ``-D`` for
 deletes, ``-U``/``+U`` pairs for updates, ``-D``/``+I`` for an update that changes the primary key.
 
