@@ -63,8 +63,10 @@ REINSERT = "INSERT INTO inventory.orders VALUES (102, 'blue pen', 6.00, '2026-01
 
 
 @pytest.fixture
-def tutorial(mariadb, tmp_path, monkeypatch):
-    """The tutorial's source table with its two orders, and the environment the tutorial YAML reads."""
+def tutorial(source_server, tmp_path, monkeypatch):
+    """The tutorial's source table with its two orders, and the environment the tutorial YAML reads (on the server
+    with binlog_row_metadata = ``row_metadata``, FULL unless a test parametrizes it)."""
+    mariadb = source_server
     env = {
         "MYSQL_HOST": "127.0.0.1", "MYSQL_PORT": str(mariadb.port), "MYSQL_USER": "root", "MYSQL_PASSWORD": "",
         "LAKECDC_WAREHOUSE": str(tmp_path / "warehouse"), "LAKECDC_PIPELINES_DIR": str(ROOT / "assets"),
@@ -124,7 +126,11 @@ def assert_table_definition(config):
     assert schema.partition_keys() == ["order_day"]
 
 
-def test_tutorial_in_process_materialize(mariadb, tutorial):
+@pytest.mark.parametrize("row_metadata", ["FULL", "MINIMAL", "NO_LOG"])
+def test_tutorial_in_process_materialize(source_server, tutorial, row_metadata):
+    """The tutorial's exact tables, also on servers with MySQL 8's (MINIMAL) and MariaDB's (NO_LOG) default row
+    metadata: the tutorial's compose file sets only --binlog-format=ROW --binlog-row-image=FULL."""
+    mariadb = source_server
     config, env = tutorial
     defs = build_definitions(ROOT / "assets")
     with dg.instance_for_test(temp_dir=env["DAGSTER_HOME"]) as instance:

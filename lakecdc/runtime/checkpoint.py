@@ -28,6 +28,10 @@ STARTUP_MODE = "lakecdc.startup.mode"
 # The schema history: JSON {"db.table": SourceTable.to_json()} of each source table as of the checkpoint's offset,
 # so the binlog after it is decoded with the schema its rows were written with (docs/schema-changes.md).
 SOURCE_SCHEMAS = "lakecdc.source.schemas"
+# Where the oldest XA transaction that was prepared but not yet committed or rolled back at the checkpoint starts in
+# the binlog ("file:pos"; absent: none open). The next binlog read scans from there, so the transaction's rows are
+# known when its XA COMMIT comes after the checkpoint; transactions ending before the checkpoint are not applied again.
+XA_SCAN_START = "lakecdc.source.xa-scan-start"
 
 # A re-snapshot's commit (lakecdc.runtime.resnapshot): the partition it re-loaded ("" for the whole table) and the
 # binlog position of its MySQL snapshot (the checkpoint itself stays at the older offset for one partition).
@@ -49,7 +53,8 @@ def offset_from_properties(properties: dict[str, str] | None) -> BinlogOffset | 
 def checkpoint_properties(offset: BinlogOffset, *, phase: str, pipeline: str, run_id: str,
                           source_tables: list[str], counts: TableCounts, pending: dict[str, dict] | None = None,
                           captured: list[str] | None = None, startup_mode: str | None = None,
-                          source_schemas: dict[str, dict] | None = None) -> dict[str, str]:
+                          source_schemas: dict[str, dict] | None = None,
+                          xa_scan_start: BinlogOffset | None = None) -> dict[str, str]:
     properties = {
         BINLOG_FILE: offset.file,
         BINLOG_POS: str(offset.pos),
@@ -68,6 +73,8 @@ def checkpoint_properties(offset: BinlogOffset, *, phase: str, pipeline: str, ru
         properties[CAPTURED_TABLES] = ",".join(sorted(captured))
     if startup_mode:
         properties[STARTUP_MODE] = startup_mode
+    if xa_scan_start is not None:
+        properties[XA_SCAN_START] = f"{xa_scan_start.file}:{xa_scan_start.pos}"
     if source_schemas:
         properties[SOURCE_SCHEMAS] = json.dumps(source_schemas, sort_keys=True, separators=(",", ":"))
     return properties
@@ -84,6 +91,7 @@ class Checkpoint:
     captured: frozenset[TableId] | None = None  # every source table of the pipeline at that run, when recorded
     startup_mode: str = ""
     schemas: dict[TableId, dict] = field(default_factory=dict)  # source schema history (SourceTable.to_json)
+    xa_scan_start: BinlogOffset | None = None  # the oldest open prepared XA transaction's start (XA_SCAN_START)
 
     @property
     def snapshot_pending(self) -> bool:
@@ -111,4 +119,12 @@ def read_checkpoint(properties: dict[str, str] | None) -> Checkpoint | None:
     return Checkpoint(
         offset=offset, phase=properties.get(PHASE, ""), sources=tuple(_table_ids(properties.get(SOURCE_TABLES, ""))),
         pending=pending, captured=frozenset(_table_ids(captured)) if captured is not None else None,
-        startup_mode=properties.get(STARTUP_MODE, ""), schemas=schemas)
+        startup_mode=properties.get(STARTUP_MODE, ""), schemas=schemas,
+        xa_scan_start=_position(properties.get(XA_SCAN_START) or ""))
+
+
+def _position(text: str) -> BinlogOffset | None:
+    if not text:
+        return None
+    file, _, pos = text.rpartition(":")
+    return BinlogOffset(file, int(pos))

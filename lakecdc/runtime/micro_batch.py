@@ -64,6 +64,7 @@ class TableResult:
     snapshot_complete: bool = True  # False while a chunked snapshot still has chunks to read
     snapshot_rows: int = 0  # rows this run read from MySQL for a snapshot
     upkeep: object | None = None  # lakecdc.sink.maintenance.UpkeepResult when upkeep ran after the commits
+    xa_scan_start: BinlogOffset | None = None  # the oldest open prepared XA at ``offset`` (checkpoint.XA_SCAN_START)
 
 
 @dataclass
@@ -129,7 +130,9 @@ def run_micro_batch(config: PipelineConfig, *, targets: set[TableId] | None = No
                 evolver = _schema_applier(config, plan, sink, run_id, captured, binlog_targets,
                                           {t: work[t].offset for t in binlog_targets}, writers, results, log)
                 _run_binlog(plan, source, sink, binlog_targets, {t: work[t].offset for t in binlog_targets}, head,
-                            writers, results, log, evolver)
+                            writers, results, log, evolver,
+                            xa_scan_starts={t: checkpoints[t].xa_scan_start for t in binlog_targets
+                                            if checkpoints.get(t) is not None})
                 run.binlog_reads += 1
             fresh = {t: w for t, w in work.items() if w.kind == _snapshots.FRESH_BINLOG}
             for (start, skip_events, skip_rows), group in _by_start(fresh).items():
@@ -325,10 +328,12 @@ def _run_fresh_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink,
                                 skip_rows=skip_rows, track_schemas=True)
     for batch in reader:
         if isinstance(batch, TableSchemaChange):
+            _track_open_xa(reader, targets, results)  # commits before the DDL keep the open XA transactions
             evolver.apply(batch, set(writers))
             continue
         _apply(source_plans[batch.table.table_id], batch, targets, sink, writers, results)
     end = reader.end_offset if reader.end_offset is not None else start
+    _track_open_xa(reader, targets, results)
     for target in targets:
         if target in evolver.dropped:
             continue
@@ -338,7 +343,9 @@ def _run_fresh_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink,
 
 def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targets: set[TableId],
                 checkpoints: dict[TableId, BinlogOffset | None], head: BinlogOffset,
-                writers: dict[TableId, TableWriter], results: dict[TableId, TableResult], log, evolver) -> None:
+                writers: dict[TableId, TableWriter], results: dict[TableId, TableResult], log, evolver,
+                xa_scan_starts: dict[TableId, BinlogOffset | None] | None = None) -> None:
+    xa_scan_starts = xa_scan_starts or {}
     source_plans = {sid: p for sid, p in plan.sources.items() if any(t in targets for t in p.targets)}
     # A source feeding several targets starts at the oldest of their checkpoints: replaying full row images on a
     # primary-key table converges to the same state, so the target that was further ahead stays correct.
@@ -348,15 +355,18 @@ def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targe
     # Batches never span a checkpoint, so each goes exactly to the targets it is new for: a target further ahead
     # does not get changes again (on an append table or with SOFT_DELETE a replay would add rows).
     reader = source.read_binlog({sid: p.source for sid, p in source_plans.items()}, start_offsets, head,
-                                cuts={checkpoints[t] for t in targets}, track_schemas=True)
+                                cuts={checkpoints[t] for t in targets}, track_schemas=True,
+                                xa_scan_start=min((x for x in xa_scan_starts.values() if x is not None), default=None))
     for batch in reader:
         if isinstance(batch, TableSchemaChange):
+            _track_open_xa(reader, targets, results)  # commits before the DDL keep the open XA transactions
             evolver.apply(batch, set(writers))
             continue
         fresh = {t for t in targets
                  if batch.first_commit is None or batch.first_commit > checkpoints[t]}
         _apply(source_plans[batch.table.table_id], batch, fresh, sink, writers, results)
     log.info("binlog read %d row changes up to %s", reader.rows_read, reader.end_offset)
+    _track_open_xa(reader, targets, results)
     for target in targets:
         if target in evolver.dropped:
             continue
@@ -370,6 +380,13 @@ def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targe
             _writer(target, sink, writers)
             results[target].offset = reader.end_offset
             log.info("%s had no changes; moving its checkpoint to %s", target, reader.end_offset)
+
+
+def _track_open_xa(reader, targets: set[TableId], results: dict[TableId, TableResult]) -> None:
+    """Every checkpoint this read writes records where the oldest XA transaction still open starts: a later read
+    scans from there to know its rows when the XA COMMIT comes (lakecdc.source.binlog)."""
+    for target in targets:
+        results[target].xa_scan_start = reader.open_xa_start
 
 
 IDLE_CHECKPOINT_BYTES = 64 * 1024 * 1024
@@ -401,7 +418,7 @@ def _properties(config: PipelineConfig, run_id: str, result: TableResult, captur
     return checkpoint_properties(
         result.offset, phase=result.phase, pipeline=config.name, run_id=run_id,
         source_tables=[str(s) for s in result.sources], counts=result.counts, captured=captured,
-        startup_mode=config.source.startup_mode, source_schemas=schemas)
+        startup_mode=config.source.startup_mode, source_schemas=schemas, xa_scan_start=result.xa_scan_start)
 
 
 def _stored_checkpoints(config: PipelineConfig, sink: PaimonSink, targets: set[TableId]) -> dict:

@@ -39,7 +39,8 @@ from lakecdc.sink.evolution import (ADD, ALTER_TYPE, COMMENT, DROP, NULLABLE, RE
                                     apply_column_changes)
 from lakecdc.source import TableSchemaChange
 from lakecdc.source.ddl import (ADD_COLUMN, ALTER_COLUMN_TYPE, ALTER_TABLE_COMMENT, CREATE_TABLE, DROP_COLUMN,
-                                DROP_TABLE, EVENT_TYPES, RENAME_COLUMN, TRUNCATE_TABLE, SchemaChangeEvent)
+                                DROP_TABLE, EVENT_TYPES, RENAME_COLUMN, TRUNCATE_TABLE, UNPARSED_DDL,
+                                SchemaChangeEvent)
 from lakecdc.transform import compile_transform, select_rule
 from lakecdc.transform.routes import CoercedTransform
 
@@ -185,6 +186,9 @@ class SchemaChangeApplier:
             if target in open_writers and change.previous is not None and target not in self.dropped:
                 self.commit(target, change.previous)
         self.consumed.update(targets)
+        if any(e.type == UNPARSED_DDL for e in change.events):
+            self._unparsed(change, targets, mode)
+            return
         old_transform = source_plan.transform
         new_transform = self._recompile(source_plan, change)
         included = included_types(self.config)
@@ -212,6 +216,27 @@ class SchemaChangeApplier:
         self.failpoint("after-schema-change")
 
     # --------------------------------------------------------------------------------------------------------
+
+    def _unparsed(self, change: TableSchemaChange, targets: list[TableId], mode: str) -> None:
+        """A DDL statement on the table that lakecdc cannot interpret. evolve and exception must not let the Paimon
+        table fall behind a change they would apply or refuse: the run fails (rows before it are committed).
+        ignore, lenient and try_evolve leave the Paimon table and the schema history as they were and go on: every
+        later rows event of the table is still checked against the history (column count and binlog types; names,
+        signedness and labels where the server logs FULL metadata, lakecdc.source.columns), so a statement that
+        did change the columns stops the run at the first row written after it."""
+        if not targets:
+            return
+        if mode in (EVOLVE, EXCEPTION):
+            raise SchemaChangeError(
+                f"cannot interpret the DDL statement {change.statement[:300]!r} on {change.table_id} at "
+                f"{change.offset} (schema.change.behavior {mode}): lakecdc stops rather than guess the table's new "
+                f"schema. {', '.join(map(str, targets))} is committed up to the statement before it. If the "
+                "statement changed no columns, run with schema.change.behavior lenient, ignore or try_evolve past "
+                "it; otherwise re-snapshot the table (lakecdc resnapshot PIPELINE.yaml DB.TABLE, or the Dagster "
+                "re-snapshot job)")
+        self.log.warning("%s: cannot interpret the DDL statement %r at %s; schema.change.behavior %s keeps the "
+                         "Paimon table and the schema history as they are (a later row that no longer fits the "
+                         "history stops the run)", change.table_id, change.statement[:300], change.offset, mode)
 
     def _recompile(self, source_plan: SourcePlan, change: TableSchemaChange):
         if change.after is None:

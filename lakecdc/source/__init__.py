@@ -123,12 +123,13 @@ class MySqlSource:
 
     def read_binlog(self, tables: dict[TableId, SourceTable], start_offsets: dict[TableId, BinlogOffset],
                     stop: BinlogOffset, *, cuts=(), skip_events: int = 0, skip_rows: int = 0,
-                    track_schemas: bool = False) -> BinlogReader:
+                    track_schemas: bool = False, xa_scan_start: BinlogOffset | None = None) -> BinlogReader:
         """Committed changes of ``tables`` after their start offsets up to ``stop`` (iterate once); batches never
         span one of ``cuts``; ``skip_events``/``skip_rows`` drop changes right after the start (specific-offset);
-        ``track_schemas``: follow DDL and yield TableSchemaChange items between the batches (see BinlogReader)."""
+        ``track_schemas``: follow DDL and yield TableSchemaChange items between the batches (see BinlogReader);
+        ``xa_scan_start``: a checkpoint's oldest open prepared XA transaction, scanned from (see BinlogReader)."""
         return BinlogReader(self.options, tables, start_offsets, stop, cuts=cuts, skip_events=skip_events,
-                            skip_rows=skip_rows, track_schemas=track_schemas)
+                            skip_rows=skip_rows, track_schemas=track_schemas, xa_scan_start=xa_scan_start)
 
     def chunk_key(self, table: SourceTable) -> ChunkKey | None:
         """The column ``table`` is chunked by in snapshots (None: read whole); SourceError for a bad option."""

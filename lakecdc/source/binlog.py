@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import bisect
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
+from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XAPrepareEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from lakecdc.errors import BinlogPurgedError, SourceError
@@ -33,7 +34,7 @@ from lakecdc.model import BinlogOffset, ChangeBatch, SourceTable, TableId
 from lakecdc.source import gtid as _gtid
 from lakecdc.source.charsets import install_binlog_decoding
 from lakecdc.source.columns import bind_columns
-from lakecdc.source.ddl import SchemaChangeEvent, parse_ddl
+from lakecdc.source.ddl import SchemaChangeEvent, dml_target_tables, parse_ddl
 from lakecdc.source.connection import (
     binlog_gtid_pos,
     connect,
@@ -65,6 +66,18 @@ class _Txn:
     gtid: str = ""
     changes: list = field(default_factory=list)  # (SourceTable, DecodedRows)
     ddl: list = field(default_factory=list)  # (schema, query)
+    start: BinlogOffset | None = None  # where the group's first event starts (a position to scan from again)
+    statements: list = field(default_factory=list)  # statement-logged DML: (schema, query, position)
+
+
+@dataclass
+class _PreparedXa:
+    """An XA transaction prepared (XA PREPARE) and not yet committed or rolled back: its rows take effect at the XA
+    COMMIT, which comes later in the binlog as a group of its own."""
+
+    changes: list
+    start: BinlogOffset  # where its prepare group starts: a read that must still see it scans from here
+    prepared_at: BinlogOffset
 
 
 @dataclass(frozen=True)
@@ -146,7 +159,7 @@ class BinlogReader:
     def __init__(self, options: MySqlSourceOptions, tables: dict[TableId, SourceTable],
                  start_offsets: dict[TableId, BinlogOffset], stop: BinlogOffset, *, flush_rows: int = FLUSH_ROWS,
                  cuts: list[BinlogOffset] | set[BinlogOffset] | tuple = (), skip_events: int = 0,
-                 skip_rows: int = 0, track_schemas: bool = False):
+                 skip_rows: int = 0, track_schemas: bool = False, xa_scan_start: BinlogOffset | None = None):
         missing = [str(t) for t in tables if t not in start_offsets]
         if missing:
             raise SourceError(f"binlog read: no start offset for table(s) {', '.join(sorted(missing))}")
@@ -171,6 +184,21 @@ class BinlogReader:
         self._last_end: BinlogOffset | None = None  # end of the last whole transaction read (≤ stop)
         self._skip_at_last_end = _Skip(skip_events, skip_rows)
         self._gtid_position = ""
+        # XA: transactions prepared and not yet resolved, by xid; the scan starts at xa_scan_start (a checkpoint's
+        # oldest open prepared XA) when that lies before the start offsets
+        self.xa_scan_start = xa_scan_start
+        self._prepared: dict[tuple, _PreparedXa] = {}
+        self._carry_xa = True  # until the read starts (and when there is nothing to read): xa_scan_start stands
+
+    @property
+    def open_xa_start(self) -> BinlogOffset | None:
+        """Where the oldest XA transaction prepared but not committed or rolled back (as far as read) starts; None
+        when there is none. A checkpoint records it (lakecdc.source.xa-scan-start): the next read scans from there
+        so that the transaction's rows are known when its XA COMMIT comes, while transactions that end before the
+        checkpoint are not emitted again."""
+        if self._carry_xa:
+            return self.xa_scan_start
+        return min((p.start for p in self._prepared.values()), default=None)
 
     def __iter__(self) -> Iterator[ChangeBatch]:
         if self._started:
@@ -192,7 +220,8 @@ class BinlogReader:
             resume_stream=True,
             blocking=False,
             is_mariadb=False,
-            only_events=[MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, RotateEvent, *_ROW_EVENTS],
+            only_events=[MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, XAPrepareEvent, RotateEvent,
+                         *_ROW_EVENTS],
             only_schemas=sorted({t.database for t in self.tables}),
             only_tables=sorted({t.table for t in self.tables}),
             enable_logging=False,
@@ -218,11 +247,14 @@ class BinlogReader:
         if start >= stop:  # nothing between the checkpoints and the stop position
             self.end_offset = stop if start.same_position(stop) else start
             return
+        self._carry_xa = False
         self._gtid_position = start.gtid
+        self._gtid_base = start
+        scan = min(start, self.xa_scan_start) if self.xa_scan_start is not None else start
         pending = _Pending()
         ids = self._server_ids()
         attempt = 0
-        resume = start
+        resume = scan
         while True:
             self.server_id = next(ids)
             try:
@@ -239,7 +271,7 @@ class BinlogReader:
                         f"lost the binlog connection to {self.options.address} and could not reconnect after "
                         f"{self.options.connect_max_retries} retries (connect.max-retries): {lost}") from lost.cause
                 delay = self.options.backoff(attempt)
-                resume = self._last_end or start
+                resume = self._last_end or scan
                 log.warning("binlog connection to %s lost (%s); retry %d/%d in %.1f s from %s",
                             self.options.address, lost, attempt, self.options.connect_max_retries, delay, resume)
                 time.sleep(delay)
@@ -286,38 +318,53 @@ class BinlogReader:
                         txn.changes.append((table, decoded))
                         continue
                     if isinstance(ev, (MariadbGtidEvent, GtidEvent)) and txn is not None and txn.changes:
-                        log.warning("binlog group at %s:%s has no commit event (an XA transaction?): its %d rows "
-                                    "event(s) are dropped", stream.log_file, ev.packet.log_pos, len(txn.changes))
+                        # every group ends with a commit, an XA PREPARE or a stand-alone statement; rows without one
+                        # would be lost, so the binlog is not what lakecdc understands
+                        raise SourceError(
+                            f"binlog group of {self._txn_tables(txn)} ending before {stream.log_file}:"
+                            f"{ev.packet.log_pos} has {len(txn.changes)} rows event(s) but no commit: lakecdc cannot "
+                            "tell whether they took effect. Report this binlog; re-snapshot the table(s) to go on")
                     if isinstance(ev, MariadbGtidEvent):
-                        txn = _Txn(ev.timestamp, multi=not (ev.flags & _MARIADB_GTID_STANDALONE), gtid=ev.gtid)
+                        txn = _Txn(ev.timestamp, multi=not (ev.flags & _MARIADB_GTID_STANDALONE), gtid=ev.gtid,
+                                   start=_event_start(stream, ev))
                         continue
                     if isinstance(ev, GtidEvent):  # MySQL: BEGIN follows for DML, DDL stands alone
-                        txn = _Txn(ev.timestamp, multi=False, gtid=getattr(ev, "gtid", "") or "")
+                        txn = _Txn(ev.timestamp, multi=False, gtid=getattr(ev, "gtid", "") or "",
+                                   start=_event_start(stream, ev))
                         continue
                     if isinstance(ev, RotateEvent):
                         continue
                     end = None
+                    xa: tuple | None = None  # (action, xid) of an XA PREPARE / COMMIT / ROLLBACK ending the group
                     if isinstance(ev, XidEvent):
                         end = BinlogOffset(stream.log_file, ev.packet.log_pos)
+                    elif isinstance(ev, XAPrepareEvent):  # MySQL 8 and MariaDB ≥ 10.5: XA_PREPARE_LOG_EVENT
+                        end = BinlogOffset(stream.log_file, ev.packet.log_pos)
+                        if not ev.one_phase:  # XA COMMIT ... ONE PHASE (MySQL) commits right here
+                            xa = (_XA_PREPARE, (ev.xid_format_id, bytes(ev.xid_gtrid), bytes(ev.xid_bqual)))
                     elif isinstance(ev, QueryEvent):
                         statement = ev.query.strip()
                         upper = statement[:16].upper()
                         if upper == "BEGIN" or upper.startswith("XA START"):
                             if txn is None:
-                                txn = _Txn(ev.timestamp, multi=True)
+                                txn = _Txn(ev.timestamp, multi=True, start=_event_start(stream, ev))
                             else:
                                 txn.multi = True
                             continue
-                        if upper in ("COMMIT", "ROLLBACK") or upper.startswith("XA COMMIT"):
+                        if upper.startswith("XA END"):
+                            continue
+                        if upper in ("COMMIT", "ROLLBACK"):
                             end = BinlogOffset(stream.log_file, ev.packet.log_pos)
+                        elif upper.startswith(("XA COMMIT", "XA ROLLBACK")):
+                            end = BinlogOffset(stream.log_file, ev.packet.log_pos)
+                            xa = (_XA_COMMIT if upper.startswith("XA COMMIT") else _XA_ROLLBACK,
+                                  parse_xid(statement, f"{stream.log_file}:{ev.packet.log_pos}"))
                         else:
                             schema = text(ev.schema) or ""
-                            if upper.startswith(_DML_PREFIXES) and schema in databases:
-                                log.warning("statement-logged change in %s at %s:%s (a writer session does not "
-                                            "use binlog_format=ROW): it is not captured: %.200s",
-                                            schema, stream.log_file, ev.packet.log_pos, statement)
                             if txn is None:
-                                txn = _Txn(ev.timestamp, multi=False)
+                                txn = _Txn(ev.timestamp, multi=False, start=_event_start(stream, ev))
+                            if upper.startswith(_DML_PREFIXES):
+                                txn.statements.append((schema, statement, f"{stream.log_file}:{ev.packet.log_pos}"))
                             if schema in databases or any(f"`{d}`" in statement or f"{d}." in statement
                                                           for d in databases):
                                 txn.ddl.append((schema, statement))
@@ -330,6 +377,8 @@ class BinlogReader:
                     if end > stop:
                         reached = True
                         break
+                    if xa is not None:
+                        txn = self._resolve_xa(xa, txn, end, ev.timestamp)
                     if txn is not None:
                         yield from self._add_transaction(txn, end, pending)
                         if self.track_schemas and txn.ddl:
@@ -352,6 +401,68 @@ class BinlogReader:
             stream.close()
         return reached, eof_pos, txn is not None
 
+    def _resolve_xa(self, xa: tuple, txn: _Txn | None, end: BinlogOffset, timestamp: int) -> _Txn:
+        """The group to add at ``end`` for an XA PREPARE (its rows are kept until the XA COMMIT; the group adds
+        nothing now), XA COMMIT (the prepared rows take effect here, as MySQL applies them) or XA ROLLBACK (they
+        are dropped)."""
+        action, xid = xa
+        if txn is None:
+            txn = _Txn(timestamp, multi=False)
+        if action == _XA_PREPARE:
+            if xid in self._prepared:
+                raise SourceError(f"XA transaction {_xid_text(xid)} prepared twice (again at {end}) in the binlog")
+            self._prepared[xid] = _PreparedXa(txn.changes, txn.start or self._last_end or end, end)
+            txn.changes = []
+            return txn
+        prepared = self._prepared.pop(xid, None)
+        if action == _XA_ROLLBACK:
+            return txn
+        if prepared is None:
+            if end > self._gtid_base:
+                raise SourceError(
+                    f"XA COMMIT of {_xid_text(xid)} at {end}: its XA PREPARE lies before the position this read "
+                    f"started from ({self._gtid_base}; the prepare was open when the table was snapshotted or "
+                    "when a checkpoint without XA tracking was written), so lakecdc does not know its rows. "
+                    "Re-snapshot the tables that transaction changed")
+            return txn  # committed before every checkpoint: applied by an earlier run
+        txn.changes = prepared.changes + txn.changes
+        return txn
+
+    def _check_statements(self, txn: _Txn, end: BinlogOffset) -> None:
+        """Statement-logged DML (a writer session with binlog_format STATEMENT, or MIXED logging a statement)
+        carries no row images: its changes cannot be captured. When it writes a captured table (or may: it cannot
+        be parsed and names a captured database), stop before anything from that point is committed."""
+        if not txn.statements:
+            return
+        live = {t for t in self.tables if end > self.start_offsets[t]}
+        if not live:
+            return
+        databases = {t.database for t in live}
+        for schema, statement, position in txn.statements:
+            targets = dml_target_tables(statement, schema)
+            if targets is None:
+                if schema in databases or any(f"`{d}`" in statement or f"{d}." in statement for d in databases):
+                    hit = sorted(str(t) for t in live if t.database == schema or t.database in statement)
+                    raise SourceError(self._statement_message(", ".join(hit) + " (may be written: lakecdc cannot "
+                                                              "parse the statement)", statement, position))
+                continue
+            hit = sorted(str(t) for t in targets & live)
+            if hit:
+                raise SourceError(self._statement_message(", ".join(hit), statement, position))
+
+    @staticmethod
+    def _statement_message(tables: str, statement: str, position: str) -> str:
+        return (f"statement-logged change of {tables} at {position}: {statement[:200]!r} was written to the binlog "
+                "in STATEMENT format (a writer session with binlog_format=STATEMENT, or MIXED logging it as a "
+                "statement), which carries no row images, so lakecdc cannot capture it. Nothing from this point on "
+                "is committed. Make every writer session use binlog_format=ROW (SET GLOBAL binlog_format='ROW' and "
+                "reconnect the writers; no SET SESSION binlog_format), then re-snapshot the table(s) (lakecdc "
+                "resnapshot PIPELINE.yaml DB.TABLE, or the Dagster re-snapshot job)")
+
+    @staticmethod
+    def _txn_tables(txn: _Txn) -> str:
+        return ", ".join(sorted({str(table.table_id) for table, _ in txn.changes}))
+
     def _ended_early(self, eof_pos: BinlogOffset | None) -> bool:
         """After an EOF before ``stop``: True when the server has more binlog than the stream delivered (or cannot
         be asked), i.e. the stream was cut, not finished."""
@@ -371,7 +482,8 @@ class BinlogReader:
 
     def _add_transaction(self, txn: _Txn, end: BinlogOffset, pending: _Pending) -> Iterator[ChangeBatch]:
         """Add a whole transaction's rows to ``pending`` (after emitting what precedes a cut it crosses)."""
-        if txn.gtid and self._gtid_position:
+        self._check_statements(txn, end)
+        if txn.gtid and self._gtid_position and end > self._gtid_base:
             self._gtid_position = _gtid.advance(self._gtid_position, txn.gtid)
         for schema, statement in txn.ddl:
             self.schema_changes.append(SchemaChange(end, schema, statement))
@@ -471,6 +583,37 @@ class _Stream(BinLogStreamReader):
 
     def _BinLogStreamReader__check_optional_meta_data(self):  # replaces the library's private check
         self._BinLogStreamReader__optional_meta_data = True
+
+
+_XA_PREPARE, _XA_COMMIT, _XA_ROLLBACK = "prepare", "commit", "rollback"
+_XID_PART = r"\s*(?:X'([0-9A-Fa-f]*)'|'((?:[^']|'')*)')"
+_XID = re.compile(r"(?is)^XA\s+(?:COMMIT|ROLLBACK)" + _XID_PART + r"(?:\s*," + _XID_PART + r"(?:\s*,\s*(\d+))?)?")
+
+
+def parse_xid(statement: str, position: str) -> tuple[int, bytes, bytes]:
+    """(formatID, gtrid, bqual) of ``XA COMMIT xid [ONE PHASE]`` / ``XA ROLLBACK xid`` as the binlog logs them
+    (MySQL and MariaDB: ``X'hex',X'hex',formatID``; plain quoted strings accepted too)."""
+    match = _XID.match(statement)
+    if not match:
+        raise SourceError(f"cannot read the XA transaction id of {statement[:200]!r} at {position}")
+    hex1, str1, hex2, str2, fmt = match.groups()
+
+    def part(hex_value, str_value) -> bytes:
+        if hex_value is not None:
+            return bytes.fromhex(hex_value)
+        return (str_value or "").replace("''", "'").encode("utf-8")
+
+    return int(fmt) if fmt else 1, part(hex1, str1), part(hex2, str2)
+
+
+def _xid_text(xid: tuple[int, bytes, bytes]) -> str:
+    fmt, gtrid, bqual = xid
+    return f"X'{gtrid.hex()}',X'{bqual.hex()}',{fmt}"
+
+
+def _event_start(stream, ev) -> BinlogOffset:
+    """Where ``ev`` starts in the binlog (its end minus its size)."""
+    return BinlogOffset(stream.log_file, ev.packet.log_pos - ev.packet.event_size)
 
 
 def free_server_id(options: MySqlSourceOptions) -> int:

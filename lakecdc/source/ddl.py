@@ -10,6 +10,7 @@ understood stops the read with an error naming it, rather than guessing a schema
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 CREATE_TABLE, ADD_COLUMN, DROP_COLUMN, RENAME_COLUMN = "create.table", "add.column", "drop.column", "rename.column"
 ALTER_COLUMN_TYPE, TRUNCATE_TABLE, DROP_TABLE = "alter.column.type", "truncate.table", "drop.table"
 ALTER_TABLE_COMMENT = "alter.table.comment"
+# A statement on a captured table that lakecdc cannot interpret (not a Flink CDC event type: the schema history stays
+# as it was, and lakecdc.runtime.schema_evolution decides per schema.change.behavior whether the run may go on)
+UNPARSED_DDL = "unparsed.ddl"
 EVENT_TYPES = (CREATE_TABLE, ADD_COLUMN, DROP_COLUMN, RENAME_COLUMN, ALTER_COLUMN_TYPE, TRUNCATE_TABLE, DROP_TABLE,
                ALTER_TABLE_COMMENT)
 EVENT_FAMILIES = {
@@ -74,6 +78,8 @@ class SchemaChangeEvent:
             return f"alter column {self.column.name} type {self.column.column_type}"
         if self.type == ALTER_TABLE_COMMENT:
             return f"alter table comment {self.comment!r}"
+        if self.type == UNPARSED_DDL:
+            return "a statement lakecdc cannot interpret"
         return self.type.replace(".", " ")
 
 
@@ -95,7 +101,9 @@ def parse_ddl(statement: str, default_database: str, tables: dict[TableId, Sourc
               options: MySqlSourceOptions) -> ParsedDdl:
     """The events ``statement`` (run with ``default_database`` as the current database) causes on ``tables``
     (the captured tables' current schemas), and their schemas afterwards. Statements on other tables give no
-    events; SourceError when a statement on a captured table cannot be understood."""
+    events. An ALTER TABLE / CREATE / DROP / TRUNCATE of a captured table that lakecdc cannot interpret gives one
+    UNPARSED_DDL event per table and leaves its schema as it was; SourceError when a statement contradicts the
+    schema history (a column it names is not there)."""
     import sqlglot
     from sqlglot import exp
 
@@ -111,7 +119,10 @@ def parse_ddl(statement: str, default_database: str, tables: dict[TableId, Sourc
     if isinstance(tree, exp.Alter) and (tree.args.get("kind") or "").upper() == "TABLE":
         table_id = _table_id(tree.this, default_database)
         if table_id in tables:
-            _alter_table(tree, tables[table_id], options, parsed)
+            try:
+                _alter_table(tree, tables[table_id], options, parsed)
+            except _Unrecognised:
+                return _unparsed([table_id], tables)
         return parsed
     if isinstance(tree, exp.TruncateTable):
         for t in tree.expressions:
@@ -151,14 +162,65 @@ def parse_ddl(statement: str, default_database: str, tables: dict[TableId, Sourc
         return parsed
     if _ADD_LIST.search(cleaned) and head.startswith("ALTER"):
         return _add_column_list(cleaned, default_database, tables, options)
-    if re.search(r"(?is)^\s*alter\s+table\s+\S+\s+(convert\s+to\s+)?(default\s+)?(character\s+set|charset)\b",
-                 cleaned):
-        return parsed  # changes character sets only: the binlog's column metadata carries them
-    if head.startswith(("ALTER", "TRUNCATE", "DROP TABLE", "CREATE TABLE")):
+    if head.startswith("ALTER") and _PARTITION_ROWS_GONE.search(cleaned):
         raise SourceError(
-            f"cannot interpret the DDL statement {statement[:300]!r} on {', '.join(map(str, mentioned))}: lakecdc "
-            "stops rather than guess the table's new schema. Re-snapshot the table (lakecdc re-snapshot / the "
-            "Dagster re-snapshot job) after removing its Paimon table, or exclude the table")
+            f"{statement[:300]!r} on {', '.join(map(str, mentioned))} removes or swaps rows without writing row "
+            "events to the binlog (DROP / TRUNCATE / EXCHANGE PARTITION), so lakecdc cannot capture the change. "
+            "Re-snapshot the table (lakecdc resnapshot PIPELINE.yaml DB.TABLE, or the Dagster re-snapshot job)")
+    if head.startswith("ALTER") and _PARTITION_MAINTENANCE.search(cleaned):
+        return parsed  # partitions are laid out anew: the rows and columns stay as they are
+    convert = _CONVERT_CHARSET.match(cleaned)
+    if convert and head.startswith("ALTER"):
+        return _convert_charset(convert, default_database, tables)
+    if head.startswith(("ALTER", "TRUNCATE", "DROP TABLE", "CREATE TABLE")):
+        return _unparsed(mentioned, tables)
+    return parsed
+
+
+_ALTER_TABLE = r"(?is)^\s*alter\s+(?:online\s+|ignore\s+)*table\s+\S+\s+"
+_PARTITION_ROWS_GONE = re.compile(_ALTER_TABLE + r"(?:.*,\s*)?(?:drop|truncate|exchange)\s+partition\b")
+_PARTITION_MAINTENANCE = re.compile(
+    _ALTER_TABLE + r"(?:add|reorganize|coalesce|analyze|check|optimize|rebuild|repair)\s+partition\b"
+    r"|" + _ALTER_TABLE[5:] + r"(?:remove\s+partitioning|partition\s+by)\b")
+
+
+class _Unrecognised(Exception):
+    """An ALTER TABLE action lakecdc does not model (it might change columns)."""
+
+
+def _unparsed(table_ids: list[TableId], tables: dict[TableId, SourceTable]) -> ParsedDdl:
+    parsed = ParsedDdl()
+    for table_id in table_ids:
+        parsed.events.append(SchemaChangeEvent(UNPARSED_DDL, table_id))
+        parsed.schemas[table_id] = tables[table_id]
+    return parsed
+
+
+_CONVERT_CHARSET = re.compile(
+    r"(?is)^\s*alter\s+(?:online\s+|ignore\s+)*table\s+(\S+)\s+convert\s+to\s+(?:character\s+set|charset)\s*=?\s*"
+    r"[`'\"]?(\w+)[`'\"]?(?:\s+collate\s*=?\s*[`'\"]?(\w+)[`'\"]?)?\s*$")
+_CHARACTER_DATA_TYPES = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set")
+
+
+def _convert_charset(match, default_database: str, tables: dict[TableId, SourceTable]) -> ParsedDdl:
+    """``ALTER TABLE t CONVERT TO CHARACTER SET cs [COLLATE c]``: every character column is now in ``cs`` (which
+    rows in the binlog are decoded with, whatever binlog_row_metadata logs). No Flink CDC event."""
+    import sqlglot
+    from sqlglot import exp
+
+    target = sqlglot.parse_one(f"SELECT * FROM {match.group(1)}", read="mysql").find(exp.Table)
+    table_id = _table_id(target, default_database)
+    parsed = ParsedDdl()
+    if table_id not in tables:
+        return parsed
+    charset, collation = match.group(2).lower(), (match.group(3) or "").lower()
+    if charset == "binary":
+        return _unparsed([table_id], tables)  # text columns become binary ones: a type change lakecdc does not model
+    table = tables[table_id]
+    columns = tuple(replace(c, charset=charset, collation=collation)
+                    if c.column_type.lower().split("(")[0].split()[0] in _CHARACTER_DATA_TYPES else c
+                    for c in table.columns)
+    parsed.schemas[table_id] = replace(table, columns=columns)
     return parsed
 
 
@@ -234,7 +296,20 @@ def _action_events(action, table: SourceTable, options: MySqlSourceOptions) -> l
     if isinstance(action, exp.AlterRename):
         log.warning("%s is renamed: its rows are no longer captured under this name", table_id)
         return []
-    return []  # indexes, keys (the key change is read in _moved), engine and other options: no event
+    if isinstance(action, _key_actions()) or (isinstance(action, exp.Drop) and (action.args.get("kind") or "").upper()
+                                             in ("INDEX", "KEY", "FOREIGN KEY", "CHECK", "CONSTRAINT")):
+        return []  # indexes, keys (the key change is read in _moved), constraints: no event, rows unchanged
+    raise _Unrecognised(type(action).__name__)
+
+
+@functools.cache
+def _key_actions() -> tuple:
+    """ALTER TABLE actions that change indexes, keys or constraints only (the rows keep their columns)."""
+    from sqlglot import exp
+
+    return tuple(getattr(exp, name) for name in ("AddConstraint", "DropPrimaryKey", "RenameIndex", "AlterIndex",
+                                                 "ForceProperty") if hasattr(exp, name))
+
 
 
 def _definition(column: SourceColumn) -> tuple:
@@ -510,3 +585,44 @@ def _apply(table: SourceTable, event: SchemaChangeEvent) -> SourceTable:
     elif event.type == CREATE_TABLE:
         return event.table
     return replace(table, columns=tuple(columns))
+
+
+# ----------------------------------------------------------------------------------------------- statement-logged DML
+
+
+_LOAD_DATA_TARGET = re.compile(r"(?is)\bINTO\s+TABLE\s+((?:`[^`]+`|[\w$]+)(?:\s*\.\s*(?:`[^`]+`|[\w$]+))?)")
+
+
+def dml_target_tables(statement: str, default_database: str) -> set[TableId] | None:
+    """The tables a statement-logged INSERT / REPLACE / UPDATE / DELETE / LOAD DATA writes (run with
+    ``default_database`` as the current database); None when the statement cannot be parsed. UPDATE and DELETE
+    count every table they name outside subqueries of their SET / WHERE (a multi-table statement may write any of
+    them)."""
+    import sqlglot
+    from sqlglot import exp
+
+    cleaned = statement.strip().rstrip(";")
+    head = cleaned[:16].upper()
+    if head.startswith("LOAD DATA"):
+        match = _LOAD_DATA_TARGET.search(cleaned)
+        if not match:
+            return None
+        parts = [p.strip().strip("`") for p in match.group(1).split(".")]
+        return {TableId(parts[0], parts[1]) if len(parts) == 2 else TableId(default_database, parts[0])}
+    if head.startswith("REPLACE"):
+        cleaned = "INSERT" + cleaned[len("REPLACE"):]
+    try:
+        tree = sqlglot.parse_one(cleaned, read="mysql")
+    except sqlglot.errors.ParseError:
+        return None
+    if isinstance(tree, exp.Insert):
+        target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+        return {_table_id(target, default_database)} if isinstance(target, exp.Table) else None
+    if isinstance(tree, (exp.Update, exp.Delete)):
+        nodes = [tree.this, *(tree.args.get("tables") or [])]
+        using = tree.args.get("using")
+        nodes += using if isinstance(using, list) else []
+        found = {_table_id(t, default_database) for node in nodes if node is not None
+                 for t in ([node] if isinstance(node, exp.Table) else []) + list(node.find_all(exp.Table))}
+        return found or None
+    return None
