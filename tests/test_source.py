@@ -91,10 +91,20 @@ def test_check_server_ok(source):
     assert source.flavor() == "mariadb"
 
 
+@pytest.mark.parametrize("metadata", ["MINIMAL", "NO_LOG"])
+def test_check_server_accepts_any_row_metadata(mariadb, source, metadata):
+    """MySQL 8's default (MINIMAL) and MariaDB's (NO_LOG) are fine: columns are named from the schema history."""
+    old = mariadb.execute("SELECT @@GLOBAL.binlog_row_metadata")[0][0]
+    mariadb.execute(f"SET GLOBAL binlog_row_metadata = '{metadata}'")
+    try:
+        source.check_server()
+    finally:
+        mariadb.execute(f"SET GLOBAL binlog_row_metadata = '{old}'")
+
+
 @pytest.mark.parametrize("variable,bad_value", [
     ("binlog_format", "STATEMENT"),
     ("binlog_row_image", "MINIMAL"),
-    ("binlog_row_metadata", "MINIMAL"),
 ])
 def test_check_server_names_bad_setting(mariadb, source, variable, bad_value):
     old = mariadb.execute(f"SELECT @@GLOBAL.{variable}")[0][0]

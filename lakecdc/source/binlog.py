@@ -8,6 +8,13 @@ at its commit (Xid event, ``COMMIT`` query, or the end of a stand-alone DDL grou
 first transaction that ends past ``stop``. A checkpoint (``end_offset``) is therefore always a transaction
 boundary: resuming from it repeats nothing and loses nothing.
 
+XA transactions are applied as MySQL applies them: ``XA COMMIT ... ONE PHASE`` like any transaction; a prepared
+transaction (its group ends with XA_PREPARE_LOG_EVENT, MySQL 8 and MariaDB ≥ 10.5) is held until its ``XA COMMIT``
+group, where its rows take effect, or dropped at ``XA ROLLBACK``. ``open_xa_start`` tells where the oldest prepared
+transaction still open starts; a checkpoint records it and the next read scans from there (``xa_scan_start``), so
+the held rows are known again, while transactions that end at or before each table's start offset are not emitted.
+Statement-logged DML on a captured table, and a group with rows but no commit, stop the read with an error.
+
 A connection lost mid-read is retried ``connect_max_retries`` times with exponential backoff, from the end of the
 last whole transaction read (python-mysql-replication itself reconnects at once after errors 2006/2013; a server
 that is down or restarting surfaces here). The binlog client id comes from the ``server-id`` range: the first id
@@ -27,13 +34,13 @@ from typing import Iterator
 import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XAPrepareEvent, XidEvent
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
 
 from lakecdc.errors import BinlogPurgedError, SourceError
 from lakecdc.model import BinlogOffset, ChangeBatch, SourceTable, TableId
 from lakecdc.source import gtid as _gtid
 from lakecdc.source.charsets import install_binlog_decoding
-from lakecdc.source.columns import bind_columns
+from lakecdc.source.columns import bind_columns, keep_signedness
 from lakecdc.source.ddl import SchemaChangeEvent, dml_target_tables, parse_ddl
 from lakecdc.source.connection import (
     binlog_gtid_pos,
@@ -221,7 +228,7 @@ class BinlogReader:
             blocking=False,
             is_mariadb=False,
             only_events=[MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, XAPrepareEvent, RotateEvent,
-                         *_ROW_EVENTS],
+                         TableMapEvent, *_ROW_EVENTS],
             only_schemas=sorted({t.database for t in self.tables}),
             only_tables=sorted({t.table for t in self.tables}),
             enable_logging=False,
@@ -301,6 +308,9 @@ class BinlogReader:
             try:
                 for ev in stream:
                     self.events_read += 1
+                    if isinstance(ev, TableMapEvent):  # of a captured table (the library filters the others)
+                        keep_signedness(ev)
+                        continue
                     if isinstance(ev, _ROW_EVENTS):
                         table = by_name.get((ev.schema, ev.table))
                         if table is None:

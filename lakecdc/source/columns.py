@@ -11,7 +11,7 @@ reader parses after it (lakecdc.source.ddl).
 column's binlog type must fit the tracked column; any mismatch stops the read with an error naming the table, the
 column and the binlog position, since decoding with the wrong schema would write wrong values. Where the event does
 carry FULL metadata (it was written with FULL, whatever the setting is now), names, signedness, ENUM/SET labels and
-character sets must also equal the history: FULL is the cross-check. Then the library's column objects get the
+character sets must also equal the history: FULL is the cross-check (MINIMAL metadata: signedness only). Then the library's column objects get the
 history's names, signedness, character sets and labels, which both the columnar decoder (lakecdc.source.
 rows_decoder, whose plan is built from ``event.columns``) and python-mysql-replication's own row decoding read.
 """
@@ -60,6 +60,21 @@ _BYTES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "lo
 _BINARY_CHARSET = "binary"  # python-mysql-replication keeps the bytes of a column in this (codec-less) set
 
 _BOUND = "_lakecdc_bound"  # attribute on the library's Table object: the SourceTable its columns were bound to
+_SIGNEDNESS = "_lakecdc_signedness"  # attribute on the library's Table object: the table map's SIGNEDNESS field
+
+
+def keep_signedness(table_map_event) -> None:
+    """Keep a table map's SIGNEDNESS metadata on its Table object. MINIMAL row metadata (MySQL 8's default) logs it
+    without column names, and the library then drops it; it lets :func:`bind_columns` cross-check signedness, which
+    a DDL such as ``INT`` → ``INT UNSIGNED`` changes without changing the binlog type."""
+    table = getattr(table_map_event, "table_obj", None)
+    metadata = getattr(table_map_event, "optional_metadata", None)
+    signedness = list(getattr(metadata, "unsigned_column_list", None) or [])
+    if table is not None and len(signedness) == len(table.columns):
+        try:
+            setattr(table, _SIGNEDNESS, signedness)
+        except AttributeError:  # pragma: no cover - a library version with __slots__
+            pass
 
 
 def bind_columns(event, table: SourceTable, position: str) -> None:
@@ -74,8 +89,14 @@ def bind_columns(event, table: SourceTable, position: str) -> None:
         raise _mismatch(table, position, f"the rows event has {event.number_of_columns} columns (table map: "
                                          f"{len(columns)}) but the schema history has {len(table.columns)} "
                                          f"({', '.join(table.column_names)})")
+    signedness = getattr(table_map, _SIGNEDNESS, None)
     for index, (column, tracked) in enumerate(zip(columns, table.columns)):
         _check_column(column, tracked, index, table, position)
+        if signedness is not None and column.name is None and column_data_type(tracked.column_type) in _NUMERIC \
+                and bool(signedness[index]) != _unsigned(tracked):
+            raise _mismatch(table, position, f"column {index + 1} ('{tracked.name}' {tracked.column_type} in the "
+                                             f"schema history) is {'un' if signedness[index] else ''}signed in "
+                                             "the binlog")
     for column, tracked in zip(columns, table.columns):
         _bind(column, tracked)
     if table_map is not None:
@@ -172,3 +193,20 @@ def _mismatch(table: SourceTable, position: str, detail: str) -> SourceError:
         f"{detail}. The table was changed in a way lakecdc did not see (a DDL it could not read, or a schema "
         f"history from before the change); its rows cannot be decoded safely. Re-snapshot the table (lakecdc "
         f"resnapshot PIPELINE.yaml {table.table_id}, or the Dagster re-snapshot job)")
+
+
+def decoding_layout(table: SourceTable) -> tuple:
+    """What decoding a row of ``table`` depends on, per column: name, data type, signedness, ENUM/SET labels,
+    decimal precision/scale, fractional digits, character set (as a codec). Two schemas with the same layout decode
+    the same bytes the same way (spellings such as ``int`` / ``int(11)`` do not matter)."""
+    layout = []
+    for c in table.columns:
+        dtype = column_data_type(c.column_type)
+        layout.append((
+            c.name.lower(), dtype, _unsigned(c) if dtype in _NUMERIC else False,
+            tuple(parse_enum_values(c.column_type)) if dtype in ("enum", "set") else (),
+            _precision_scale(c.column_type) if dtype in ("decimal", "numeric", "fixed") else (),
+            _fsp(c.column_type) if dtype in ("time", "datetime", "timestamp") else 0,
+            _codec(_charset(c, dtype)) if (dtype in _CHARACTER or dtype in _BYTES) and c.charset else None,
+        ))
+    return tuple(layout)

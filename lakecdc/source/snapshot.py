@@ -43,6 +43,10 @@ from lakecdc.source.wire import abort_connection, read_columns, result_columns
 log = logging.getLogger(__name__)
 
 
+def _columns(table: SourceTable) -> str:
+    return ", ".join(f"{c.name} {c.column_type}" for c in table.columns)
+
+
 def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -76,6 +80,7 @@ class SnapshotReader:
         conn = connect(self.options, streaming=True, autocommit=True)
         try:
             self._offset = self._begin(conn)
+            self._check_schemas(conn)
         except BaseException:
             conn.close()
             raise
@@ -123,6 +128,23 @@ class SnapshotReader:
                 self._exec(cur, "UNLOCK TABLES")
             log.debug("global read lock held %.1f ms", (time.monotonic() - started) * 1000)
             return offset
+
+    def _check_schemas(self, conn) -> None:
+        """The schemas this snapshot records must be the tables' schemas at its binlog position: the binlog after it
+        is decoded with them. A DDL between the moment they were described and the snapshot's start (or right
+        after it: a data dictionary read is not part of the snapshot) shows here as a different definition; the
+        snapshot then stops rather than record a schema it cannot vouch for."""
+        from lakecdc.source.columns import decoding_layout
+        from lakecdc.source.schema import describe_table
+
+        for table_id, recorded in self.tables.items():
+            now = describe_table(conn, table_id, self.options)
+            if decoding_layout(now) != decoding_layout(recorded) or \
+                    tuple(k.lower() for k in now.primary_keys) != tuple(k.lower() for k in recorded.primary_keys):
+                raise SourceError(
+                    f"the schema of MySQL table {table_id} changed while its snapshot started at {self._offset} "
+                    f"(a DDL statement ran at the same moment): described as ({_columns(recorded)}), now "
+                    f"({_columns(now)}). Nothing of this snapshot is kept; run again")
 
     def close(self) -> None:
         reading, self._reading = self._reading, None
