@@ -245,7 +245,8 @@ def row_count_matches_source(state: TableState) -> CheckResult:
                            "__data_event_type__ cannot tell deleted rows from active ones", applicable=False)
     where = f" WHERE {_ident(deleted_marker)} <> '{DELETE}'" if deleted_marker else ""
     paimon_rows = _sql(state, f"SELECT COUNT(*) AS n FROM {_table_ref(target)}{where}").column(0)[0].as_py()
-    count = count_at_checkpoint(state.config, state.plan, state.checkpoint.offset)
+    count = count_at_checkpoint(state.config, state.plan, state.checkpoint.offset,
+                                xa_scan_start=state.checkpoint.xa_scan_start)
     if count is None:
         return _not_evaluated(state, ROW_COUNT, f"the source moved more than {MAX_RECONCILE_BYTES >> 20} MiB of "
                               "binlog since the checkpoint, so the count was not reconciled; run the pipeline, then "
@@ -265,10 +266,11 @@ def row_count_matches_source(state: TableState) -> CheckResult:
                        metadata=metadata)
 
 
-def count_at_checkpoint(config: PipelineConfig, plan: TargetPlan,
-                        checkpoint: BinlogOffset) -> CountAtCheckpoint | None:
+def count_at_checkpoint(config: PipelineConfig, plan: TargetPlan, checkpoint: BinlogOffset, *,
+                        xa_scan_start: BinlogOffset | None = None) -> CountAtCheckpoint | None:
     """The MySQL rows of ``plan``'s source tables at ``checkpoint``, or None when reconciling would read more than
-    MAX_RECONCILE_BYTES of binlog."""
+    MAX_RECONCILE_BYTES of binlog. ``xa_scan_start``: the checkpoint's open prepared XA transaction (its rows count
+    where it commits)."""
     from lakecdc.source.connection import connect, query
     from lakecdc.source.snapshot import quote_identifier
 
@@ -287,8 +289,9 @@ def count_at_checkpoint(config: PipelineConfig, plan: TargetPlan,
     finally:
         conn.close()
     after = source.head_offset()
-    net_since, changes_since = binlog_changes(source, sources, checkpoint, before)
-    _, tolerance = binlog_changes(source, sources, before, after)
+    net_since, changes_since = binlog_changes(source, sources, checkpoint, before, xa_scan_start=xa_scan_start)
+    _, tolerance = binlog_changes(source, sources, before, after,
+                                  xa_scan_start=min(xa_scan_start or checkpoint, checkpoint))
     return CountAtCheckpoint(mysql_rows - net_since, mysql_rows, before, net_since, changes_since, tolerance)
 
 
@@ -298,11 +301,13 @@ def _too_far(start: BinlogOffset, stop: BinlogOffset) -> bool:
     return start.file != stop.file or stop.pos - start.pos > MAX_RECONCILE_BYTES
 
 
-def binlog_changes(source: MySqlSource, tables: dict, start: BinlogOffset, stop: BinlogOffset) -> tuple[int, int]:
-    """(inserts − deletes, inserts + deletes) of ``tables`` in the binlog after ``start`` up to ``stop``."""
+def binlog_changes(source: MySqlSource, tables: dict, start: BinlogOffset, stop: BinlogOffset, *,
+                   xa_scan_start: BinlogOffset | None = None) -> tuple[int, int]:
+    """(inserts − deletes, inserts + deletes) of ``tables`` in the binlog after ``start`` up to ``stop``
+    (``xa_scan_start``: where to look for XA transactions prepared before ``start``, see BinlogReader)."""
     if stop <= start:
         return 0, 0
-    reader = source.read_binlog(tables, {t: start for t in tables}, stop)
+    reader = source.read_binlog(tables, {t: start for t in tables}, stop, xa_scan_start=xa_scan_start)
     inserts = deletes = 0
     for batch in reader:
         kinds = batch.data.column(OP_COLUMN)
