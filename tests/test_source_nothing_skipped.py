@@ -450,3 +450,32 @@ def test_minimal_metadata_cross_checks_signedness(source_server, source_db):
     with pytest.raises(SourceError, match=r"column 2 \('v' int\(11\) in the schema history\) is unsigned in the "
                                           r"binlog"):
         list(source.read_binlog({table.table_id: table}, {table.table_id: after_full}, source.head_offset()))
+
+
+@pytest.mark.parametrize("statement,xid", [
+    ("XA COMMIT X'78',X'',1", (1, b"x", b"")),  # how MySQL 8 and MariaDB log it
+    ("XA ROLLBACK X'6f6e65',X'6272616e6368',7", (7, b"one", b"branch")),
+    ("XA COMMIT 'x'", (1, b"x", b"")),
+    ("xa commit 'it''s', 'b' , 3 ONE PHASE", (3, b"it's", b"b")),
+])
+def test_xa_ids_as_logged(statement, xid):
+    from lakecdc.source.binlog import parse_xid
+
+    assert parse_xid(statement, "binlog.000001:4") == xid
+
+
+@pytest.mark.parametrize("statement,tables", [
+    ("INSERT INTO t VALUES (1)", {"d.t"}),
+    ("REPLACE INTO `e`.`t` VALUES (1)", {"e.t"}),
+    ("INSERT INTO x.y SELECT * FROM d.t", {"x.y"}),  # reads d.t, writes x.y
+    ("UPDATE a JOIN e.b ON a.id = b.id SET a.v = b.v", {"d.a", "e.b"}),  # either may be written
+    ("UPDATE t SET v = (SELECT MAX(v) FROM u)", {"d.t"}),
+    ("DELETE a FROM a JOIN b ON a.id = b.id", {"d.a", "d.b"}),
+    ("LOAD DATA INFILE '/tmp/f' INTO TABLE e.t", {"e.t"}),
+    ("INSERT INTO t VALUES (", None),
+])
+def test_statement_dml_targets(statement, tables):
+    from lakecdc.source.ddl import dml_target_tables
+
+    found = dml_target_tables(statement, "d")
+    assert (None if found is None else {str(t) for t in found}) == tables
