@@ -14,7 +14,8 @@ import dagster as dg
 import pytest
 
 from lakecdc.config import load_pipeline, parse_pipeline
-from lakecdc.dagster import MySqlResource, PaimonCatalogResource, build_definitions, build_pipeline_definitions
+from lakecdc.dagster import (DagsterLakeCdcTranslator, MySqlResource, PaimonCatalogResource, PaimonTableProps,
+                             build_definitions, build_pipeline_definitions)
 from lakecdc.dagster.assets import partitions_name
 from lakecdc.errors import PipelineConfigError
 from lakecdc.model import TableId
@@ -95,11 +96,12 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         assert lineage["order_day"] == [(MYSQL_ORDERS, "created_at")]
         assert "source_table" not in lineage and "op_type" not in lineage  # metadata only
         schema = {c.name: c for c in meta["dagster/column_schema"].value.columns}
-        assert schema["product_upper"].description == "from inventory.orders.product"
+        assert schema["product_upper"].description == "from `inventory.orders.product`"
+        assert schema["product"].type == "VARCHAR(100)" and schema["created_at"].type == "TIMESTAMP(3)"
         # The partitions this commit changed, with row counts.
         partitions = {r.data["partition"]: r.data for r in meta["lakecdc/partitions_changed"].value.records}
         assert set(partitions) == {"order_day=20260101", "order_day=20260102"}
-        assert partitions["order_day=20260101"]["inserted"] == 1
+        assert partitions["order_day=20260101"]["+I"] == 1
         assert partitions["order_day=20260101"]["rows_now"] == 1
         assert sorted(instance.get_dynamic_partitions(partitions_name(ORDERS))) == sorted(partitions)
         # The checks ran with the materialisation and passed; the quiet source gives an exact count.
@@ -116,8 +118,13 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         result, metadata, checks = materialize(defs, instance)
         assert result.success and all(c.passed for c in checks.values())
         assert checks["row_count_matches_source"].metadata["paimon_active_rows"].value == 2
-        partitions = {r.data["partition"]: r.data for r in metadata[ORDERS_KEY]["lakecdc/partitions_changed"].value.records}
-        assert partitions["order_day=20260102"]["inserted"] == 1  # the soft delete is an insert of the marker row
+        meta = metadata[ORDERS_KEY]
+        partitions = {r.data["partition"]: r.data for r in meta["lakecdc/partitions_changed"].value.records}
+        # Paimon rows per row kind: the MySQL delete (top level) is written as a +I row marking 102 deleted
+        assert meta["lakecdc/deleted"].value == 1 and partitions["order_day=20260102"]["+I"] == 1
+        assert partitions["order_day=20260102"]["-D"] == 0
+        # dagster/row_count: every row of the merged table; lakecdc/active_rows: the rows the row-count check counts
+        assert meta["dagster/row_count"].value == 3 and meta["lakecdc/active_rows"].value == 2
         checkpoint = sink.checkpoint(ORDERS)
 
         # Drift behind the binlog's back: the row-count check fails, and being blocking, fails the run.
@@ -144,8 +151,16 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         # A partition re-snapshot keeps the table's checkpoint: the other partitions are still there.
         assert (properties["lakecdc.binlog.file"], properties["lakecdc.binlog.pos"]) == (
             checkpoint["lakecdc.binlog.file"], checkpoint["lakecdc.binlog.pos"])
-        recorded = instance.get_latest_materialization_event(ORDERS_KEY).asset_materialization.metadata
+        event = instance.get_latest_materialization_event(ORDERS_KEY).asset_materialization
+        recorded = event.metadata
         assert recorded["lakecdc/phase"].value == "resnapshot"
+        # which partition, the partition table, the data version: as for the asset's own commits
+        assert recorded["lakecdc/resnapshot_partition"].value == "order_day=20260103"
+        assert recorded["lakecdc/stale_rows_deleted"].value == 1
+        rows = {r.data["partition"]: r.data for r in recorded["lakecdc/partitions_changed"].value.records}
+        assert list(rows) == ["order_day=20260103"] and rows["order_day=20260103"]["rows_now"] == 1
+        snapshot_id = recorded["lakecdc/paimon_snapshot_id"].value
+        assert event.tags["dagster/data_version"] == f"snapshot-{snapshot_id}"
 
         # Re-snapshot the whole table through the asset's run config: 104 arrives, the checkpoint moves.
         result, metadata, checks = materialize(
@@ -348,3 +363,71 @@ def test_snapshot_progress_and_summary_logs(mariadb, tutorial, monkeypatch, capl
     assert any(line.startswith("summary inventory.orders: snapshot, snapshot 1") and "4002 inserted" in line
                for line in lines)
 
+
+
+def test_translator_prefixes_every_key_and_names_groups(mariadb, tutorial, tmp_path):
+    """A key prefix (two servers with one db.table) reaches every Dagster object: assets, lineage, checks, the
+    sensor's run requests, the re-snapshot partitions; groups come from the translator too."""
+    config, pipelines = tutorial
+    translator = DagsterLakeCdcTranslator(key_prefix=["east"], group_name="lake", source_group_name="east_mysql")
+    defs = build_definitions(pipelines, translator=translator)
+    key = dg.AssetKey(["east", "paimon", "inventory", "orders"])
+    source_key = dg.AssetKey(["east", "mysql", "inventory", "orders"])
+    specs = {s.key: s for s in defs.resolve_all_asset_specs()}
+    assert set(specs) == {key, source_key}
+    assert specs[key].group_name == "lake" and specs[source_key].group_name == "east_mysql"
+    assert [d.asset_key for d in specs[key].deps] == [source_key]
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result, metadata, checks = materialize(defs, instance, selection=[key])
+        assert result.success and all(c.passed for c in checks.values())
+        assert {c.asset_key for c in checks.values()} == {key}
+        lineage = metadata[key]["dagster/column_lineage"].value.deps_by_column
+        assert [(d.asset_key, d.column_name) for d in lineage["product_upper"]] == [(source_key, "product")]
+        assert instance.get_dynamic_partitions(partitions_name(ORDERS, key))
+        mariadb.execute("UPDATE inventory.orders SET product = 'notebook' WHERE id = 101")
+        sensor = defs.resolve_sensor_def(f"{config.slug}_binlog_sensor")
+        tick = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+        assert [r.asset_selection for r in tick.run_requests] == [[key]], tick.skip_message
+
+    # A subclass renames a table everywhere through one method.
+    class Renaming(DagsterLakeCdcTranslator):
+        def get_asset_key(self, props):
+            if isinstance(props, PaimonTableProps):
+                return dg.AssetKey(["lake", props.table.table])
+            return super().get_asset_key(props)
+
+    specs = {s.key for s in build_definitions(pipelines, translator=Renaming()).resolve_all_asset_specs()}
+    assert specs == {dg.AssetKey(["lake", "orders"]), MYSQL_ORDERS}
+
+
+def test_one_table_on_two_servers_needs_a_key_prefix(mariadb, tutorial, tmp_path):
+    """Two pipelines reading inventory.orders from two servers would collapse into one MySQL asset: refused."""
+    _, pipelines = tutorial
+    other = (pipelines / "tutorial.yaml").read_text().replace("${MYSQL_PORT:-3307}", "1").replace(
+        "Enrich MySQL orders with soft deletes", "orders from the second server")
+    (pipelines / "second.yaml").write_text(other)
+    with pytest.raises(PipelineConfigError, match="key prefix") as raised:
+        build_definitions(pipelines)
+    assert f"mysql://127.0.0.1:{mariadb.port}/inventory.orders" in str(raised.value)
+    assert "mysql://127.0.0.1:1/inventory.orders" in str(raised.value)
+
+
+def test_definitions_check_the_pipeline_against_mysql(mariadb, tutorial, monkeypatch):
+    """Loading the definitions compiles the transforms against the MySQL tables: a misspelt partition key fails
+    (so `dg check defs` reports it); the MySQL asset names the server the resources point at."""
+    config, pipelines = tutorial
+    path = pipelines / "tutorial.yaml"
+    path.write_text(path.read_text().replace("partition-keys: order_day", "partition-keys: order_dya"))
+    with pytest.raises(PipelineConfigError, match="order_dya") as raised:
+        build_definitions(pipelines)
+    assert "partition-keys" in str(raised.value)
+
+    # The description names the server of the resource override, not the YAML's.
+    path.write_text((ROOT / "assets" / "tutorial.yaml").read_text())
+    monkeypatch.setenv("MYSQL_PORT", "1")
+    defs = build_definitions(pipelines, resources={"mysql": MySqlResource(port=mariadb.port)})
+    spec = {s.key: s for s in defs.resolve_all_asset_specs()}[MYSQL_ORDERS]
+    assert f"`127.0.0.1:{mariadb.port}`" in spec.description
+    assert spec.metadata["dagster/table_name"] == f"mysql://127.0.0.1:{mariadb.port}/inventory.orders"
+    assert [c.name for c in spec.metadata["dagster/column_schema"].columns] == ["id", "product", "price",
+                                                                                 "created_at"]

@@ -1,6 +1,7 @@
 """The `dg` Component on a scaffolded project: `dg scaffold defs lakecdc.CdcPipelineComponent`, a defs.yaml holding
-the Flink CDC pipeline YAML, `dg check defs`, `dg list defs` and `dg launch` materialising the Paimon table,
-checked by reading it back; a broken pipeline fails `dg check defs` naming the YAML key."""
+the Flink CDC pipeline YAML (with a key prefix and group), `dg check defs`, `dg list defs` and `dg launch`
+materialising the Paimon table, checked by reading it back; a broken pipeline (an unknown key, a misspelt
+partition-keys column) fails `dg check defs` naming the YAML key."""
 
 import json
 import os
@@ -86,7 +87,8 @@ def test_component_scaffold_check_list_launch(mariadb, fresh_db, tmp_path):
             "sink": {"type": "paimon", "catalog.properties.metastore": "filesystem",
                      "catalog.properties.warehouse": "{{ env('CDC_WAREHOUSE') }}"},
             "pipeline": {"name": "demo orders", "lakecdc.sensor.default-status": "stopped"}},
-        "mysql": {"port": "{{ env('CDC_DB_PORT') }}", "password_env": "CDC_DB_PASSWORD"}}}, sort_keys=False))
+        "mysql": {"port": "{{ env('CDC_DB_PORT') }}", "password_env": "CDC_DB_PASSWORD"},
+        "key_prefix": "shop", "group_name": "lake"}}, sort_keys=False))
 
     checked = dg(root, env, "check", "defs")
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -94,10 +96,13 @@ def test_component_scaffold_check_list_launch(mariadb, fresh_db, tmp_path):
     listed = dg(root, env, "list", "defs", "--json")
     assert listed.returncode == 0, listed.stderr
     defs = json.loads(listed.stdout)
-    key = f"paimon/{fresh_db}/orders"
+    key, source_key = f"shop/paimon/{fresh_db}/orders", f"shop/mysql/{fresh_db}/orders"
     assets = {a["asset_key"]: a for a in defs["assets"]}
-    assert assets[key]["dependency_keys"] == [f"mysql/{fresh_db}/orders"]
+    assert assets[key]["dependency_keys"] == [source_key]
     assert assets[key]["source"].endswith("defs/orders_cdc/defs.yaml:1")
+    assert assets[key]["group_name"] == "lake" and assets[source_key]["group_name"] == "mysql"
+    # the MySQL asset names the server the component's override points at, not the YAML's port 3306
+    assert f"`127.0.0.1:{mariadb.port}`" in assets[source_key]["description"]
     assert {c["name"] for c in defs["asset_checks"]} == {"primary_key_unique", "row_count_matches_source",
                                                          "schema_matches_source"}
     assert {j["name"] for j in defs["jobs"]} == {"demo_orders_job", "demo_orders_upkeep",
@@ -111,8 +116,18 @@ def test_component_scaffold_check_list_launch(mariadb, fresh_db, tmp_path):
                    f"SELECT id, product_upper, CAST(day AS VARCHAR) AS day FROM {fresh_db}.orders ORDER BY id")
     assert [tuple(r.values()) for r in rows.to_pylist()] == [(1, "BOOK", "2026-01-01"), (2, "PEN", "2026-01-02")]
 
+    # A misspelt partition-keys column fails `dg check defs` (the transform is compiled against the MySQL table).
+    good = defs_yaml.read_text()
+    broken = yaml.safe_load(good)
+    broken["attributes"]["pipeline"]["transform"][0]["partition-keys"] = "dya"
+    defs_yaml.write_text(yaml.safe_dump(broken, sort_keys=False))
+    failed = dg(root, env, "check", "defs")
+    assert failed.returncode != 0
+    assert "transform[0].partition-keys: partition key column 'dya' is not an output column" in \
+        failed.stdout + failed.stderr, failed.stdout + failed.stderr
+
     # A typo in the pipeline YAML fails `dg check defs`, naming the key.
-    broken = yaml.safe_load(defs_yaml.read_text())
+    broken = yaml.safe_load(good)
     broken["attributes"]["pipeline"]["source"]["hostnme"] = "x"
     defs_yaml.write_text(yaml.safe_dump(broken, sort_keys=False))
     failed = dg(root, env, "check", "defs")

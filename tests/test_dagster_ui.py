@@ -1,7 +1,9 @@
 """The real Dagster UI, headless: `dagster-webserver` and `dagster-daemon` on a loopback port against definitions.py
 (workspace.yaml), the tutorial pipeline launched and inspected through GraphQL only: the asset graph's
-mysql → paimon edge, the latest materialisation's metadata, the asset checks, and the binlog sensor's cursor after
-a real tick. With Chromium installed, the asset lineage page is also rendered to a PNG (skipped otherwise)."""
+mysql → paimon edge, both assets' definitions (column schemas with the types `lakecdc describe` prints, where each
+table lives, Markdown-safe descriptions), the latest materialisation's metadata, the asset checks, and the binlog
+sensor's cursor after a real tick. Headless Chromium (installed by scripts/setup.sh; the test fails without it)
+renders the asset lineage page to a PNG."""
 
 import json
 import os
@@ -104,14 +106,17 @@ class Dagster:
 LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
   ... on InvalidSubsetError { message } ... on RunConfigValidationInvalid { errors { message } } } }"""
-ASSET_NODES = """{ assetNodes { assetKey { path } groupName kinds pools opVersion
-  dependencyKeys { path } dependedByKeys { path } } }"""
+ASSET_NODES = """{ assetNodes { assetKey { path } groupName kinds pools opVersion description
+  dependencyKeys { path } dependedByKeys { path }
+  metadataEntries { __typename label ... on TextMetadataEntry { text }
+    ... on TableSchemaMetadataEntry { schema { columns { name type description } } } } } }"""
 ASSET = """query($path: [String!]!) { assetOrError(assetKey: {path: $path}) { ... on Asset {
   assetMaterializations(limit: 1) { runId metadataEntries { __typename label
     ... on IntMetadataEntry { intValue } ... on TextMetadataEntry { text }
     ... on TableSchemaMetadataEntry { schema { columns { name type description } } }
     ... on TableColumnLineageMetadataEntry { lineage { columnName columnDeps { assetKey { path } columnName } } }
-    ... on TableMetadataEntry { table { records } } } }
+    ... on TableMetadataEntry { table { records schema { columns { name } } } } }
+    tags { key value } }
   definition { assetChecksOrError { ... on AssetChecks { checks { name blocking
     executionForLatestMaterialization { status evaluation { success description } } } } } } } } }"""
 SENSOR = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor { sensorState { status
@@ -157,14 +162,42 @@ def ui(mariadb, tmp_path):
         mariadb.execute("DROP DATABASE IF EXISTS inventory")
 
 
+def definition_metadata(node: dict) -> dict:
+    return {e["label"]: e for e in node["metadataEntries"]}
+
+
+def columns_of(entry: dict) -> dict:
+    return {c["name"]: c for c in entry["schema"]["columns"]}
+
+
 def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     # The asset graph: mysql/inventory/orders → paimon/inventory/orders, with its pool and code version.
     nodes = {"/".join(n["assetKey"]["path"]): n for n in ui.query(ASSET_NODES)["assetNodes"]}
-    orders = nodes["paimon/inventory/orders"]
+    orders, source = nodes["paimon/inventory/orders"], nodes["mysql/inventory/orders"]
     assert [k["path"] for k in orders["dependencyKeys"]] == [["mysql", "inventory", "orders"]]
-    assert [k["path"] for k in nodes["mysql/inventory/orders"]["dependedByKeys"]] == [ORDERS_PATH]
-    assert orders["kinds"] == ["paimon"] and nodes["mysql/inventory/orders"]["kinds"] == ["mysql"]
+    assert [k["path"] for k in source["dependedByKeys"]] == [ORDERS_PATH]
+    assert orders["kinds"] == ["paimon"] and source["kinds"] == ["mysql"]
     assert orders["pools"] == ["lakecdc/inventory.orders"] and orders["opVersion"]
+    assert orders["groupName"] == SLUG and source["groupName"] == "mysql"
+
+    # Each asset names the table where it lives (two different tables, not one "linked" table).
+    paimon_meta, mysql_meta = definition_metadata(orders), definition_metadata(source)
+    warehouse = str(tmp_path / "warehouse")
+    assert paimon_meta["dagster/table_name"]["text"] == f"paimon:file://{warehouse}/inventory.orders"
+    assert mysql_meta["dagster/table_name"]["text"] == f"mysql://127.0.0.1:{mariadb.port}/inventory.orders"
+    # The MySQL asset shows its columns with MySQL's types, and the server it is on (the port the pipeline uses).
+    mysql_columns = columns_of(mysql_meta["dagster/column_schema"])
+    assert {n: c["type"] for n, c in mysql_columns.items()} == {
+        "id": "bigint(20)", "product": "varchar(100)", "price": "decimal(10,2)", "created_at": "datetime(3)"}
+    assert mysql_columns["id"]["description"] == "primary key"
+    assert f"`127.0.0.1:{mariadb.port}`" in source["description"]
+    # The Paimon asset's definition shows the columns it creates, typed as `lakecdc describe` prints them;
+    # identifiers in descriptions are Markdown code (``__namespace_name__`` is not bold).
+    defined = columns_of(paimon_meta["dagster/column_schema"])
+    assert defined["product"]["type"] == "VARCHAR(100)" and defined["created_at"]["type"] == "TIMESTAMP(3)"
+    assert defined["source_table"]["description"] == \
+        "from `__namespace_name__`, `__schema_name__`, `__table_name__`"
+    assert "`inventory.orders`" in orders["description"] and "dagster/row_count" in orders["description"]
 
     # Launch the pipeline's job through GraphQL and wait for it (the daemon dequeues and launches it).
     launched = ui.query(LAUNCH, {"params": {"selector": {
@@ -180,12 +213,22 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     assert entries["lakecdc/inserted"]["intValue"] == 2 and entries["dagster/row_count"]["intValue"] == 2
     columns = [c["name"] for c in entries["dagster/column_schema"]["schema"]["columns"]]
     assert columns[:4] == ["id", "product", "price", "created_at"] and columns[-1] == "order_day"
+    stored = columns_of(entries["dagster/column_schema"])
+    # the types `lakecdc describe` prints (not STRING, not TIMESTAMP(3)(3))
+    assert [stored[c]["type"] for c in ("id", "product", "price", "created_at", "order_day")] == [
+        "BIGINT", "VARCHAR(100)", "DECIMAL(10, 2)", "TIMESTAMP(3)", "STRING"]
+    assert stored["product_upper"]["description"] == "from `inventory.orders.product`"
+    assert entries["dagster/table_name"]["text"] == paimon_meta["dagster/table_name"]["text"]
+    # dagster/row_count counts the merged table; lakecdc/active_rows the rows not marked deleted (the check's)
+    assert entries["lakecdc/active_rows"]["intValue"] == 2
     lineage = {c["columnName"]: [(d["assetKey"]["path"], d["columnName"]) for d in c["columnDeps"]]
                for c in entries["dagster/column_lineage"]["lineage"]}
     assert lineage["product_upper"] == [(["mysql", "inventory", "orders"], "product")]
     assert lineage["order_day"] == [(["mysql", "inventory", "orders"], "created_at")]
     partitions = [json.loads(r) for r in entries["lakecdc/partitions_changed"]["table"]["records"]]
     assert sorted(p["partition"] for p in partitions) == ["order_day=20260101", "order_day=20260102"]
+    assert [c["name"] for c in entries["lakecdc/partitions_changed"]["table"]["schema"]["columns"]] == [
+        "partition", "+I", "-U", "+U", "-D", "rows_written", "rows_now"]
     assert {name: (c["blocking"], c["executionForLatestMaterialization"]["status"]) for name, c in checks.items()} \
         == {"primary_key_unique": (True, "SUCCEEDED"), "row_count_matches_source": (True, "SUCCEEDED"),
             "schema_matches_source": (True, "SUCCEEDED")}
@@ -218,13 +261,13 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     assert entries["lakecdc/binlog_offset"]["text"] == cursor["head"]
     assert all(c["executionForLatestMaterialization"]["status"] == "SUCCEEDED" for c in checks.values())
 
-    # The asset lineage page, rendered by headless Chromium (only when it is installed).
+    # The asset lineage page, rendered by headless Chromium (scripts/setup.sh installs it).
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium:
-        requests.post(ui.url, json={"query": "mutation { setNuxSeen }"}, timeout=30)
-        png = tmp_path / "lineage.png"
-        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                        "--window-size=1400,900", "--virtual-time-budget=15000", f"--screenshot={png}",
-                        f"http://127.0.0.1:{ui.port}/assets/paimon/inventory/orders?view=lineage"],
-                       capture_output=True, timeout=120)
-        assert png.exists() and png.stat().st_size > 20_000
+    assert chromium, "Chromium is not installed: run scripts/setup.sh (it installs Debian's chromium)"
+    requests.post(ui.url, json={"query": "mutation { setNuxSeen }"}, timeout=30)
+    png = tmp_path / "lineage.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--window-size=1400,900", "--virtual-time-budget=15000", f"--screenshot={png}",
+                    f"http://127.0.0.1:{ui.port}/assets/paimon/inventory/orders?view=lineage"],
+                   capture_output=True, timeout=120)
+    assert png.exists() and png.stat().st_size > 20_000

@@ -15,23 +15,28 @@ import dataclasses
 import hashlib
 import json
 import re
+from typing import Optional
 
 import dagster as dg
+import pyarrow as pa
 from pydantic import Field
 
 from lakecdc.config import PipelineConfig
 from lakecdc.dagster.checks import TableState, check_specs, evaluate
 from lakecdc.dagster.failures import as_failure, retry_policy
-from lakecdc.dagster.metadata import materialization, mysql_key, paimon_key, table_of, unrecorded_commit
+from lakecdc.dagster.metadata import column_origins, column_schema, materialization, paimon_key, unrecorded_commit
 from lakecdc.dagster.resources import effective_config, resource_keys
+from lakecdc.dagster.translator import AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps, PaimonTableProps
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
 from lakecdc.model import TableId
 from lakecdc.selectors import TableSelector
 from lakecdc.transform.rules import select_rule
 from lakecdc.transform.routes import Router
 
-__all__ = ["paimon_key", "mysql_key", "table_of", "discover_tables", "table_lineage", "build_pipeline_assets",
-           "TableRunConfig", "pool_name", "declared_partition_keys", "partitions_name"]
+__all__ = ["discover_tables", "table_lineage", "build_pipeline_assets", "PipelineAssets", "TableRunConfig",
+           "pool_name", "declared_partition_keys", "partitions_name", "load_time_plan"]
+# Reading the MySQL schemas while the definitions load must not hold the code location up for long.
+LOAD_CONNECT_TIMEOUT_SECONDS = 5.0
 
 _LITERAL_PART = re.compile(r"^[A-Za-z0-9_$]+$")
 
@@ -96,9 +101,10 @@ def declared_partition_keys(config: PipelineConfig, target: TableId, sources: li
     return []
 
 
-def partitions_name(target: TableId) -> str:
-    """The name of the Dagster dynamic partitions that list a table's Paimon partitions."""
-    return f"{paimon_key(target).to_python_identifier()}__partitions"
+def partitions_name(target: TableId, key: Optional[dg.AssetKey] = None) -> str:
+    """The name of the Dagster dynamic partitions that list a table's Paimon partitions (``key``: the table's
+    asset key, default the default translator's)."""
+    return f"{(key or paimon_key(target)).to_python_identifier()}__partitions"
 
 
 def code_version(config: PipelineConfig, target: TableId, sources: list[TableId]) -> str:
@@ -147,16 +153,22 @@ def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool
 
 
 def report(context, config: PipelineConfig, target: TableId, committed, *, with_checks: set[str],
-           expect_materialization: bool):
-    """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the check results."""
-    key = paimon_key(target)
+           expect_materialization: bool, keys: Optional[AssetKeys] = None):
+    """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the check results.
+    ``keys``: the pipeline's asset keys (default: the default translator's)."""
+    from lakecdc.runtime.verify import soft_delete_column
+
+    keys = keys or AssetKeys.default([target])
+    key = keys.paimon[target]
     state = TableState.load(config, target, key)
     if committed is not None:
-        result = materialization(committed, state.plan, config.sink.catalog_options)
-        register_partitions(context.instance, config, target, committed)
+        marker = soft_delete_column(config, state.plan) if state.plan is not None else None
+        result = materialization(committed, state.plan, config.sink.catalog_options, key=key, source_keys=keys.mysql,
+                                 soft_delete_marker=marker or None)
+        register_partitions(context.instance, target, committed, key)
         yield result
     elif expect_materialization:
-        late = unrecorded_commit(context.instance, config.sink.catalog_options, target)
+        late = unrecorded_commit(context.instance, config.sink.catalog_options, target, key)
         if late is not None:
             yield late
         else:
@@ -164,30 +176,25 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
     yield from evaluate(state, with_checks)
 
 
-def register_partitions(instance, config: PipelineConfig, target: TableId, committed) -> None:
+def register_partitions(instance, target: TableId, committed, key: dg.AssetKey) -> None:
     """Add the Paimon partitions a commit touched to the table's dynamic partitions (the re-snapshot job's)."""
     partitions = getattr(committed, "partitions", None)
     if not partitions:
         return
-    name = partitions_name(target)
+    name = partitions_name(target, key)
     known = set(instance.get_dynamic_partitions(name))
     new = sorted(p for p in partitions if p not in known)
     if new:
         instance.add_dynamic_partitions(name, new)
 
 
-def build_table_asset(config: PipelineConfig, target: TableId, feeds: list[TableId], *,
-                      use_resources: bool = False) -> dg.AssetsDefinition:
-    key = paimon_key(target)
+def build_table_asset(config: PipelineConfig, target: TableId, feeds: list[TableId], spec: dg.AssetSpec,
+                      keys: AssetKeys, *, use_resources: bool = False) -> dg.AssetsDefinition:
+    """The asset of one Paimon table: ``spec`` (from the translator) plus lineage, code version and checks."""
+    key = spec.key
     pipeline = config
-
-    spec = dg.AssetSpec(
-        key, deps=[mysql_key(s) for s in feeds], group_name=config.slug, kinds={"paimon"}, skippable=True,
-        description=f"Paimon table {target}, fed by {', '.join(map(str, feeds))} (pipeline {config.name!r})",
-        metadata={"dagster/table_name": str(target), "lakecdc/pipeline": config.name,
-                  "lakecdc/pipeline_file": config.path or "",
-                  "lakecdc/warehouse": config.sink.catalog_options.get("warehouse", "")},
-        tags={"lakecdc/pipeline": config.slug}, code_version=code_version(config, target, feeds))
+    spec = spec.replace_attributes(deps=[keys.mysql[s] for s in feeds],
+                                   code_version=code_version(config, target, feeds))
 
     # A multi-asset of one table (not @asset) so that its checks can run alone ("Execute check" in the UI).
     @dg.multi_asset(
@@ -201,7 +208,7 @@ def build_table_asset(config: PipelineConfig, target: TableId, feeds: list[Table
         checks = {k.name for k in context.selected_asset_check_keys}
         try:
             yield from report(context, effective, target, committed, with_checks=checks,
-                              expect_materialization=selected)
+                              expect_materialization=selected, keys=keys)
         except Exception as exc:  # reporting after a commit: never retried (the commit is already done)
             raise dg.Failure(description=f"{target}: reporting the commit failed: {exc}", allow_retries=False) \
                 from exc
@@ -209,18 +216,69 @@ def build_table_asset(config: PipelineConfig, target: TableId, feeds: list[Table
     return _table_asset
 
 
-def build_pipeline_assets(config: PipelineConfig, *, use_resources: bool = False
-                          ) -> tuple[list[dg.AssetsDefinition], list[dg.AssetSpec]]:
-    """The Paimon table assets of a pipeline and the external MySQL source assets they depend on. With
-    ``use_resources`` the assets read their connections from the MySQL/Paimon resources (see resources.py)."""
+def load_time_plan(config: PipelineConfig):
+    """The pipeline's plan from MySQL as the definitions load (its schemas become the assets' column schemas, and
+    a transform that does not fit the tables, e.g. a misspelt partition key, fails loading, so ``dg check defs``
+    reports it). Returns (plan, "") or, when MySQL does not answer, (None, why)."""
+    from lakecdc.runtime.plan import build_plan, source_options
+    from lakecdc.source import MySqlSource
+
+    options = source_options(config)
+    options = dataclasses.replace(options, connect_timeout=min(options.connect_timeout, LOAD_CONNECT_TIMEOUT_SECONDS),
+                                  connect_max_retries=0)
+    try:
+        return build_plan(config, MySqlSource(options)), ""
+    except SourceError as exc:
+        return None, (f"MySQL did not answer while the definitions loaded ({exc}); they appear after the next "
+                      "reload of the definitions with MySQL up")
+
+
+def target_columns(config: PipelineConfig, plan, target: TableId) -> Optional[dg.TableSchema]:
+    """The Paimon columns the pipeline creates for ``target`` (types as Paimon stores them), from the plan."""
+    from lakecdc.sink.tables import paimon_arrow_type
+
+    target_plan = plan.targets.get(target) if plan is not None else None
+    if target_plan is None:
+        return None
+    fields = [pa.field(f.name, paimon_arrow_type(target, f.name, f.type), f.nullable, f.metadata)
+              for f in target_plan.schema]
+    return column_schema(fields, target_plan.primary_keys, target_plan.partition_keys, column_origins(target_plan))
+
+
+@dataclasses.dataclass
+class PipelineAssets:
+    """A pipeline's Paimon table assets, the external MySQL source assets and the keys its translator gave them."""
+
+    assets: list[dg.AssetsDefinition]
+    source_specs: list[dg.AssetSpec]
+    keys: AssetKeys
+
+
+def build_pipeline_assets(config: PipelineConfig, *, use_resources: bool = False,
+                          translator: Optional[DagsterLakeCdcTranslator] = None,
+                          load_config: Optional[PipelineConfig] = None) -> PipelineAssets:
+    """The Paimon table assets of a pipeline and the external MySQL source assets they depend on, named by
+    ``translator``. With ``use_resources`` the assets read their connections from the MySQL/Paimon resources (see
+    resources.py); ``load_config`` is the pipeline with the resources' overrides as far as they are known while
+    the definitions load (the server the descriptions name and the schemas are read from)."""
+    translator = translator or DagsterLakeCdcTranslator()
+    load_config = load_config or config
     lineage = table_lineage(config)
+    plan, unavailable = load_time_plan(load_config)
     sources = sorted({s for feeds in lineage.values() for s in feeds})
-    source_specs = [
-        dg.AssetSpec(mysql_key(s), group_name="mysql", kinds={"mysql"},
-                     description=f"MySQL table {s} on {config.source.hostname}:{config.source.port}",
-                     metadata={"dagster/table_name": str(s)})
-        for s in sources
-    ]
-    assets = [build_table_asset(config, target, feeds, use_resources=use_resources)
-              for target, feeds in sorted(lineage.items())]
-    return assets, source_specs
+    source_specs = []
+    for source in sources:
+        schema = plan.sources[source].source if plan is not None and source in plan.sources else None
+        props = MySqlTableProps(config, source, load_config.source.hostname, load_config.source.port, schema,
+                                "" if schema is not None else unavailable or "the table is not in MySQL")
+        source_specs.append(translator.get_asset_spec(props))
+    targets = {}
+    for target, feeds in sorted(lineage.items()):
+        columns = target_columns(load_config, plan, target)
+        targets[target] = (feeds, translator.get_asset_spec(PaimonTableProps(
+            config, target, tuple(feeds), columns, "" if columns is not None else unavailable)))
+    keys = AssetKeys({t: spec.key for t, (_, spec) in targets.items()},
+                     {s: spec.key for s, spec in zip(sources, source_specs)})
+    assets = [build_table_asset(config, target, feeds, spec, keys, use_resources=use_resources)
+              for target, (feeds, spec) in targets.items()]
+    return PipelineAssets(assets, source_specs, keys)

@@ -10,6 +10,8 @@ Flink CDC pipeline YAML inline (``attributes.pipeline``) or in a file next to it
         pipeline: {name: inventory to lake}
       mysql: {password_env: MYSQL_PASSWORD}     # optional: connection overrides as Dagster resources
       paimon: {warehouse_env: LAKECDC_WAREHOUSE}
+      key_prefix: [shard1]                       # optional: keys shard1/mysql/<db>/<table>, shard1/paimon/...
+      group_name: lake                           # optional: the Paimon assets' group (default: pipeline slug)
 
 ``{{ env('X') }}`` is Dagster's template (resolved when the definitions load); ``${X}`` is lakecdc's (resolved
 from the environment of the process that loads them, like ``lakecdc run``). Passwords should come through
@@ -22,13 +24,14 @@ jobs and sensors, and ``dg launch --assets 'key:"paimon/<db>/<table>"'`` runs a 
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import dagster as dg
 import yaml
 from pydantic import ConfigDict
 
 from lakecdc.config import parse_pipeline
+from lakecdc.dagster.translator import DagsterLakeCdcTranslator
 from lakecdc.errors import PipelineConfigError
 
 STARTER_PIPELINE = {
@@ -90,6 +93,14 @@ class CdcPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
     pipeline_file: Optional[str] = None
     mysql: Optional[MySqlSettings] = None
     paimon: Optional[PaimonSettings] = None
+    key_prefix: Optional[Union[str, list[str]]] = None  # before every asset key (two servers, one db.table)
+    group_name: Optional[str] = None  # the Paimon assets' group (default: the pipeline's slug)
+    source_group_name: Optional[str] = None  # the MySQL assets' group (default: mysql)
+
+    def get_translator(self) -> DagsterLakeCdcTranslator:
+        """The translator of this component's assets; override it in a subclass to rename them further."""
+        return DagsterLakeCdcTranslator(key_prefix=self.key_prefix or (), group_name=self.group_name,
+                                        source_group_name=self.source_group_name)
 
     def load_config(self, base_dir: Path, defs_file: str):
         if (self.pipeline is None) == (self.pipeline_file is None):
@@ -120,7 +131,7 @@ class CdcPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
                 resources[keys["mysql_resource"]] = self.mysql.resource()
             if self.paimon is not None:
                 resources[keys["paimon_resource"]] = self.paimon.resource()
-        defs = build_definitions_from_configs([config], resources)
+        defs = build_definitions_from_configs([config], resources, self.get_translator())
         # A dg project's definitions carry their own executor; keep the default one of the project.
         return dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=defs.jobs,
                               sensors=defs.sensors, schedules=defs.schedules, resources=defs.resources)

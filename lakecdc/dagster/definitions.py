@@ -11,8 +11,9 @@ import dagster as dg
 from lakecdc.config import PipelineConfig, load_pipeline
 from lakecdc.dagster.assets import build_pipeline_assets, declared_partition_keys, table_lineage
 from lakecdc.dagster.jobs import build_pipeline_job, build_resnapshot_job, build_upkeep_job, build_upkeep_schedule
-from lakecdc.dagster.resources import check_secrets, default_resources
+from lakecdc.dagster.resources import check_secrets, default_resources, load_time_config
 from lakecdc.dagster.sensors import build_binlog_sensor, build_failure_sensor, build_schedule
+from lakecdc.dagster.translator import DagsterLakeCdcTranslator
 from lakecdc.errors import PipelineConfigError
 
 PIPELINES_DIR_ENV = "LAKECDC_PIPELINES_DIR"
@@ -25,40 +26,57 @@ def pipeline_files(directory: str | os.PathLike) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
-def _pipeline_parts(config: PipelineConfig, use_resources: bool) -> dg.Definitions:
+def _pipeline_parts(config: PipelineConfig, use_resources: bool, translator: DagsterLakeCdcTranslator,
+                    resources: dict | None) -> dg.Definitions:
     """Everything of one pipeline except resources."""
-    assets, source_specs = build_pipeline_assets(config, use_resources=use_resources)
-    job = build_pipeline_job(config, assets)
+    built = build_pipeline_assets(config, use_resources=use_resources, translator=translator,
+                                  load_config=load_time_config(config, resources))
+    keys = built.keys
+    job = build_pipeline_job(config, built.assets)
     lineage = table_lineage(config)
-    resnapshot_jobs = [build_resnapshot_job(config, target, feeds, use_resources=use_resources)
+    resnapshot_jobs = [build_resnapshot_job(config, target, feeds, use_resources=use_resources, keys=keys)
                        for target, feeds in sorted(lineage.items()) if declared_partition_keys(config, target, feeds)]
     schedule = build_schedule(config, job)
-    upkeep_job = build_upkeep_job(config, sorted(lineage), use_resources=use_resources)
+    upkeep_job = build_upkeep_job(config, sorted(lineage), use_resources=use_resources, keys=keys)
     upkeep_schedule = build_upkeep_schedule(config, upkeep_job)
     return dg.Definitions(
-        assets=[*assets, *source_specs], jobs=[job, upkeep_job, *resnapshot_jobs],
-        sensors=[build_binlog_sensor(config, job, sorted(lineage), use_resources=use_resources),
-                 build_failure_sensor(config, sorted(lineage))],
+        assets=[*built.assets, *built.source_specs], jobs=[job, upkeep_job, *resnapshot_jobs],
+        sensors=[build_binlog_sensor(config, job, sorted(lineage), use_resources=use_resources, keys=keys),
+                 build_failure_sensor(config, sorted(lineage), keys=keys)],
         schedules=[s for s in (schedule, upkeep_schedule) if s is not None])
 
 
-def _merge(configs: list[PipelineConfig], resources: dict | None) -> dg.Definitions:
+def _shared_sources(assets) -> list:
+    """The assets with each MySQL source spec once (pipelines reading one table share its asset). Two specs with
+    one key that name different servers are refused: they are two tables."""
+    kept, seen = [], {}
+    for asset in assets or []:
+        if isinstance(asset, dg.AssetSpec):
+            where = asset.metadata.get("dagster/table_name")
+            if asset.key in seen:
+                if seen[asset.key] != where:
+                    raise PipelineConfigError(
+                        f"two pipelines name different MySQL tables ({seen[asset.key]} and {where}) with the asset "
+                        f"key {asset.key.to_user_string()}; give their assets a key prefix (the component's "
+                        f"key_prefix, or build_definitions(translator=DagsterLakeCdcTranslator(key_prefix=...)))")
+                continue
+            seen[asset.key] = where
+        kept.append(asset)
+    return kept
+
+
+def _merge(configs: list[PipelineConfig], resources: dict | None,
+           translator: DagsterLakeCdcTranslator | None = None) -> dg.Definitions:
     slugs = [c.slug for c in configs]
     for slug in set(slugs):
         if slugs.count(slug) > 1:
             names = [c.path or c.name for c in configs if c.slug == slug]
             raise PipelineConfigError(f"pipelines {', '.join(names)} have the same name; give each a unique "
                                       "pipeline.name")
-    parts = [_pipeline_parts(c, resources is not None) for c in configs]
+    translator = translator or DagsterLakeCdcTranslator()
+    parts = [_pipeline_parts(c, resources is not None, translator, resources) for c in configs]
     merged = dg.Definitions.merge(*parts) if parts else dg.Definitions()
-    # Source specs shared by several pipelines must appear once.
-    assets, seen = [], set()
-    for asset in merged.assets or []:
-        if isinstance(asset, dg.AssetSpec):
-            if asset.key in seen:
-                continue
-            seen.add(asset.key)
-        assets.append(asset)
+    assets = _shared_sources(merged.assets)
     # Without resources the pipelines run exactly as their YAML says (and `dg.materialize(defs.assets)` works
     # alone); with them, every key a pipeline reads is bound, unset ones to a no-override default.
     bound = {}
@@ -70,21 +88,26 @@ def _merge(configs: list[PipelineConfig], resources: dict | None) -> dg.Definiti
                           resources=bound, executor=dg.in_process_executor)
 
 
-def build_pipeline_definitions(config: PipelineConfig, resources: dict | None = None) -> dg.Definitions:
-    """Definitions of one pipeline; ``resources`` override the default (no-override) MySQL/Paimon resources."""
-    return _merge([config], resources)
+def build_pipeline_definitions(config: PipelineConfig, resources: dict | None = None,
+                               translator: DagsterLakeCdcTranslator | None = None) -> dg.Definitions:
+    """Definitions of one pipeline; ``resources`` override the default (no-override) MySQL/Paimon resources,
+    ``translator`` names the assets (see lakecdc.dagster.translator)."""
+    return _merge([config], resources, translator)
 
 
-def build_definitions(directory: str | os.PathLike | None = None, resources: dict | None = None) -> dg.Definitions:
+def build_definitions(directory: str | os.PathLike | None = None, resources: dict | None = None,
+                      translator: DagsterLakeCdcTranslator | None = None) -> dg.Definitions:
     """Definitions for every pipeline file in ``directory`` (default: ``$LAKECDC_PIPELINES_DIR``).
     ``resources`` (e.g. ``{"mysql": MySqlResource(password=dg.EnvVar("MYSQL_PASSWORD"))}``) override the
-    connections of the YAML files for this deployment."""
+    connections of the YAML files for this deployment; ``translator`` (a ``DagsterLakeCdcTranslator``) names the
+    assets: key prefix, groups, descriptions, tags, metadata."""
     directory = directory or os.environ.get(PIPELINES_DIR_ENV)
     if not directory:
         raise PipelineConfigError(f"no pipelines directory given (set {PIPELINES_DIR_ENV})")
-    return _merge([load_pipeline(path) for path in pipeline_files(directory)], resources)
+    return _merge([load_pipeline(path) for path in pipeline_files(directory)], resources, translator)
 
 
-def build_definitions_from_configs(configs: list[PipelineConfig], resources: dict | None = None) -> dg.Definitions:
+def build_definitions_from_configs(configs: list[PipelineConfig], resources: dict | None = None,
+                                   translator: DagsterLakeCdcTranslator | None = None) -> dg.Definitions:
     """Definitions of already parsed pipelines (the Component uses this)."""
-    return _merge(list(configs), resources)
+    return _merge(list(configs), resources, translator)

@@ -16,7 +16,8 @@ from lakecdc.config import PipelineConfig
 from lakecdc.dagster.assets import partitions_name, pool_name, report, run_table
 from lakecdc.runtime.verify import check_names
 from lakecdc.dagster.failures import retry_policy
-from lakecdc.dagster.metadata import paimon_key
+from lakecdc.dagster.metadata import as_asset_materialization
+from lakecdc.dagster.translator import AssetKeys
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import TableId
@@ -37,10 +38,12 @@ def resnapshot_job_name(target: TableId) -> str:
 
 
 def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[TableId], *,
-                         use_resources: bool = False) -> dg.JobDefinition:
-    """A job partitioned by ``target``'s Paimon partitions; each run re-snapshots one partition."""
+                         use_resources: bool = False, keys: Optional[AssetKeys] = None) -> dg.JobDefinition:
+    """A job partitioned by ``target``'s Paimon partitions; each run re-snapshots one partition. ``keys``: the
+    pipeline's asset keys (default: the default translator's)."""
     pipeline = config
-    partitions = dg.DynamicPartitionsDefinition(name=partitions_name(target))
+    keys = keys or AssetKeys.default([target], sources)
+    partitions = dg.DynamicPartitionsDefinition(name=partitions_name(target, keys.paimon[target]))
     checks = set(check_names(config, sources))
 
     @dg.op(name=f"{resnapshot_job_name(target)}_op", pool=pool_name(config, target), retry_policy=retry_policy(config),
@@ -49,9 +52,10 @@ def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[
     def _resnapshot(context: dg.OpExecutionContext):
         effective = effective_config(pipeline, context.resources)
         committed = run_table(context, effective, target, resnapshot=True, partition=context.partition_key)
-        for event in report(context, effective, target, committed, with_checks=checks, expect_materialization=False):
+        for event in report(context, effective, target, committed, with_checks=checks, expect_materialization=False,
+                            keys=keys):
             if isinstance(event, dg.MaterializeResult):
-                context.log_event(dg.AssetMaterialization(asset_key=paimon_key(target), metadata=event.metadata))
+                context.log_event(as_asset_materialization(event))
             else:
                 context.log_event(dg.AssetCheckEvaluation(
                     asset_key=event.asset_key, check_name=event.check_name, passed=event.passed,
@@ -80,12 +84,13 @@ def upkeep_job_name(config: PipelineConfig) -> str:
 
 
 def build_upkeep_job(config: PipelineConfig, targets: list[TableId], *,
-                     use_resources: bool = False) -> dg.JobDefinition:
+                     use_resources: bool = False, keys: Optional[AssetKeys] = None) -> dg.JobDefinition:
     """Table upkeep of every Paimon table of the pipeline (lakecdc.sink.maintenance): one op per table in the
     table's concurrency pool, so it queues behind the table's micro-batch instead of colliding with it; a table
     still locked after ``wait_seconds`` is skipped with a warning. Each table reports an observation of its asset
     with what upkeep did."""
     pipeline = config
+    keys = keys or AssetKeys.default(targets)
 
     def table_op(target: TableId):
         @dg.op(name=f"upkeep__{target.database}__{target.table}".replace("-", "_"), pool=pool_name(config, target),
@@ -104,7 +109,7 @@ def build_upkeep_job(config: PipelineConfig, targets: list[TableId], *,
                 raise dg.Failure(description=f"{target}: upkeep failed: {exc}", allow_retries=False) from None
             if result.skipped:
                 context.log.warning(result.summary())
-            context.log_event(dg.AssetObservation(asset_key=paimon_key(target), metadata=upkeep_metadata(result)))
+            context.log_event(dg.AssetObservation(asset_key=keys.paimon[target], metadata=upkeep_metadata(result)))
 
         return _upkeep
 

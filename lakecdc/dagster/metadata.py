@@ -5,43 +5,52 @@ Well-known Dagster keys (``dagster/row_count``, ``dagster/column_schema``, ``dag
 ``dagster/table_name``, ``dagster/uri``) are rendered specially by the UI; lakecdc's own keys are ``lakecdc/*``.
 """
 
+import re
+
 import dagster as dg
 
+from lakecdc.dagster.translator import code, paimon_table_name
 from lakecdc.model import TableId
+from lakecdc.transform.types import type_name
 
 SNAPSHOT_ID_KEY = "lakecdc/paimon_snapshot_id"
+# The run-event tag Dagster stores a materialisation's data version under (what MaterializeResult.data_version
+# sets; an op logging an AssetMaterialization must set it itself).
+DATA_VERSION_TAG = "dagster/data_version"
 PARTITIONS_KEY = "lakecdc/partitions_changed"
 # A commit touching more partitions than this lists the largest ones only (the metadata stays readable).
 MAX_PARTITIONS_LISTED = 100
 
 
 def paimon_key(table: TableId) -> dg.AssetKey:
+    """The default translator's key of a Paimon table (``paimon/<db>/<table>``)."""
     return dg.AssetKey(["paimon", table.database, table.table])
 
 
 def mysql_key(table: TableId) -> dg.AssetKey:
+    """The default translator's key of a MySQL table (``mysql/<db>/<table>``)."""
     return dg.AssetKey(["mysql", table.database, table.table])
 
 
-def table_of(key: dg.AssetKey) -> TableId:
-    return TableId(key.path[1], key.path[2])
+def stored_types(catalog_options: dict[str, str] | None, target: TableId) -> dict[str, str]:
+    """Column → Paimon type as stored (``lakecdc describe``'s spelling, without NOT NULL), {} when the table cannot
+    be read (the schema then falls back to the Arrow types)."""
+    from lakecdc.sink import PaimonSink
 
-
-def type_name(arrow_type) -> str:
-    """The Paimon/Flink SQL spelling of a column type (what users see in SHOW CREATE TABLE)."""
-    import pyarrow as pa
-
-    from lakecdc.transform.types import flink_name
-
-    name = flink_name(arrow_type)
-    if pa.types.is_timestamp(arrow_type) or pa.types.is_time(arrow_type):
-        precision = {"s": 0, "ms": 3, "us": 6, "ns": 9}[arrow_type.unit]
-        name = f"{name}({precision})"
-    return name
+    if not catalog_options:
+        return {}
+    try:
+        types = PaimonSink(catalog_options).paimon_types(target)
+    except Exception:  # noqa: BLE001 - the column types are an extra; the commit is already done
+        return {}
+    return {name: re.sub(r"\s+NOT NULL$", "", text) for name, text in types.items()}
 
 
 def column_schema(schema, primary_keys: list[str], partition_keys: list[str],
-                  lineage: dict[str, list[str]] | None = None) -> dg.TableSchema:
+                  lineage: dict[str, list[str]] | None = None, types: dict[str, str] | None = None
+                  ) -> dg.TableSchema:
+    """The Paimon columns with their Paimon types (``types``: as stored, else each field's own), keys and origins.
+    Identifiers are Markdown code, so ``__namespace_name__`` shows as written."""
     columns = []
     for field in schema:
         constraints = dg.TableColumnConstraints(nullable=field.nullable,
@@ -52,19 +61,20 @@ def column_schema(schema, primary_keys: list[str], partition_keys: list[str],
         if field.name in partition_keys:
             description.append("partition key")
         if lineage and lineage.get(field.name):
-            description.append("from " + ", ".join(lineage[field.name]))
-        columns.append(dg.TableColumn(field.name, type_name(field.type), description=", ".join(description) or None,
-                                      constraints=constraints))
+            description.append("from " + ", ".join(code(origin) for origin in lineage[field.name]))
+        columns.append(dg.TableColumn(field.name, (types or {}).get(field.name) or type_name(field),
+                                      description=", ".join(description) or None, constraints=constraints))
     return dg.TableSchema(columns=columns)
 
 
-def column_lineage(plan) -> dg.TableColumnLineage:
+def column_lineage(plan, source_keys: dict[TableId, dg.AssetKey] | None = None) -> dg.TableColumnLineage:
     """Each target column → the MySQL columns its transform expression reads, for every source table routed into
-    it. Columns computed only from metadata (``__table_name__``, ``op_ts``) or literals have no MySQL column."""
+    it (``source_keys``: the MySQL assets' keys, default the default translator's). Columns computed only from
+    metadata (``__table_name__``, ``op_ts``) or literals have no MySQL column."""
     deps: dict[str, list[dg.TableColumnDep]] = {}
     for source_plan in plan.sources:
         source_columns = set(source_plan.source.column_names)
-        key = mysql_key(source_plan.source.table_id)
+        key = (source_keys or {}).get(source_plan.source.table_id) or mysql_key(source_plan.source.table_id)
         for column, names in source_plan.transform.column_sources().items():
             for name in names:
                 if name in source_columns:
@@ -85,22 +95,29 @@ def column_origins(plan) -> dict[str, list[str]]:
     return origins
 
 
+# Rows of one commit per Paimon row kind (lakecdc.runtime.report.count_partitions names them). These are rows
+# written, not MySQL changes: a SOFT_DELETE table writes a MySQL delete as an insert (+I) of the marked row.
+ROW_KINDS = (("inserted", "+I"), ("update_before", "-U"), ("updated", "+U"), ("deleted", "-D"))
+
+
 def partitions_table(partitions: dict[str, dict[str, int]], rows_now: dict[str, int] | None) -> dg.MetadataValue:
-    """The Paimon partitions one commit changed, with the rows of each change kind and the partition's rows after
-    the commit."""
+    """The Paimon partitions one commit changed: the rows written to each per Paimon row kind (+I, -U, +U, -D)
+    and, when it could be read, the partition's rows after the commit."""
     ordered = sorted(partitions.items(), key=lambda item: (-sum(item[1].values()), item[0]))[:MAX_PARTITIONS_LISTED]
     records = []
     for name, counts in ordered:
-        record = {"partition": name, "inserted": counts.get("inserted", 0), "updated": counts.get("updated", 0),
-                  "deleted": counts.get("deleted", 0), "rows_written": sum(counts.values())}
+        record = {"partition": name}
+        record.update({kind: counts.get(counted, 0) for counted, kind in ROW_KINDS})
+        record["rows_written"] = sum(counts.values())
         if rows_now is not None:
             record["rows_now"] = rows_now.get(name, 0)
         records.append(dg.TableRecord(record))
-    columns = [dg.TableColumn("partition", "string"), dg.TableColumn("inserted", "int"),
-               dg.TableColumn("updated", "int"), dg.TableColumn("deleted", "int"),
-               dg.TableColumn("rows_written", "int")]
+    columns = [dg.TableColumn("partition", "string", description="Paimon partition")]
+    columns += [dg.TableColumn(kind, "int", description=f"rows written with Paimon row kind {kind}")
+                for _, kind in ROW_KINDS]
+    columns.append(dg.TableColumn("rows_written", "int", description="rows written to the partition"))
     if rows_now is not None:
-        columns.append(dg.TableColumn("rows_now", "int"))
+        columns.append(dg.TableColumn("rows_now", "int", description="rows of the partition after the commit"))
     return dg.MetadataValue.table(records, schema=dg.TableSchema(columns=columns))
 
 
@@ -131,8 +148,27 @@ def partition_rows(catalog_options: dict[str, str], target: TableId, partition_k
     return counts
 
 
-def materialization(result, plan=None, catalog_options: dict[str, str] | None = None) -> dg.MaterializeResult:
-    """One commit of a micro-batch (a ``lakecdc.runtime.TableResult``) as a materialisation."""
+def active_rows(catalog_options: dict[str, str], target: TableId, marker: str) -> int | None:
+    """Rows of a SOFT_DELETE table not marked deleted in ``marker`` (the rows ``row_count_matches_source``
+    compares); None when the read fails."""
+    from lakecdc.model import DELETE
+    from lakecdc.sink.sql import run_sql
+
+    ident = lambda name: '"' + name.replace('"', '""') + '"'  # noqa: E731
+    query = (f"SELECT COUNT(*) AS n FROM {ident(target.database)}.{ident(target.table)} "
+             f"WHERE {ident(marker)} IS NULL OR {ident(marker)} <> '{DELETE}'")
+    try:
+        return run_sql(catalog_options, query).column("n")[0].as_py()
+    except Exception:  # noqa: BLE001 - DataFusion errors; the count is an extra
+        return None
+
+
+def materialization(result, plan=None, catalog_options: dict[str, str] | None = None, *,
+                    key: dg.AssetKey | None = None, source_keys: dict[TableId, dg.AssetKey] | None = None,
+                    soft_delete_marker: str | None = None) -> dg.MaterializeResult:
+    """One commit of a micro-batch or re-snapshot (a ``lakecdc.runtime.TableResult`` or a result with the same
+    fields) as the materialisation of ``key`` (default: the default translator's key of the table).
+    ``soft_delete_marker``: the column a SOFT_DELETE table marks deleted rows in (adds ``lakecdc/active_rows``)."""
     offset = result.offset
     metadata = {
         SNAPSHOT_ID_KEY: dg.MetadataValue.int(result.snapshot_id),
@@ -148,26 +184,52 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
         "lakecdc/source_tables": ", ".join(map(str, result.sources)),
         "lakecdc/primary_keys": ", ".join(result.primary_keys),
         "lakecdc/partition_keys": ", ".join(result.partition_keys),
-        "dagster/table_name": str(result.target),
     }
+    if catalog_options:
+        metadata["dagster/table_name"] = paimon_table_name(catalog_options.get("warehouse", ""), result.target)
+    commits = getattr(result, "commits", 0)
+    if commits > 1:  # a chunked snapshot commits in groups: the others are earlier snapshots of this run
+        metadata["lakecdc/commits"] = dg.MetadataValue.int(commits)
+    if result.phase == "resnapshot":
+        metadata["lakecdc/resnapshot_partition"] = getattr(result, "partition", None) or "(whole table)"
+        snapshot_offset = getattr(result, "snapshot_offset", None)
+        if snapshot_offset is not None:
+            metadata["lakecdc/resnapshot_offset"] = str(snapshot_offset)
+        metadata["lakecdc/stale_rows_deleted"] = dg.MetadataValue.int(getattr(result, "stale_deleted", 0))
+        schema_changes = getattr(result, "schema_changes", None)
+        if schema_changes:  # what the re-snapshot changed in the Paimon schema to match MySQL
+            metadata["lakecdc/schema_changes"] = "; ".join(schema_changes)
     origins = column_origins(plan) if plan is not None else None
     metadata["dagster/column_schema"] = column_schema(result.schema, result.primary_keys, result.partition_keys,
-                                                      origins)
+                                                      origins, stored_types(catalog_options, result.target))
     if plan is not None:
-        metadata["dagster/column_lineage"] = column_lineage(plan)
+        metadata["dagster/column_lineage"] = column_lineage(plan, source_keys)
     if result.row_count is not None:
         metadata["dagster/row_count"] = dg.MetadataValue.int(result.row_count)
+    if soft_delete_marker and catalog_options:
+        active = active_rows(catalog_options, result.target, soft_delete_marker)
+        if active is not None:
+            metadata["lakecdc/active_rows"] = dg.MetadataValue.int(active)
     upkeep = getattr(result, "upkeep", None)
     if upkeep is not None:  # table upkeep after the commit (lakecdc.sink.maintenance)
         metadata["lakecdc/upkeep"] = dg.MetadataValue.text(upkeep.summary())
-    partitions = getattr(result, "partitions", None)
+    partitions = dict(getattr(result, "partitions", None) or {})
+    resnapshotted = getattr(result, "partition", None) if result.phase == "resnapshot" else None
+    if resnapshotted and resnapshotted not in partitions:  # re-read, nothing to write: still the one it covered
+        partitions[resnapshotted] = {}
     if result.partition_keys:
-        rows_now = partition_rows(catalog_options, result.target, result.partition_keys, list(partitions or {})) \
+        rows_now = partition_rows(catalog_options, result.target, result.partition_keys, list(partitions)) \
             if catalog_options and partitions else None
-        metadata[PARTITIONS_KEY] = partitions_table(partitions or {}, rows_now)
-        metadata["lakecdc/partitions_changed_count"] = dg.MetadataValue.int(len(partitions or {}))
-    return dg.MaterializeResult(asset_key=paimon_key(result.target), metadata=metadata,
+        metadata[PARTITIONS_KEY] = partitions_table(partitions, rows_now)
+        metadata["lakecdc/partitions_changed_count"] = dg.MetadataValue.int(len(partitions))
+    return dg.MaterializeResult(asset_key=key or paimon_key(result.target), metadata=metadata,
                                 data_version=dg.DataVersion(f"snapshot-{result.snapshot_id}"))
+
+
+def as_asset_materialization(result: dg.MaterializeResult) -> dg.AssetMaterialization:
+    """A MaterializeResult as the event an op logs (the re-snapshot job), keeping its data version."""
+    tags = {DATA_VERSION_TAG: result.data_version.value} if result.data_version is not None else None
+    return dg.AssetMaterialization(asset_key=result.asset_key, metadata=result.metadata, tags=tags)
 
 
 def recorded_snapshot_id(instance, key: dg.AssetKey) -> int | None:
@@ -178,8 +240,11 @@ def recorded_snapshot_id(instance, key: dg.AssetKey) -> int | None:
     return entry.value if entry is not None else None
 
 
-def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId) -> dg.MaterializeResult | None:
-    """A snapshot that an earlier, crashed run committed without Dagster recording it, as a materialisation."""
+def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId, key: dg.AssetKey | None = None
+                      ) -> dg.MaterializeResult | None:
+    """A snapshot that an earlier, crashed run committed without Dagster recording it, as a materialisation of
+    ``key`` (default: the default translator's key)."""
+    key = key or paimon_key(target)
     from lakecdc.runtime.checkpoint import (BINLOG_FILE, BINLOG_GTID, BINLOG_POS, DELETED, INSERTED, PHASE,
                                             UPDATED, offset_from_properties)
     from lakecdc.sink import PaimonSink
@@ -193,11 +258,11 @@ def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId
     snapshot_id = latest_change_snapshot_id(sink, target)  # upkeep snapshots (compaction, ...) are no commit
     if offset is None or snapshot_id is None:
         return None
-    recorded = recorded_snapshot_id(instance, paimon_key(target))
+    recorded = recorded_snapshot_id(instance, key)
     if recorded is not None and recorded >= snapshot_id:
         return None
     return dg.MaterializeResult(
-        asset_key=paimon_key(target),
+        asset_key=key,
         metadata={
             SNAPSHOT_ID_KEY: dg.MetadataValue.int(snapshot_id),
             "lakecdc/phase": properties.get(PHASE, ""),
@@ -210,7 +275,7 @@ def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId
             "lakecdc/deleted": dg.MetadataValue.int(int(properties.get(DELETED, 0))),
             "lakecdc/recovered": dg.MetadataValue.text(
                 "committed by an earlier run that stopped before Dagster recorded it"),
-            "dagster/table_name": str(target),
+            "dagster/table_name": paimon_table_name(catalog_options.get("warehouse", ""), target),
             "dagster/row_count": dg.MetadataValue.int(sink.row_count(target)),
         },
         data_version=dg.DataVersion(f"snapshot-{snapshot_id}"))

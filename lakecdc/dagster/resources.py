@@ -83,6 +83,31 @@ def default_resources(configs: list[PipelineConfig]) -> dict[str, dg.Configurabl
     return resources
 
 
+def _known_now(value):
+    """A resource field's value as far as it is known while the definitions load: an ``EnvVar`` is read from this
+    process's environment (None when unset)."""
+    if isinstance(value, dg.EnvVar):
+        return value.get_value()
+    return value
+
+
+def load_time_config(config: PipelineConfig, resources: dict | None) -> PipelineConfig:
+    """The pipeline with its MySQL resource's overrides applied as far as they are known while the definitions
+    load: the server the MySQL assets' descriptions name and their column schemas are read from. (Runs apply the
+    resources as Dagster resolves them, see ``effective_config``.)"""
+    mysql = (resources or {}).get(config.automation.mysql_resource)
+    if not isinstance(mysql, MySqlResource):
+        return config
+    changes = {name: _known_now(getattr(mysql, name)) for name in
+               ("hostname", "port", "username", "password", "server_time_zone")}
+    changes = {name: value for name, value in changes.items() if value is not None}
+    if "port" in changes:
+        changes["port"] = int(changes["port"])
+    if not changes:
+        return config
+    return dataclasses.replace(config, source=dataclasses.replace(config.source, **changes))
+
+
 def effective_config(config: PipelineConfig, resources) -> PipelineConfig:
     """The pipeline as it runs here: the YAML with the bound resources' overrides applied. ``resources`` is a
     Dagster resources object (``context.resources``)."""

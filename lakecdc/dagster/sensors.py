@@ -20,7 +20,7 @@ import dagster as dg
 
 from lakecdc.config import PipelineConfig
 from lakecdc.dagster.jobs import PIPELINE_TAG, TABLE_TAG
-from lakecdc.dagster.metadata import paimon_key, table_of
+from lakecdc.dagster.translator import AssetKeys
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.errors import LakeCdcError
 from lakecdc.model import BinlogOffset, TableId
@@ -29,19 +29,21 @@ _ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagst
            dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
 
-def busy_tables(instance, config: PipelineConfig, tables: list[TableId]) -> dict[TableId, str]:
+def busy_tables(instance, config: PipelineConfig, tables: list[TableId], keys: AssetKeys | None = None
+                ) -> dict[TableId, str]:
     """Tables an active run writes → that run's id: runs of the pipeline's jobs, and any other run selecting its
     assets (*Materialize* in the UI or ``dagster asset materialize`` run the implicit asset job, without the
-    pipeline's tag)."""
+    pipeline's tag). ``keys``: the pipeline's asset keys (default: the default translator's)."""
+    keys = keys or AssetKeys.default(tables)
     busy: dict[TableId, str] = {}
     runs = instance.get_runs(filters=dg.RunsFilter(statuses=_ACTIVE))
     for run in runs:
-        if not concerns_pipeline(run, config, tables):
+        if not concerns_pipeline(run, config, tables, keys):
             continue
         if run.tags.get(TABLE_TAG):
             written = [TableId.parse(run.tags[TABLE_TAG])]
         elif run.asset_selection:
-            written = [table_of(k) for k in run.asset_selection if k.path[0] == "paimon"]
+            written = [t for t in map(keys.table_of, run.asset_selection) if t is not None]
         else:
             written = list(tables)
         for table in written:
@@ -50,8 +52,9 @@ def busy_tables(instance, config: PipelineConfig, tables: list[TableId]) -> dict
 
 
 def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
-                        use_resources: bool = False) -> dg.SensorDefinition:
+                        use_resources: bool = False, keys: AssetKeys | None = None) -> dg.SensorDefinition:
     pipeline = config
+    keys = keys or AssetKeys.default(tables)
 
     @dg.sensor(
         name=f"{config.slug}_binlog_sensor", job=job,
@@ -69,7 +72,7 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
             status = pipeline_status(effective, activity=previous.activity)
         except LakeCdcError as exc:
             return dg.SkipReason(f"cannot read the pipeline's state: {exc}")
-        busy = busy_tables(context.instance, pipeline, [t.target for t in status.tables])
+        busy = busy_tables(context.instance, pipeline, [t.target for t in status.tables], keys)
         wanted = [t for t in status.tables if _wanted(t, status.head, previous.requested_at.get(t.target))]
         ready = sorted(t.target for t in wanted if t.target not in busy)
         requested_at = {t: o for t, o in previous.requested_at.items()
@@ -89,7 +92,7 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
         context.log.info(f"{scanned}; runs for: " + ", ".join(f"{t.target} ({t.lag(status.head)})" for t in wanted
                                                                if t.target in ready))
         request = dg.RunRequest(
-            run_key=f"{status.head}|{','.join(map(str, ready))}", asset_selection=[paimon_key(t) for t in ready],
+            run_key=f"{status.head}|{','.join(map(str, ready))}", asset_selection=[keys.paimon[t] for t in ready],
             tags={"lakecdc/binlog_head": str(status.head), PIPELINE_TAG: pipeline.slug})
         return dg.SensorResult(run_requests=[request], cursor=cursor)
 
@@ -168,16 +171,18 @@ def failure_text(config: PipelineConfig, context) -> dict:
             "tables": run.tags.get(TABLE_TAG) or ", ".join("/".join(k.path) for k in (run.asset_selection or []))}
 
 
-def concerns_pipeline(run, config: PipelineConfig, tables: list[TableId]) -> bool:
+def concerns_pipeline(run, config: PipelineConfig, tables: list[TableId], keys: AssetKeys | None = None) -> bool:
     """Whether a run wrote (or tried to write) the pipeline's tables: its jobs, or any job selecting its assets
     (e.g. *Materialize* in the UI runs the implicit asset job)."""
     if run.tags.get(PIPELINE_TAG) == config.slug:
         return True
-    keys = {paimon_key(t) for t in tables}
-    return bool(run.asset_selection and set(run.asset_selection) & keys)
+    keys = keys or AssetKeys.default(tables)
+    ours = {keys.paimon[t] for t in tables if t in keys.paimon}
+    return bool(run.asset_selection and set(run.asset_selection) & ours)
 
 
-def build_failure_sensor(config: PipelineConfig, tables: list[TableId]) -> dg.SensorDefinition:
+def build_failure_sensor(config: PipelineConfig, tables: list[TableId], *,
+                         keys: AssetKeys | None = None) -> dg.SensorDefinition:
     """Logs every failed run that wrote the pipeline's tables and, with ``pipeline.lakecdc.alert.webhook``, posts it
     as JSON (``{"text": ..., "pipeline": ..., "run_id": ..., "errors": [...]}``, the shape Slack/Teams webhooks
     take)."""
@@ -187,7 +192,7 @@ def build_failure_sensor(config: PipelineConfig, tables: list[TableId]) -> dg.Se
                            description=f"Alerts on failed runs of {config.name!r}"
                                        + (" (webhook)" if config.automation.alert_webhook else " (log only)"))
     def _alert(context: dg.RunFailureSensorContext):
-        if not concerns_pipeline(context.dagster_run, pipeline, tables):
+        if not concerns_pipeline(context.dagster_run, pipeline, tables, keys):
             return
         alert = failure_text(pipeline, context)
         context.log.error(alert["text"])

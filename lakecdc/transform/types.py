@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecdc.errors import ExpressionError
+from lakecdc.model import DECLARED_TYPE_KEY
 
 INT_TYPES = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 _INT_RANK = {t: i for i, t in enumerate(INT_TYPES)}
@@ -126,6 +127,18 @@ def flink_name(t: pa.DataType) -> str:
     if pa.types.is_struct(t):
         return "ROW<" + ", ".join(f"{f.name} {flink_name(f.type)}" for f in t) + ">"
     return str(t).upper()
+
+
+def type_name(column: pa.DataType | pa.Field) -> str:
+    """The Paimon/Flink SQL spelling of a column's type, as ``SHOW CREATE TABLE`` (``lakecdc describe``) prints it
+    without nullability: a field's declared sized type (``VARCHAR(100)``, which Arrow's string type cannot carry)
+    when it has one, else the spelling of its Arrow type (``TIMESTAMP(3)``, ``DECIMAL(10, 2)``)."""
+    if isinstance(column, pa.Field):
+        declared = (column.metadata or {}).get(DECLARED_TYPE_KEY)
+        if declared:
+            return declared.decode()
+        column = column.type
+    return flink_name(column)
 
 
 # -------------------------------------------------------------------------------------------- numeric types
