@@ -127,25 +127,63 @@ def test_second_run_fails_clearly_and_writes_nothing(mariadb, shop):
     assert_same_rows(mariadb, config.sink.catalog_options, target.database, "orders", context="after the first run")
 
 
+# `lakecdc run` that freezes itself (SIGSTOP) right after it first takes a table lock, so the other run of a pair meets
+# the held lock whatever the timing.
+FREEZE_WHEN_LOCKED = """
+import os, signal, sys
+from lakecdc import cli
+from lakecdc.sink.lock import TableLock
+acquire, frozen = TableLock.acquire, []
+def acquire_and_freeze(self):
+    held = acquire(self)
+    if not frozen:
+        frozen.append(True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return held
+TableLock.acquire = acquire_and_freeze
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def frozen(proc: subprocess.Popen) -> bool:
+    """Whether ``proc`` is stopped (state T in /proc)."""
+    try:
+        return Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except OSError:
+        return False
+
+
 def test_runs_started_together_never_lose_or_double_anything(mariadb, shop):
-    """Pairs of runs launched at the same moment while MySQL changes: each one either works or fails on the lock,
-    and after a last run the table equals MySQL."""
+    """Pairs of runs launched at the same moment while MySQL changes collide: the first to take the table lock
+    holds it (frozen right after taking it), the other fails on the lock, naming it; the holder then finishes, and
+    after a last run the table equals MySQL."""
     config, path, target, _ = shop
     rng = random.Random(7)
-    run = [str(BIN / "lakecdc"), "run", str(path)]
-    outcomes = []
-    for _ in range(3):
+    run = [sys.executable, "-c", FREEZE_WHEN_LOCKED, "run", str(path)]
+    for round_ in range(3):
         change(mariadb, target.database, rng)
         pair = [subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-        for proc in pair:
-            err = proc.communicate(timeout=300)[1]
-            assert proc.returncode in (0, 1), err
-            if proc.returncode == 1:
-                assert "is being written by another writer" in err, err
-            outcomes.append(proc.returncode)
+        try:
+            deadline = time.monotonic() + 120
+            while not any(map(frozen, pair)) and all(p.poll() is None for p in pair) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            holders = [p for p in pair if frozen(p)]
+            assert len(holders) == 1, f"round {round_}: no run took the lock: " + \
+                " | ".join(p.communicate(timeout=60)[1][-2000:] for p in pair if p.poll() is not None)
+            [holder] = holders
+            [other] = [p for p in pair if p is not holder]
+            err = other.communicate(timeout=300)[1]
+            # the collision: the other run met the held lock and failed, naming it
+            assert other.returncode == 1 and "is being written by another writer" in err, err[-3000:]
+            assert f"pid {holder.pid}" in err, err[-3000:]
+        finally:
+            for proc in pair:
+                if proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGCONT)
+        err = holder.communicate(timeout=300)[1]
+        assert holder.returncode == 0, err[-3000:]
     run_micro_batch(config)
-    assert_same_rows(mariadb, config.sink.catalog_options, target.database, "orders", context=f"outcomes {outcomes}")
-    assert 0 in outcomes
+    assert_same_rows(mariadb, config.sink.catalog_options, target.database, "orders", context="after the pairs")
 
 
 def test_sensor_does_not_start_a_second_writer_during_a_run(mariadb, shop, tmp_path):

@@ -227,24 +227,24 @@ def test_crash_at_stage_then_rerun_is_exact(mariadb, fresh_db, tmp_path, stage, 
     assert lake.snapshot_ids() == quiet, context
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_killed_at_a_random_moment_while_writing_a_large_binlog_batch(mariadb, fresh_db, tmp_path, seed):
-    """A timer SIGKILLs the run somewhere inside a large binlog read and write (tens of thousands of rows)."""
-    rng = random.Random(seed)
-    lake = Lake(mariadb, fresh_db, tmp_path, rng)
-    run_micro_batch(lake.config)
-    mariadb.execute("UPDATE accounts SET balance = COALESCE(balance, 0) + 1, note = NULL", database=fresh_db)
+def _bulk_changes(mariadb, db: str) -> None:
+    """A large binlog batch: tens of thousands of row changes over the three tables."""
+    mariadb.execute("UPDATE accounts SET balance = COALESCE(balance, 0) + 1, note = NULL", database=db)
     mariadb.execute("INSERT INTO events SELECT seq % 500, CONCAT('bulk', seq), NULL FROM seq_1_to_40000",
-                    database=fresh_db)
-    mariadb.execute("DELETE FROM items WHERE qty % 3 = 0", database=fresh_db)
-    lake.write(rng.randint(5, 20))
-    delay = rng.uniform(0.0, 1.5)
-    proc = subprocess.Popen(CLI + [str(lake.path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                    database=db)
+    mariadb.execute("DELETE FROM items WHERE qty % 3 = 0", database=db)
+
+
+def _run_and_kill(path: Path, delay: float) -> int:
+    """`lakecdc run`, SIGKILLed ``delay`` seconds after its binlog phase starts; its exit status (a run that
+    finished first exits 0)."""
+    proc = subprocess.Popen(CLI + [str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={k: v for k, v in os.environ.items() if k != "LAKECDC_FAILPOINT"})
     try:
         for line in proc.stderr:  # the binlog phase starts: kill a random moment later
             if "binlog from" in line:
-                time.sleep(delay)
+                if delay:
+                    time.sleep(delay)
                 os.kill(proc.pid, signal.SIGKILL)
                 break
     finally:
@@ -252,7 +252,28 @@ def test_killed_at_a_random_moment_while_writing_a_large_binlog_batch(mariadb, f
             proc.kill()
         proc.wait()
         proc.stderr.close()
-    context = f"seed {seed}, killed {delay:.2f}s into the binlog phase (exit {proc.returncode})"
+    return proc.returncode
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_killed_at_a_random_moment_while_writing_a_large_binlog_batch(mariadb, fresh_db, tmp_path, seed):
+    """A timer SIGKILLs the run somewhere inside a large binlog read and write (tens of thousands of rows). When
+    the run finishes before the timer (a fast machine), the scenario is repeated with a shorter delay, and at last
+    with none (the kill then lands as soon as the binlog phase starts): the test asserts that a run was killed."""
+    rng = random.Random(seed)
+    lake = Lake(mariadb, fresh_db, tmp_path, rng)
+    run_micro_batch(lake.config)
+    delay = rng.uniform(0.0, 1.5)
+    attempts = []
+    for attempt_delay in (delay, delay / 4, 0.0):
+        _bulk_changes(mariadb, fresh_db)
+        lake.write(rng.randint(5, 20))
+        status = _run_and_kill(lake.path, attempt_delay)
+        attempts.append(f"{attempt_delay:.2f}s: exit {status}")
+        if status == -signal.SIGKILL:
+            break
+    context = f"seed {seed}, killed after {'; '.join(attempts)}"
+    assert status == -signal.SIGKILL, f"{context}: no run was killed"
     lake.write(rng.randint(5, 20))
     run_micro_batch(lake.config)
     lake.assert_equal(context)

@@ -5,6 +5,7 @@ binlog, lost connections and ``server-id`` ranges."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -22,6 +23,7 @@ from lakecdc.runtime.checkpoint import read_checkpoint
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
 from lakecdc.source import BinlogReader, MySqlSource, MySqlSourceOptions
+from lakecdc.source import snapshot as snapshot_module
 
 PIPELINE = """
 source:
@@ -216,48 +218,34 @@ def test_purged_binlog_stops_the_run_and_says_how_to_resnapshot(mariadb, fresh_d
 
 # PyMySQL's cursor of the killed connection fails again when garbage-collected
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_lost_snapshot_connection_is_retried(mariadb, fresh_db, tmp_path):
-    """The connection holding the consistent snapshot is killed mid-group: the group is retried (a new consistent
-    snapshot, the writer's uncommitted rows dropped) and the table ends up complete."""
+def test_lost_snapshot_connection_is_retried(mariadb, fresh_db, tmp_path, monkeypatch, caplog):
+    """The connection holding the consistent snapshot is killed mid-chunk (the reader paused by its test hook
+    right after the first rows of the first chunk came off the wire): the group is retried on a new connection (a
+    new consistent snapshot, the writer's uncommitted rows dropped) and the table ends up complete."""
     db = fresh_db
-    user = f"snap_{fresh_db[-6:]}"
-    mariadb.execute(f"CREATE USER '{user}'@'127.0.0.1'")
-    mariadb.execute(f"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'127.0.0.1'")
-    # big rows in one chunk: the server streams the chunk for a while, blocked on the socket
-    mariadb.execute("CREATE TABLE big (id INT PRIMARY KEY, pad VARCHAR(1000))", database=db)
-    mariadb.execute("INSERT INTO big SELECT seq, REPEAT('x', 1000) FROM seq_1_to_30000", database=db)
+    mariadb.execute("CREATE TABLE big (id INT PRIMARY KEY, pad VARCHAR(200))", database=db)
+    mariadb.execute("INSERT INTO big SELECT seq, REPEAT('x', 200) FROM seq_1_to_5000", database=db)
     config = make_config(mariadb, tmp_path, f"{db}.big", server_id="6051",
-                         extra="  scan.incremental.snapshot.chunk.size: 20000")
-    config.source.username = user
-    config.snapshot_commit_rows = 20000
-    killed = []
+                         extra="  scan.incremental.snapshot.chunk.size: 2000")
+    config.snapshot_commit_rows = 5000
+    connections, killed = [], []
 
-    def killer():  # kill the snapshot connection while it runs a statement (the chunk query, or one before it:
-        # the snapshot reader is fast enough to finish a chunk between two polls)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not killed:
-            rows = mariadb.execute(
-                "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s AND COMMAND = 'Query'", (user,))
-            for (thread_id,) in rows:
-                try:
-                    mariadb.execute(f"KILL CONNECTION {thread_id}")
-                    killed.append(thread_id)
-                except pymysql.MySQLError:
-                    pass
-            time.sleep(0.002)
+    def pause_and_kill(connection_id: int) -> None:  # runs in the reader's thread, which waits meanwhile
+        connections.append(connection_id)
+        if not killed:
+            mariadb.execute(f"KILL CONNECTION {connection_id}")
+            killed.append(connection_id)
 
-    thread = threading.Thread(target=killer)
-    thread.start()
-    try:
+    monkeypatch.setattr(snapshot_module, "mid_chunk_hook", pause_and_kill)
+    with caplog.at_level(logging.WARNING):
         result = run_micro_batch(config).tables[TableId(db, "big")]
-    finally:
-        killed.append("stop")
-        thread.join()
-        mariadb.execute(f"DROP USER '{user}'@'127.0.0.1'")
     assert result.snapshot_complete
-    assert lake(config, f"{db}.big", "count(*) AS n, sum(id) AS s", "n") == [{"n": 30000, "s": 30000 * 30001 // 2}]
-    if killed[0] == "stop":  # the snapshot finished between two polls: nothing was killed, nothing to retry
-        pytest.skip("the snapshot connection finished before the killer saw it (race lost on a fast reader)")
+    assert lake(config, f"{db}.big", "count(*) AS n, sum(id) AS s", "n") == [{"n": 5000, "s": 5000 * 5001 // 2}]
+    # The kill happened, and the group was read again on another connection.
+    assert len(killed) == 1
+    assert any(c != killed[0] for c in connections[1:]), connections
+    assert any("connection" in r.getMessage() and "retry 1/" in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
 
 
 # PyMySQL's cursor of the killed connection fails again when garbage-collected

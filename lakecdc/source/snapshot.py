@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pymysql
@@ -41,6 +41,12 @@ from lakecdc.source.text_columns import TextColumn, text_columns
 from lakecdc.source.wire import abort_connection, read_columns, result_columns
 
 log = logging.getLogger(__name__)
+
+# Test hook: when set, called in the reading thread after each batch of a SELECT came off the wire and before it
+# is handed on, with the MySQL connection id of the snapshot connection. The reader is paused while it runs, so a
+# test can kill the connection at an exact point mid-chunk (tests/test_source_tables.py). None in normal runs:
+# one attribute check per batch.
+mid_chunk_hook: Callable[[int], None] | None = None
 
 
 def _columns(table: SourceTable) -> str:
@@ -237,6 +243,8 @@ class SnapshotReader:
                     self.rows_read += n
                     if key_index is not None and n:
                         last_key = decoders[key_index].driver_value(raw[key_index], n - 1)
+                    if mid_chunk_hook is not None:
+                        mid_chunk_hook(self._conn.thread_id())
                     yield ChangeBatch(table, build_columns(schema, decoders, raw, INSERT, 0))
             finally:
                 batches.close()  # reads the rest of an unfinished result: the connection runs the next query
