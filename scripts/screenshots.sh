@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Regenerates the UI screenshots in docs/img/ from a real run: runs the tutorial (scripts/tutorial.sh: sandbox
 # MariaDB, three micro-batches through Dagster), re-snapshots one partition through the re-snapshot job, starts
-# `dagster dev` headless on a free loopback port against the tutorial's DAGSTER_HOME, renders pages with headless
+# `dg dev` headless on a free loopback port against the tutorial's DAGSTER_HOME, renders pages with headless
 # Chromium, and stops Dagster again. The sandbox MariaDB keeps running, as after scripts/tutorial.sh
 # (scripts/mariadb.sh stop).
 #
-#   scripts/screenshots.sh            # needs chromium (apt-get install chromium)
+#   scripts/screenshots.sh            # needs chromium (scripts/setup.sh installs it)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
-[ -n "$CHROMIUM" ] || { echo "screenshots: chromium is not installed (apt-get install chromium)" >&2; exit 1; }
+[ -n "$CHROMIUM" ] || { echo "screenshots: chromium is not installed (run scripts/setup.sh)" >&2; exit 1; }
 
 scripts/tutorial.sh >/dev/null
 
@@ -21,18 +21,22 @@ export DAGSTER_HOME="$ROOT/.lakecdc/tutorial/dagster_home"
 export LAKECDC_PIPELINES_DIR="$ROOT/assets"
 export DAGSTER_DISABLE_TELEMETRY=yes
 PATH="$ROOT/.venv/bin:$PATH"
-# One Dagster run at a time per table (the assets' pools); the tutorial's dagster.yaml is otherwise empty.
-printf 'concurrency:\n  pools:\n    default_limit: 1\ntelemetry:\n  enabled: false\n' > "$DAGSTER_HOME/dagster.yaml"
+# (scripts/tutorial.sh wrote the instance's dagster.yaml: pools limited to one run per table, telemetry off.)
 
 # A partition re-snapshot, so the asset's history also shows one.
-dagster job execute -m definitions -j resnapshot__inventory__orders --tags '{"dagster/partition": "order_day=20260103"}' \
-  >/dev/null 2>&1 || echo "screenshots: the partition re-snapshot failed (continuing)" >&2
+dg launch -m definitions --job resnapshot__inventory__orders --partition order_day=20260103 >/dev/null 2>&1 \
+  || { echo "screenshots: the partition re-snapshot failed" >&2; exit 1; }
 
 PORT=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 LOG=$ROOT/.lakecdc/tutorial/dagster-dev.log
-setsid dagster dev -w workspace.yaml -h 127.0.0.1 -p "$PORT" >"$LOG" 2>&1 &
+setsid dg dev -w workspace.yaml -h 127.0.0.1 -p "$PORT" >"$LOG" 2>&1 &
 DEV=$!
-stop() { kill -TERM -- "-$DEV" 2>/dev/null || true; wait "$DEV" 2>/dev/null || true; }
+stop() {  # dg dev's children may hang on shutdown: TERM, then KILL the process group after 20 s
+  kill -TERM -- "-$DEV" 2>/dev/null || true
+  for _ in $(seq 1 20); do kill -0 "$DEV" 2>/dev/null || break; sleep 1; done
+  kill -KILL -- "-$DEV" 2>/dev/null || true
+  wait "$DEV" 2>/dev/null || true
+}
 trap stop EXIT
 
 URL="http://127.0.0.1:$PORT"
@@ -40,7 +44,7 @@ for _ in $(seq 1 120); do
   curl -sf "$URL/server_info" >/dev/null 2>&1 && break
   sleep 1
 done
-curl -sf "$URL/server_info" >/dev/null || { tail -30 "$LOG" >&2; echo "screenshots: dagster dev did not start" >&2; exit 1; }
+curl -sf "$URL/server_info" >/dev/null || { tail -30 "$LOG" >&2; echo "screenshots: dg dev did not start" >&2; exit 1; }
 # The code location must be loaded before the pages render anything.
 for _ in $(seq 1 60); do
   curl -s -X POST -H 'Content-Type: application/json' "$URL/graphql" \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Flink CDC tutorial "Metadata Columns, Computed Columns, and Soft Deletes", run through Dagster.
 # On a fresh machine: installs what is missing, starts a sandbox MariaDB (binlog on) under .lakecdc/, creates the
-# tutorial's inventory.orders table, materialises the Paimon asset with `dagster asset materialize` (Dagster's
-# default SQLite storage in .lakecdc/dagster_home), and prints the tables the tutorial prints after each step.
+# tutorial's inventory.orders table, materialises the Paimon asset with `dg launch` (Dagster's default SQLite
+# storage in .lakecdc/tutorial/dagster_home, telemetry off), and prints the tables the tutorial prints after each
+# step. It ends with the command that opens the Dagster UI on the same MariaDB, warehouse and Dagster storage.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -21,7 +22,9 @@ scripts/mariadb.sh start >/dev/null
 mysql() { scripts/mariadb.sh cli "" "$@"; }
 
 # The tutorial starts from an empty warehouse and a fresh source table.
-rm -rf "$ROOT/.lakecdc/tutorial"; mkdir -p "$LAKECDC_WAREHOUSE" "$DAGSTER_HOME"; touch "$DAGSTER_HOME/dagster.yaml"
+rm -rf "$ROOT/.lakecdc/tutorial"; mkdir -p "$LAKECDC_WAREHOUSE" "$DAGSTER_HOME"
+# The tutorial's Dagster instance: one run at a time per table (the assets' pools), no telemetry.
+printf 'concurrency:\n  pools:\n    default_limit: 1\ntelemetry:\n  enabled: false\n' > "$DAGSTER_HOME/dagster.yaml"
 mysql -e "DROP DATABASE IF EXISTS inventory; CREATE DATABASE inventory; USE inventory;
 CREATE TABLE orders (
   id BIGINT NOT NULL,
@@ -34,11 +37,11 @@ INSERT INTO orders VALUES
   (101, 'book', 29.90, '2026-01-01 12:00:00'),
   (102, 'pen', 5.00, '2026-01-02 09:30:00');"
 
-materialize() { dagster asset materialize -m definitions --select 'paimon/inventory/orders' 2>&1 \
+materialize() { dg launch -m definitions --assets 'key:"paimon/inventory/orders"' 2>&1 \
   | grep -E "RUN_SUCCESS|RUN_FAILURE|Failure|Error" | tail -3 | cut -c1-200; }
 query() { lakecdc sql "$PIPELINE" "$1"; }
 
-echo "== 1. snapshot: dagster asset materialize"
+echo "== 1. snapshot: dg launch"
 materialize
 lakecdc describe "$PIPELINE" inventory.orders
 query "SELECT id, product_upper, price, order_day, op_type FROM inventory.orders ORDER BY id"
@@ -58,4 +61,6 @@ materialize
 query "SELECT id, product_upper, price, order_day, op_type, source_ts > 0 AS has_binlog_time FROM inventory.orders ORDER BY id"
 query "SELECT id, product_upper, price FROM inventory.orders WHERE op_type <> '-D' ORDER BY id"
 lakecdc status "$PIPELINE"
-echo "Dagster UI: DAGSTER_HOME=$DAGSTER_HOME .venv/bin/dagster dev -w workspace.yaml (the sandbox MariaDB keeps running; stop it with scripts/mariadb.sh stop)"
+echo "Dagster UI on this tutorial's MariaDB, warehouse and Dagster storage (the sandbox MariaDB keeps running;"
+echo "stop it with scripts/mariadb.sh stop):"
+echo "  DAGSTER_HOME=$DAGSTER_HOME LAKECDC_WAREHOUSE=$LAKECDC_WAREHOUSE MYSQL_PORT=$LAKECDC_MYSQL_PORT .venv/bin/dg dev -w workspace.yaml"
