@@ -563,6 +563,8 @@ CONFORMANCE = [  # behaviours fixed to match Flink CDC (issue 16); evaluated on 
     C(f"{B20} = 123456789012345678.90", T),
     C(f"{B20} > m", [T, F, T]),
     C(B20, N, pa.decimal128(19, 2)),  # declared DECIMAL(19, 2): the 20-digit value does not fit → NULL
+    C("123456789012345678.90", N, pa.decimal128(19, 2)),  # a literal too: declared capped, exact inside
+    C("123456789012345678.90 - 0.90 = 123456789012345678", T),
     C(f"CEIL({B20})", D("123456789012345679"), pa.decimal128(19, 0)),
     C(f"ROUND({B20}, 1)", D("123456789012345678.9"), pa.decimal128(19, 1)),
     C(f"FLOOR({B20}) - 123456789012345600", D("78"), pa.decimal128(19, 0)),

@@ -35,7 +35,7 @@ from lakecdc.transform import functions as fn
 from lakecdc.transform.functions import comparison, structs, temporal
 from lakecdc.transform.functions.base import Site, require
 from lakecdc.transform.nodes import Literal, Node
-from lakecdc.transform.types import decimal_literal_type, unit_for_precision
+from lakecdc.transform.types import capped_decimal, decimal_literal_type, unit_for_precision
 
 
 class FlinkCdcSql(Spark):
@@ -307,7 +307,7 @@ class Compiler:
                 return self.function(node.name, [], sql)
             return self.resolve(node.name)
         if isinstance(node, exp.Literal):
-            return _literal(node, sql)
+            return _literal(node, sql, max_precision=self.max_precision)
         if isinstance(node, exp.Boolean):
             return Literal(bool(node.this), pa.bool_(), sql)
         if isinstance(node, exp.Null):
@@ -317,7 +317,7 @@ class Compiler:
         if isinstance(node, exp.Neg):
             inner = node.this
             if isinstance(inner, exp.Literal) and not inner.is_string:
-                return _literal(inner, sql, negate=True)
+                return _literal(inner, sql, negate=True, max_precision=self.max_precision)
             return self.call(fn.OPERATORS["NEG"], [self.compile(inner)], sql)
         for cls, op in _BINARY.items():
             if type(node) is cls:
@@ -511,7 +511,7 @@ class Compiler:
         return self.call(fn.OPERATORS["CASE"], args, sql)
 
 
-def _literal(node: exp.Literal, sql: str, negate: bool = False) -> Literal:
+def _literal(node: exp.Literal, sql: str, negate: bool = False, max_precision: int = 38) -> Literal:
     text = node.this
     if node.is_string:
         return Literal(text, pa.string(), sql)
@@ -521,7 +521,9 @@ def _literal(node: exp.Literal, sql: str, negate: bool = False) -> Literal:
     if "e" in lowered:
         return Literal(float(text), pa.float64(), sql)
     if "." in text:
-        return Literal(decimal.Decimal(text), decimal_literal_type(text), sql)
+        exact = decimal_literal_type(text)  # declared capped at the pipeline's maximum, the value keeps its digits
+        return Literal(decimal.Decimal(text), capped_decimal(exact.precision, exact.scale, max_precision), sql,
+                       value_type=exact)
     value = int(text)
     if -2 ** 31 <= value < 2 ** 31:
         return Literal(value, pa.int32(), sql)

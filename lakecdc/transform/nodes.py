@@ -113,12 +113,15 @@ class Node:
 
 
 class Literal(Node):
-    def __init__(self, value: Any, dtype: pa.DataType, sql: str = ""):
+    """A constant. ``value_type`` (default ``dtype``) is the type of its value when the declared type is narrower
+    (a 20-digit DECIMAL literal is declared DECIMAL(19, s) in UP_TO_19 but keeps its digits, as a BigDecimal)."""
+
+    def __init__(self, value: Any, dtype: pa.DataType, sql: str = "", value_type: pa.DataType | None = None):
         self.const = value
         self.dtype = dtype
         self.nullable = value is None
         self.sql = sql
-        self._scalar = None if pa.types.is_null(dtype) or value is None else pa.scalar(value, dtype)
+        self._scalar = None if pa.types.is_null(dtype) or value is None else pa.scalar(value, value_type or dtype)
 
     def eval(self, env: EvalEnv) -> pa.Array:
         if self._scalar is None:
