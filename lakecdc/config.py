@@ -116,7 +116,7 @@ class StartupConfig:
 
 @dataclass
 class SinkConfig:
-    catalog_options: dict[str, str]
+    catalog_options: dict[str, str] = field(repr=False)  # may hold S3 keys (from ${VAR})
     table_properties: dict[str, str]
     partition_keys: dict[TableId, list[str]]
     commit_user_prefix: str
@@ -220,6 +220,7 @@ def parse_pipeline(text: str, *, path: str | None = None, env: dict[str, str] | 
     if not isinstance(raw, dict):
         raise PipelineConfigError("the pipeline must be a YAML mapping with source, sink and pipeline", file=path)
     _check_password_source(raw, path)
+    _check_storage_secret_sources(raw, path)
     try:
         raw = _substitute_env(raw, env, path, "")
     except RecursionError:
@@ -268,6 +269,31 @@ def _check_password_source(raw: dict, file: str | None) -> None:
         "Write 'password: ${MYSQL_PASSWORD}' and export MYSQL_PASSWORD where the pipeline runs (a default such as "
         "${MYSQL_PASSWORD:-secret} counts as written in the file), or bind a Dagster "
         "MySqlResource(password=dg.EnvVar(\"MYSQL_PASSWORD\"))", file=file, path="source.password")
+
+
+def _check_storage_secret_sources(raw: dict, file: str | None) -> None:
+    """S3 keys (``catalog.properties.s3.access-key`` / ``s3.secret-key`` / ``s3.session-token`` and their aliases)
+    come only from the environment, like passwords: empty or exactly one ``${VAR}``."""
+    from lakecdc.errors import SinkError
+    from lakecdc.sink.object_store import SECRET_S3_OPTIONS, canonical_s3_option
+
+    sink = raw.get("sink")
+    if not isinstance(sink, dict):
+        return
+    for key, value in sink.items():
+        if not str(key).startswith("catalog.properties."):
+            continue
+        try:
+            canonical = canonical_s3_option(str(key)[len("catalog.properties."):])
+        except SinkError:
+            continue  # reported with the other sink options
+        if canonical not in SECRET_S3_OPTIONS or value is None or value == "" \
+                or (isinstance(value, str) and _PASSWORD_REF.fullmatch(value.strip())):
+            continue
+        raise PipelineConfigError(
+            f"an S3 key written in the pipeline file is refused: {canonical} comes only from an environment "
+            f"variable. Write '{key}: ${{S3_SECRET_KEY}}' (any variable name) and export it where the pipeline "
+            f"runs, or leave the keys out to use the AWS default credential chain", file=file, path=f"sink.{key}")
 
 
 _SUBSTITUTE_BUDGET = 100_000  # values a pipeline may expand to: YAML aliases can nest exponentially
@@ -656,14 +682,7 @@ class _Parser:
                              f"only the 'filesystem' metastore is supported, got {metastore!r}")
         if not catalog.get("warehouse"):
             raise self.error("sink.catalog.properties.warehouse", "required option is missing")
-        from lakecdc.sink.catalog import local_warehouse_path
-
-        if local_warehouse_path(catalog["warehouse"].strip()) is None:
-            raise self.error("sink.catalog.properties.warehouse",
-                             f"{catalog['warehouse']!r} is not a local filesystem: lakecdc writes only to local "
-                             "(or NFS with working flock) warehouses for now, because each Paimon table needs a "
-                             "single writer and object stores/HDFS would need an external commit lock. Use a local "
-                             "path or file:// URI (see docs/operations.md, 'Object-store warehouses')")
+        self._check_warehouse(catalog)
         include = self._schema_change_types(raw, "include.schema.changes")
         exclude = self._schema_change_types(raw, "exclude.schema.changes")
         prefix = raw.get("commit.user-prefix", raw.get("commit.user", "admin"))
@@ -672,6 +691,22 @@ class _Parser:
             partition_keys=self._partition_keys(self.string(raw, path, "partition.key", default="") or ""),
             commit_user_prefix=str(prefix), name=self.string(raw, path, "name"),
             include_schema_changes=include, exclude_schema_changes=exclude)
+
+    def _check_warehouse(self, catalog: dict[str, str]) -> None:
+        """Local paths, file:// and s3:// warehouses (docs/operations.md, "Object-store warehouses"); S3 options
+        under Paimon's names or their aliases."""
+        from lakecdc.errors import SinkError
+        from lakecdc.sink import object_store
+
+        warehouse = catalog["warehouse"].strip()
+        problem = object_store.warehouse_problem(warehouse)
+        if problem:
+            raise self.error("sink.catalog.properties.warehouse", problem)
+        if object_store.is_object_store(warehouse):
+            try:
+                object_store.S3Settings.from_options(catalog)
+            except SinkError as exc:
+                raise self.error("sink", str(exc)) from None
 
     def _schema_change_types(self, raw: dict, key: str) -> tuple[str, ...] | None:
         """A list of schema change event types or families (Flink CDC: ``[column, drop.table]``), expanded."""

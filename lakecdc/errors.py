@@ -41,3 +41,8 @@ class SinkError(LakeCdcError):
 
 class TableLockedError(SinkError):
     """Another writer holds the lock of a Paimon table."""
+
+
+class CommitConflictError(SinkError):
+    """Another writer committed to a Paimon table after this run loaded its checkpoint: nothing of this commit was
+    published; the next run resumes from the checkpoint in the newest snapshot."""

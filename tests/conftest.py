@@ -73,3 +73,21 @@ def fresh_db(mariadb):
         yield name
     finally:
         mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A private S3 server (moto's backend, single-threaded, so conditional puts are atomic) on a free 127.0.0.1
+    port for the whole session."""
+    from s3_server import ACCESS_KEY, KEY_ENV, SECRET_ENV, SECRET_KEY, S3Server
+
+    os.environ[KEY_ENV], os.environ[SECRET_ENV] = ACCESS_KEY, SECRET_KEY  # test-only keys, for ${VAR} in pipelines
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_warehouse(s3_server):
+    """Catalog options of an s3:// warehouse in a new bucket of the private S3 server (Paimon's option names)."""
+    bucket = s3_server.new_bucket()
+    return s3_server.catalog_options(f"s3://{bucket}/warehouse")

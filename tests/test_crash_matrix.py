@@ -84,7 +84,7 @@ MAINTENANCE = ROOT / "lakecdc" / "sink" / "maintenance.py"
 class Lake:
     """One seeded source database, its pipeline file and its Paimon warehouse."""
 
-    def __init__(self, mariadb, db: str, tmp_path: Path, rng: random.Random):
+    def __init__(self, mariadb, db: str, tmp_path: Path, rng: random.Random, s3_server=None):
         self.mariadb, self.db, self.rng = mariadb, db, rng
         self.accounts = rng.randint(1800, 3000)
         mariadb.execute("CREATE TABLE accounts (id INT PRIMARY KEY, owner VARCHAR(30) NOT NULL, "
@@ -103,7 +103,10 @@ class Lake:
                         "FROM seq_1_to_1500", database=db)
         self.events = 1500
         self.lock = threading.Lock()
-        text = PIPELINE.format(port=mariadb.port, db=db, warehouse=tmp_path / "warehouse",
+        warehouse = tmp_path / "warehouse"
+        if s3_server is not None:
+            warehouse = s3_server.warehouse_yaml(f"s3://{s3_server.new_bucket()}/warehouse")
+        text = PIPELINE.format(port=mariadb.port, db=db, warehouse=warehouse,
                                chunk=rng.choice([150, 300, 700]), commit_rows=rng.choice([600, 900, 1300]))
         self.path = tmp_path / "pipeline.yaml"
         self.path.write_text(text)
@@ -181,14 +184,18 @@ class Lake:
         return subprocess.run(CLI + [str(self.path)], env=env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+# every seed on a local warehouse, the first one on s3:// too (a private S3 server; tests/test_s3.py)
+STORAGES = [(seed, "local") for seed in SEEDS] + [(SEEDS[0], "s3")]
+
+
+@pytest.mark.parametrize("seed,storage", STORAGES)
 @pytest.mark.parametrize("stage", list(STAGES))
-def test_crash_at_stage_then_rerun_is_exact(mariadb, fresh_db, tmp_path, stage, seed):
+def test_crash_at_stage_then_rerun_is_exact(mariadb, fresh_db, tmp_path, stage, seed, storage, request):
     if stage.startswith("during-upkeep") and not MAINTENANCE.exists():
         pytest.skip("table upkeep (lakecdc/sink/maintenance.py, failpoint during-upkeep) does not exist yet")
     rng = random.Random(seed)
-    lake = Lake(mariadb, fresh_db, tmp_path, rng)
-    context = f"seed {seed}, crash at {stage}"
+    lake = Lake(mariadb, fresh_db, tmp_path, rng, request.getfixturevalue("s3_server") if storage == "s3" else None)
+    context = f"seed {seed} on {storage}, crash at {stage}"
     if stage not in SNAPSHOT_STAGES:
         run_micro_batch(lake.config)  # the snapshot; the crash comes in a binlog run
         lake.write(rng.randint(5, 40))

@@ -162,18 +162,24 @@ def round_size(rng: random.Random, round_number: int) -> str:
     return rng.choices(["empty", "tiny", "normal", "large"], weights=(1, 2, 6, 1))[0]
 
 
-# FULL row metadata with every seed; MINIMAL (MySQL 8's default) and NO_LOG (MariaDB's) with a few
-CASES = [("FULL", s) for s in SEEDS] + [(m, s) for m in ("MINIMAL", "NO_LOG") for s in SEEDS[:2]]
+# FULL row metadata with every seed (and the first seed on an s3:// warehouse too: a private S3 server, see
+# tests/test_s3.py); MINIMAL (MySQL 8's default) and NO_LOG (MariaDB's) with a few
+CASES = [("FULL", s, "local") for s in SEEDS] + [("FULL", SEEDS[0], "s3")] + \
+    [(m, s, "local") for m in ("MINIMAL", "NO_LOG") for s in SEEDS[:2]]
 
 
-@pytest.mark.parametrize("row_metadata,seed", CASES)
-def test_random_transactions_match_mysql(source_server, source_db, tmp_path, row_metadata, seed):
+@pytest.mark.parametrize("row_metadata,seed,storage", CASES)
+def test_random_transactions_match_mysql(source_server, source_db, tmp_path, row_metadata, seed, storage, request):
     rng = random.Random(seed)
     mariadb, db = source_server, source_db
     for create in TABLES.values():
         mariadb.execute(create, database=db)
     bucket = BUCKETS[seed % len(BUCKETS)]
-    config = parse_pipeline(PIPELINE.format(port=mariadb.port, db=db, warehouse=tmp_path / "wh", bucket=bucket))
+    warehouse = tmp_path / "wh"
+    if storage == "s3":
+        s3 = request.getfixturevalue("s3_server")
+        warehouse = s3.warehouse_yaml(f"s3://{s3.new_bucket()}/wh")
+    config = parse_pipeline(PIPELINE.format(port=mariadb.port, db=db, warehouse=warehouse, bucket=bucket))
     workload = Workload(rng, db)
     conn = mariadb.connect(db)
     conn.autocommit(False)

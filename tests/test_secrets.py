@@ -173,3 +173,40 @@ def test_errors_never_carry_the_password(vault):
     with pytest.raises(LakeCdcError) as info:
         run_micro_batch(config)
     assert SECRET not in str(info.value)
+
+
+S3_SECRET = f"S3-{uuid.uuid4().hex}-Kk7"  # moto checks no signature: any key works, and a unique one shows leaks
+
+
+def test_s3_keys_never_show(mariadb, fresh_db, tmp_path, s3_server, monkeypatch, caplog):
+    """An s3:// warehouse whose secret key comes from ${VAR}: the key is in no log line, CLI output, error message,
+    repr of the configuration, or object of the warehouse (snapshot properties, schemas, options)."""
+    from s3_server import KEY_ENV, SECRET_ENV
+
+    monkeypatch.setenv(SECRET_ENV, S3_SECRET)
+    monkeypatch.setenv(KEY_ENV, f"AK{S3_SECRET}")
+    mariadb.execute("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20))", database=fresh_db)
+    mariadb.execute("INSERT INTO items VALUES (1, 'a'), (2, NULL)", database=fresh_db)
+    bucket = s3_server.new_bucket()
+    path = tmp_path / "s3.yaml"
+    path.write_text(PIPELINE.format(port=mariadb.port, user="root", db=fresh_db,
+                                    warehouse=s3_server.warehouse_yaml(f"s3://{bucket}/wh"))
+                    .replace("${LAKECDC_SECRET_PW}", '""'))
+    cli = [str(BIN / "lakecdc"), "-v"]
+    outputs = [subprocess.run(cli + [command, str(path)], capture_output=True, text=True, timeout=300)
+               for command in ("run", "status")]
+    assert [o.returncode for o in outputs] == [0, 0], outputs[0].stderr[-3000:]
+    caplog.set_level(logging.DEBUG)
+    mariadb.execute("INSERT INTO items VALUES (3, 'c')", database=fresh_db)
+    config = load_pipeline(path)
+    result = run_micro_batch(config)
+    broken = load_pipeline(path)
+    broken.sink.catalog_options["warehouse"] = "s3://lakecdc-no-such-bucket/wh"  # fails: the error names no key
+    with pytest.raises(LakeCdcError) as info:
+        run_micro_batch(broken)
+    shown = "".join(o.stdout + o.stderr for o in outputs) + caplog.text + repr(result) + repr(config) + \
+        str(info.value) + repr(info.value.__cause__)
+    assert S3_SECRET not in shown
+    client = s3_server.client()
+    stored = [client.get_object(Bucket=bucket, Key=k)["Body"].read() for k in s3_server.keys(bucket)]
+    assert stored and not [data for data in stored if S3_SECRET.encode() in data]

@@ -108,7 +108,7 @@ class Catalog:
         unless ``write``; writing statements then hold the lock of the tables they name (lakecdc.sink.sql)."""
         from lakecdc.sink.sql import run_sql
 
-        return run_sql({"warehouse": self.warehouse}, query, write=write)
+        return run_sql(self._sink.catalog_options, query, write=write)
 
 
 class Table:

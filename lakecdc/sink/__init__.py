@@ -17,9 +17,10 @@ import pyarrow as pa
 
 from lakecdc.errors import SinkError
 from lakecdc.model import TableId
-from lakecdc.sink import native
-from lakecdc.sink.catalog import create_catalog, identifier, local_warehouse_path, normalize_catalog_options
-from lakecdc.sink.lock import TableLock, lock_path
+from lakecdc.sink import native, object_store
+from lakecdc.sink.catalog import (create_catalog, identifier, local_warehouse_path, normalize_catalog_options,
+                                  storage_options)
+from lakecdc.sink.lock import InProcessTableLock, TableLock, lock_path
 from lakecdc.sink.reader import empty_changes as _empty_changes
 from lakecdc.sink.reader import read_changes as _read_changes
 from lakecdc.sink.reader import read_table as _read_table
@@ -32,8 +33,9 @@ __all__ = ["PaimonSink", "TableWriter", "TableDescription", "CHECKPOINT_KEY"]
 # A snapshot written by lakecdc's runtime carries this property; maintenance snapshots may not.
 CHECKPOINT_KEY = "lakecdc.binlog.file"
 
-# Used only while writing: a commit without rows still creates a snapshot (the checkpoint advances).
-_WRITE_OPTIONS = {**native.NATIVE_OPTIONS, "snapshot.ignore-empty-commit": "false"}
+# Used only while writing: a commit without rows still creates a snapshot (the checkpoint advances), and a commit
+# that meets another writer's snapshot fails instead of being re-planned on top of it.
+_WRITE_OPTIONS = {**native.NATIVE_OPTIONS, **native.COMMIT_OPTIONS, "snapshot.ignore-empty-commit": "false"}
 
 
 class PaimonSink:
@@ -48,8 +50,36 @@ class PaimonSink:
         self.commit_user = f"{commit_user_prefix}{uuid.uuid4()}"
         self.warehouse = self.catalog_options["warehouse"]
         self._warehouse_dir = local_warehouse_path(self.warehouse)
+        self._object_store = object_store.is_object_store(self.warehouse)
         self._catalog = create_catalog(self.catalog_options)
-        self._locks: dict[TableId, TableLock] = {}
+        self._locks: dict[TableId, TableLock | InProcessTableLock] = {}
+        # Per table whose checkpoint this sink loaded, the snapshot its next commit must follow: the latest one
+        # when the checkpoint was first loaded, then each snapshot this sink committed. A commit finding any other
+        # snapshot there fails with CommitConflictError (lakecdc.sink.native). Tables written without a loaded
+        # checkpoint (the Python API) follow the latest snapshot at the time their writer was opened.
+        self._bases: dict[TableId, int] = {}
+        self._store_checked = not self._object_store
+
+    def _check_store(self) -> None:
+        """Before the first write to an object store: refuse one that ignores If-None-Match."""
+        if not self._store_checked:
+            object_store.probe_conditional_put(object_store.S3Settings.from_options(self.catalog_options),
+                                               self.warehouse)
+            self._store_checked = True
+
+    def base_snapshot_id(self, table_id: TableId) -> int:
+        """The snapshot this sink's next commit to ``table_id`` must follow (0: the table has none; see
+        ``_bases``)."""
+        if table_id in self._bases:
+            return self._bases[table_id]
+        return self.latest_snapshot_id(table_id) or 0
+
+    def note_commit(self, table_id: TableId, snapshot_id: int, base_snapshot_id: int | None = None) -> None:
+        """This sink published ``snapshot_id`` (on top of ``base_snapshot_id``): its next commit to the table follows
+        it, unless that commit was built on another snapshot than the one this sink's commits follow (table upkeep
+        on another writer's snapshot), which must not hide that writer's commit from this sink."""
+        if table_id in self._bases and (base_snapshot_id is None or self._bases[table_id] == base_snapshot_id):
+            self._bases[table_id] = snapshot_id
 
     # ----------------------------------------------------------------- tables
     def _load(self, table_id: TableId):
@@ -85,6 +115,7 @@ class PaimonSink:
         """Create the database and table if missing (Flink CDC §6.2). An existing table is returned as is."""
         from pypaimon.catalog.catalog_exception import TableAlreadyExistException
 
+        self._check_store()
         existing = self._load(table_id)
         merged = dict(self.table_properties)
         merged.update({str(k): str(v) for k, v in (options or {}).items()})
@@ -150,9 +181,11 @@ class PaimonSink:
         as maintenance snapshots may not carry them); None without table or such snapshot."""
         table = self._load(table_id)
         if table is None:
+            self._bases.setdefault(table_id, 0)
             return None
         manager = table.snapshot_manager()
         snapshot = manager.get_latest_snapshot()
+        self._bases.setdefault(table_id, snapshot.id if snapshot else 0)
         while snapshot is not None:
             if CHECKPOINT_KEY in (snapshot.properties or {}):
                 return dict(snapshot.properties)
@@ -162,13 +195,14 @@ class PaimonSink:
         return None
 
     # ------------------------------------------------------------ lock, write
-    def _table_lock(self, table_id: TableId, owner: str) -> TableLock:
+    def _table_lock(self, table_id: TableId, owner: str) -> TableLock | InProcessTableLock:
         identifier(table_id)  # a name like '../x' is refused before its lock file is created
+        if self._object_store:
+            # no cross-process lock on an object store: commits are conditional (lakecdc.sink.object_store)
+            self._check_store()
+            return InProcessTableLock(table_id, owner or self.commit_user)
         if self._warehouse_dir is None:
-            raise SinkError(
-                f"table {table_id}: the warehouse {self.warehouse} is not a local filesystem. Paimon commits to "
-                f"object stores/HDFS need an external lock to stay single-writer, which lakecdc does not support "
-                f"yet; use a local (or NFS with working flock) warehouse")
+            raise SinkError(f"table {table_id}: the warehouse {self.warehouse} is not supported")
         return TableLock(lock_path(self._warehouse_dir, table_id), table_id, owner or self.commit_user)
 
     @contextlib.contextmanager
@@ -193,10 +227,15 @@ class PaimonSink:
         return held is not None and held.held
 
     def open_writer(self, table_id: TableId, *, overwrite: dict | None = None, parallelism: int = 1,
-                    ignore_delete: bool = False, options: dict[str, str] | None = None) -> TableWriter:
+                    ignore_delete: bool = False, options: dict[str, str] | None = None,
+                    base_snapshot_id: int | None = None) -> TableWriter:
         """A writer for one commit. Uses this sink's lock on the table if held (``with sink.lock(t)``), otherwise
         takes the table lock itself until commit/abort. ``overwrite``, ``parallelism`` and ``ignore_delete``: see
-        TableWriter. ``options``: dynamic table options for this write only (table upkeep uses them)."""
+        TableWriter. ``options``: dynamic table options for this write only (table upkeep uses them).
+        ``base_snapshot_id``: the snapshot the commit must follow (default: ``base_snapshot_id(table_id)``; table
+        upkeep gives the snapshot whose rows it rewrites)."""
+        base = self.base_snapshot_id(table_id) if base_snapshot_id is None else base_snapshot_id
+        self._check_store()
         table = self._require(table_id, {**_WRITE_OPTIONS, **(options or {})})
         held = self._locks.get(table_id)
         on_close = None
@@ -205,7 +244,9 @@ class PaimonSink:
             on_close = own.release
         try:
             return TableWriter(table_id, table, self.commit_user, on_close=on_close, overwrite=overwrite,
-                               parallelism=parallelism, ignore_delete=ignore_delete)
+                               parallelism=parallelism, ignore_delete=ignore_delete,
+                               base_snapshot_id=base,
+                               on_commit=lambda snapshot_id: self.note_commit(table_id, snapshot_id, base))
         except BaseException:
             if on_close is not None:
                 on_close()
@@ -230,6 +271,7 @@ class PaimonSink:
     def alter_table(self, table_id: TableId, changes: list) -> TableDescription:
         """Apply pypaimon ``SchemaChange``s (one new schema version); the caller holds the table lock."""
         if changes:
+            self._check_store()
             try:
                 self._catalog.alter_table(identifier(table_id), list(changes), ignore_if_not_exists=False)
             except Exception as error:
@@ -246,24 +288,32 @@ class PaimonSink:
     def truncate(self, table_id: TableId, properties: dict[str, str]) -> int:
         """Remove every row in one OVERWRITE snapshot carrying ``properties``; returns its id. The caller holds the
         table lock."""
-        table = self._require(table_id, {})
-        before = self.latest_snapshot_id(table_id) or 0
+        self._check_store()
+        table = self._require(table_id, native.COMMIT_OPTIONS)
+        before = self.base_snapshot_id(table_id)
         try:
-            native.truncate_table(table, self.commit_user, properties)
+            native.truncate_table(table, table_id, self.commit_user, properties, before)
         except Exception as error:
+            conflict = native.commit_conflict(error)
+            if conflict is not None:
+                raise conflict from None
             raise SinkError(f"table {table_id}: truncate failed: {error}") from error
         after = self.latest_snapshot_id(table_id)
         if after != before + 1:
             raise SinkError(f"table {table_id}: truncate did not produce snapshot {before + 1} (latest: {after}); "
                             "another writer may be writing this table")
+        self.note_commit(table_id, after)
         return after
 
     def drop_table(self, table_id: TableId) -> None:
         """Drop the table and its files (Flink CDC's DropTableEvent); the caller holds the table lock."""
+        self._check_store()
         try:
             self._catalog.drop_table(identifier(table_id), ignore_if_not_exists=True)
         except Exception as error:
             raise SinkError(f"table {table_id}: drop failed: {error}") from error
+        if table_id in self._bases:
+            self._bases[table_id] = 0
 
     def paimon_types(self, table_id: TableId) -> dict[str, str]:
         """Column → Paimon type as stored (``BIGINT NOT NULL``, ``TIMESTAMP(6)``), in column order."""
@@ -332,7 +382,8 @@ class PaimonSink:
                             f"snapshot {start_snapshot_id + 1} has expired (see docs/operations.md, table upkeep)")
         if start_snapshot_id == end:
             return _empty_changes(table_id, table, columns)
-        return _read_changes(table_id, table, self.warehouse, start_snapshot_id, end, columns, mode, ignore_delete)
+        return _read_changes(table_id, table, storage_options(self.catalog_options), start_snapshot_id, end, columns,
+                             mode, ignore_delete)
 
     def row_count(self, table_id: TableId) -> int:
         return _row_count(table_id, self._require(table_id, native.NATIVE_OPTIONS))

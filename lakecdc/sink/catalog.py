@@ -8,6 +8,7 @@ from urllib.parse import unquote, urlparse
 
 from lakecdc.errors import SinkError
 from lakecdc.model import TableId
+from lakecdc.sink import object_store
 
 SUPPORTED_METASTORES = ("filesystem", "jdbc")
 
@@ -24,10 +25,23 @@ def normalize_catalog_options(catalog_options: dict[str, str]) -> dict[str, str]
     warehouse = options.get("warehouse", "").strip()
     if not warehouse:
         raise SinkError("catalog.properties.warehouse is required")
+    problem = object_store.warehouse_problem(warehouse)
+    if problem:
+        raise SinkError(f"catalog.properties.warehouse: {problem}")
     if "://" not in warehouse:
         warehouse = os.path.abspath(os.path.expanduser(warehouse))
     options["warehouse"] = warehouse
+    if object_store.is_object_store(warehouse):
+        options = object_store.normalize_s3_options(options)
     return options
+
+
+def storage_options(catalog_options: dict[str, str]) -> dict[str, str]:
+    """What an independent reader (pypaimon-rust) needs to open the warehouse of normalized catalog options: the
+    warehouse, and for an object store its endpoint, region, addressing and credentials."""
+    warehouse = catalog_options["warehouse"]
+    return {k: v for k, v in catalog_options.items()
+            if k == "warehouse" or (object_store.is_object_store(warehouse) and k.startswith("s3."))}
 
 
 def local_warehouse_path(warehouse: str) -> Path | None:
@@ -41,12 +55,21 @@ def local_warehouse_path(warehouse: str) -> Path | None:
 
 
 def create_catalog(options: dict[str, str]):
+    """pypaimon's catalog for normalized options; on an object store its file IO publishes metadata files by
+    conditional put (lakecdc.sink.object_store)."""
     from pypaimon import CatalogFactory
 
     try:
-        return CatalogFactory.create(dict(options))
+        catalog = CatalogFactory.create(dict(options))
     except Exception as error:  # pypaimon raises ValueError/KeyError/OSError/... for bad options
         raise SinkError(f"cannot open the Paimon catalog {options.get('warehouse')!r}: {error}") from error
+    if object_store.is_object_store(options["warehouse"]):
+        if type(catalog).__name__ != "FileSystemCatalog" or not hasattr(catalog, "file_io"):
+            raise SinkError(f"catalog.properties.metastore: object-store warehouses need the filesystem metastore "
+                            f"(got {options.get('metastore')!r})")
+        catalog.file_io = object_store.conditional_file_io(
+            options["warehouse"], catalog.catalog_options, object_store.S3Settings.from_options(options))
+    return catalog
 
 
 # '/' and '\\' would make the table's path leave its database directory ('../x'), '.' splits Paimon identifiers,

@@ -9,9 +9,11 @@ We therefore let exactly one process write a table at a time:
   dies (even SIGKILL). The file holds JSON ``{pid, host, owner, acquired_at}`` of the current holder, to name it
   in the error; the file itself is never deleted (deleting it would let two processes lock two different files).
 * flock locks belong to an open file description, so two lock attempts in the same process conflict as well.
-* flock only works where every writer sees the same local (or flock-capable) filesystem. Object-store and HDFS
-  warehouses would need an external lock service (e.g. a database row or a Paimon catalog lock); that is not
-  supported yet, and the sink refuses to write to them rather than write without a lock.
+* flock only works where every writer sees the same local (or flock-capable) filesystem. On an object-store
+  warehouse there is no cross-process lock: every commit publishes its snapshot by conditional put and verifies
+  its base snapshot (lakecdc.sink.object_store), so concurrent writers cannot lose each other's commits; the
+  loser's run fails and resumes from its checkpoint. ``InProcessTableLock`` keeps the lock API (one writer per
+  table inside one process) there.
 """
 
 from __future__ import annotations
@@ -106,3 +108,32 @@ def _read_holder(fd: int) -> str:
         return f"pid {info.get('pid')} on {info.get('host')}{owner} since {info.get('acquired_at')}"
     except (ValueError, TypeError, KeyError):
         return raw[:200]
+
+
+class InProcessTableLock:
+    """The table "lock" of an object-store warehouse: held by this object only, shared with no other process
+    (safety across processes comes from conditional commits, see the module docstring)."""
+
+    def __init__(self, table_id: TableId, owner: str):
+        self.table_id = table_id
+        self.owner = owner
+        self._held = False
+
+    @property
+    def held(self) -> bool:
+        return self._held
+
+    def acquire(self) -> "InProcessTableLock":
+        if self._held:
+            raise SinkError(f"table {self.table_id}: lock already held by this lock object")
+        self._held = True
+        return self
+
+    def release(self) -> None:
+        self._held = False
+
+    def __enter__(self) -> "InProcessTableLock":
+        return self if self._held else self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()

@@ -41,7 +41,7 @@ import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Callable, Iterator
 
 import pyarrow as pa
@@ -49,7 +49,8 @@ import pyarrow as pa
 from lakecdc.errors import SinkError, TableLockedError
 from lakecdc.model import OP_COLUMN, TableId
 from lakecdc.sink.catalog import local_warehouse_path
-from lakecdc.sink.table_files import ADD, ManifestRecord, References, TableFiles, merge_records, remove_file
+from lakecdc.sink.object_store import is_object_store
+from lakecdc.sink.table_files import ADD, ManifestRecord, ObjectStore, References, TableFiles, merge_records
 
 logger = logging.getLogger("lakecdc.sink.maintenance")
 
@@ -271,10 +272,15 @@ class _Upkeep:
         stored = {str(k): str(v) for k, v in (self.table.table_schema.options or {}).items() if v is not None}
         self.options = {**stored, **{str(k): str(v) for k, v in (options or {}).items()}}
         self.policy = UpkeepPolicy.from_options(self.options)
-        table_dir = local_warehouse_path(str(self.table.table_path))
-        if table_dir is None or not table_dir.is_dir():
-            raise SinkError(f"table {table_id}: upkeep needs a local warehouse (table path {self.table.table_path})")
-        self.files = TableFiles(self.table, table_dir, table_id)
+        table_path = str(self.table.table_path)
+        if is_object_store(table_path):
+            self.files = TableFiles(self.table, PurePosixPath(self.table.file_io.to_filesystem_path(table_path)),
+                                    table_id, ObjectStore(self.table.file_io))
+        else:
+            table_dir = local_warehouse_path(table_path)
+            if table_dir is None or not table_dir.is_dir():
+                raise SinkError(f"table {table_id}: upkeep cannot reach the table directory {table_path}")
+            self.files = TableFiles(self.table, table_dir, table_id)
 
     def run(self, *, compact: bool, full_compaction: bool, merge_manifests: bool, expire: bool,
             remove_orphans: bool, orphan_older_than_seconds: float) -> None:
@@ -342,7 +348,8 @@ class _Upkeep:
         if partitions is None:
             writer_options["dynamic-partition-overwrite"] = "false"  # static {} = replace every partition
         properties = {**(latest.properties or {}), UPKEEP_PROPERTY: COMPACT}
-        writer = self.sink.open_writer(self.table_id, overwrite={}, options=writer_options)
+        writer = self.sink.open_writer(self.table_id, overwrite={}, options=writer_options,
+                                       base_snapshot_id=latest.id)
         with writer:
             for partition in partitions or [None]:
                 if self._copy_live_rows(writer, partition) == 0 and partition is not None:
@@ -409,8 +416,9 @@ class _Upkeep:
                 properties={**(latest.properties or {}), UPKEEP_PROPERTY: MERGE_MANIFESTS})
         except BaseException:
             for name in written:  # never referenced: safe to drop (orphan removal would, later)
-                remove_file(self.files.manifest_dir / name)
+                self.files.remove(self.files.manifest_dir / name)
             raise
+        self.sink.note_commit(self.table_id, snapshot_id, latest.id)
         self.result.manifest_snapshot_id = snapshot_id
         self.result.manifests_after = len(metas)
 
@@ -483,9 +491,9 @@ class _Upkeep:
         deleted, directories = 0, set()
         for name in sorted(names):
             for path in found.get(name, []):
-                if older_than_ms is not None and _mtime_ms(path) > older_than_ms:
+                if older_than_ms is not None and self.files.mtime_ms(path) > older_than_ms:
                     continue
-                if remove_file(path):
+                if self.files.remove(path):
                     deleted += 1
                     directories.add(path.parent)
                     if deleted == 1:
@@ -497,10 +505,3 @@ class _Upkeep:
 def _sorted_runs(records: list[ManifestRecord]) -> int:
     """Sorted runs of a bucket as Paimon counts them: each level-0 file, plus each non-empty higher level."""
     return sum(1 for r in records if r.level == 0) + len({r.level for r in records if r.level > 0})
-
-
-def _mtime_ms(path: Path) -> int:
-    try:
-        return int(path.stat().st_mtime * 1000)
-    except FileNotFoundError:
-        return 0

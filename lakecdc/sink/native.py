@@ -23,7 +23,7 @@ from importlib import metadata
 
 import pyarrow as pa
 
-from lakecdc.errors import SinkError
+from lakecdc.errors import CommitConflictError, SinkError
 
 VERIFIED_VERSIONS = {"pypaimon": "2.1.0", "pypaimon-rust": "0.4.0"}
 
@@ -34,6 +34,11 @@ NATIVE_OPTIONS = {
     "read.native.enabled": "true",
     "scan.native-plan.enabled": "true",
 }
+
+# Dynamic options of every commit: a commit that finds another writer's snapshot in its place fails instead of being
+# re-planned on top of it (pypaimon retries up to 10 times by default, publishing this run's older checkpoint after
+# the other writer's newer one).
+COMMIT_OPTIONS = {"commit.max-retries": "0"}
 
 VALUE_KIND_COLUMN = "_VALUE_KIND"  # int8: 0 +I, 1 -U, 2 +U, 3 -D (Paimon RowKind byte values)
 VALUE_KIND_TYPE = pa.int8()
@@ -132,11 +137,12 @@ def _close_quietly(write) -> None:
         pass
 
 
-def truncate_table(table, commit_user: str, properties: dict[str, str]) -> None:
-    """One OVERWRITE snapshot that removes every data file and carries ``properties`` (pypaimon's public
-    ``truncate_table`` cannot attach snapshot properties, which hold lakecdc's checkpoint)."""
+def truncate_table(table, table_id, commit_user: str, properties: dict[str, str], base_snapshot_id: int) -> None:
+    """One OVERWRITE snapshot ``base_snapshot_id + 1`` that removes every data file and carries ``properties``
+    (pypaimon's public ``truncate_table`` cannot attach snapshot properties, which hold lakecdc's checkpoint)."""
     from pypaimon.write.table_commit import BATCH_COMMIT_IDENTIFIER
 
+    guard_snapshot_commit(table, table_id, base_snapshot_id)
     table_commit = new_write_builder(table, commit_user).new_commit()
     try:
         store_commit = table_commit.file_store_commit
@@ -162,3 +168,57 @@ def alter_table_with_defaults(table, changes: list, defaults: dict[str, str]) ->
                 data_field.default_value = defaults[data_field.name]
         if manager.commit(new_schema):
             return
+
+
+def conflict_message(table_id, base_snapshot_id: int, found: str) -> str:
+    return (f"table {table_id}: commit conflict: {found} after this writer loaded its state from snapshot "
+            f"{base_snapshot_id or 'none (empty table)'}, so this commit was not published (nothing of it is "
+            f"visible). Another writer (a concurrent run, upkeep, or an external engine) is writing this table; "
+            f"run the pipeline again: it resumes from the checkpoint in the newest snapshot")
+
+
+def guard_snapshot_commit(table, table_id, base_snapshot_id: int) -> None:
+    """Make every snapshot ``table`` (this pypaimon table object) publishes be exactly snapshot
+    ``base_snapshot_id + 1``: pypaimon plans a commit on the latest snapshot it finds, which after another writer's
+    commit is not the one this writer's checkpoint came from. The conditional publication of ``snapshot-N``
+    (lakecdc.sink.object_store, or the rename of a local warehouse under its table lock) makes check and publish
+    one atomic step. Raises CommitConflictError (through pypaimon, as the cause of its error)."""
+    from pypaimon.snapshot.snapshot_commit import SnapshotCommit
+
+    new_snapshot_commit = type(table).new_snapshot_commit.__get__(table)
+
+    class BaseCheckedSnapshotCommit(SnapshotCommit):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def commit(self, base_snapshot_uuid, snapshot, statistics) -> bool:
+            if snapshot.id != base_snapshot_id + 1:
+                raise CommitConflictError(conflict_message(
+                    table_id, base_snapshot_id, f"the table's latest snapshot is {snapshot.id - 1}"))
+            if not self.inner.commit(base_snapshot_uuid, snapshot, statistics):
+                raise CommitConflictError(conflict_message(
+                    table_id, base_snapshot_id, f"another writer published snapshot {snapshot.id} first"))
+            return True
+
+        def close(self):
+            self.inner.close()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.close()
+            return False
+
+    table.new_snapshot_commit = lambda: BaseCheckedSnapshotCommit(new_snapshot_commit())
+
+
+def commit_conflict(error: BaseException) -> CommitConflictError | None:
+    """The CommitConflictError behind ``error`` (pypaimon wraps what its snapshot commit raises), or None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, CommitConflictError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None

@@ -74,10 +74,11 @@ def row_count(table_id: TableId, table) -> int:
     return read_table(table_id, table, keys[:1]).num_rows
 
 
-def read_changes(table_id: TableId, table, warehouse: str, start_snapshot_id: int, end_snapshot_id: int,
+def read_changes(table_id: TableId, table, storage: dict[str, str], start_snapshot_id: int, end_snapshot_id: int,
                  columns: list[str] | None = None, mode: str = "auto", ignore_delete: bool = False) -> pa.Table:
     """The rows written by the snapshots in (start, end], with a leading ``rowkind`` column (``+I``, ``-U``,
-    ``+U``, ``-D``). ``table`` is the pypaimon table (for its schema); the rows are read by pypaimon-rust.
+    ``+U``, ``-D``). ``table`` is the pypaimon table (for its schema); the rows are read by pypaimon-rust from the
+    warehouse of ``storage`` (lakecdc.sink.catalog.storage_options).
 
     ``ignore_delete`` drops ``-U`` and ``-D`` rows (Paimon's read-side ``ignore-delete``: for consumers that keep
     history). ``mode``: ``changelog`` reads changelog files (``changelog-producer=input``), ``delta`` the data
@@ -92,7 +93,7 @@ def read_changes(table_id: TableId, table, warehouse: str, start_snapshot_id: in
                         f"uses for the row kind; project the columns without it")
     batches = []
     try:
-        rust_table = PaimonCatalog({"warehouse": warehouse}).get_table(str(table_id))
+        rust_table = PaimonCatalog(dict(storage)).get_table(str(table_id))
         builder = rust_table.new_read_builder().with_include_row_kind(True)
         if columns is not None:
             builder = builder.with_projection(list(columns))

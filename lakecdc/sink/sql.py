@@ -3,7 +3,8 @@ code with the writer path) used by ``lakecdc sql``, ``Catalog.sql`` and by the t
 
 Queries are read-only unless the caller asks for writes: DataFusion also runs CREATE TABLE, INSERT and DROP TABLE,
 which would bypass the table lock every lakecdc writer takes (two writers of one Paimon table lose commits). With
-``write=True`` each table a writing statement names is locked for the statement. Flink's table hints
+``write=True`` each table a writing statement names is locked for the statement; on an s3:// warehouse writing
+statements are refused (pypaimon-rust's commit is not conditional there). Flink's table hints
 (``/*+ OPTIONS('ignore-delete'='true') */``) are refused: DataFusion ignores them, so the hint would silently not
 apply."""
 
@@ -17,6 +18,8 @@ import pyarrow as pa
 
 from lakecdc.errors import SinkError
 from lakecdc.model import TableId
+from lakecdc.sink.catalog import normalize_catalog_options, storage_options
+from lakecdc.sink.object_store import is_object_store
 
 _HINT = re.compile(r"/\*\+\s*OPTIONS\s*\(", re.IGNORECASE)
 _READ_COMMANDS = ("SHOW", "EXPLAIN", "DESCRIBE", "DESC")
@@ -72,6 +75,11 @@ def run_sql(catalog_options: dict[str, str], query: str, *, write: bool = False,
     if writes and not tables:
         raise SinkError("cannot tell which tables this statement changes, so their locks cannot be taken: write "
                         "INSERT/CREATE/DROP statements that name their tables as db.table")
+    options = storage_options(normalize_catalog_options(catalog_options))
+    if writes and is_object_store(options["warehouse"]):
+        raise SinkError("writing SQL is not supported on an s3:// warehouse: DataFusion commits through "
+                        "pypaimon-rust, which does not publish its snapshots by conditional put, so a concurrent "
+                        "writer could lose a commit. Write through a pipeline or the Python API (lakecdc.paimon)")
     with contextlib.ExitStack() as locks:
         if writes:
             from lakecdc.sink import PaimonSink
@@ -80,7 +88,6 @@ def run_sql(catalog_options: dict[str, str], query: str, *, write: bool = False,
             for table_id in tables:
                 locks.enter_context(sink.lock(table_id, owner="lakecdc sql --write"))
         ctx = SQLContext()
-        options = {k: v for k, v in catalog_options.items() if k in ("warehouse",)}
         ctx.register_catalog(catalog_name, options, default_database="")
         ctx.set_current_catalog(catalog_name)
         batches = ctx.sql(query)
@@ -112,7 +119,7 @@ def show_create_table(catalog_options: dict[str, str], database: str, table: str
     """A ``SHOW CREATE TABLE``-style definition of a Paimon table, read by pypaimon-rust."""
     from pypaimon_rust.datafusion import PaimonCatalog
 
-    options = {k: v for k, v in catalog_options.items() if k in ("warehouse",)}
+    options = storage_options(normalize_catalog_options(catalog_options))
     paimon_table = PaimonCatalog(options).get_table(f"{database}.{table}")
     schema = paimon_table.schema()
     lines = [f"CREATE TABLE `{database}`.`{table}` ("]

@@ -15,7 +15,9 @@ Format (pypaimon's ``manifest/`` and ``snapshot/`` modules are the reference, se
   file within its table and references can be kept as sets of names.
 
 Manifests are read as raw Avro records (fastavro) so that merging writes every field, statistics included, back
-exactly as it was. Everything here is local-filesystem only, like the table lock.
+exactly as it was. Files are reached through a store: ``LocalStore`` (a local warehouse, ``pathlib.Path``) or
+``ObjectStore`` (an s3:// warehouse through pypaimon's pyarrow S3 filesystem, paths ``bucket/key`` as
+``PurePosixPath``; new snapshots are published by conditional put, see lakecdc.sink.object_store).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import fastavro
 
@@ -92,13 +94,140 @@ def merge_records(records: list[ManifestRecord]) -> list[ManifestRecord]:
     return [r for r in records if r.kind == ADD and r.identifier not in deleted]
 
 
+class LocalStore:
+    """Files of a local warehouse."""
+
+    @staticmethod
+    def listdir(directory: Path) -> list[str]:
+        try:
+            return os.listdir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    @staticmethod
+    def read_bytes(path: Path) -> bytes | None:
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    @staticmethod
+    def remove(path: Path) -> bool:
+        return _remove(path)
+
+    @staticmethod
+    def write_new(path: Path, data: bytes) -> None:
+        _write_atomic(path, data)
+
+    @staticmethod
+    def write_hint(path: Path, data: bytes) -> None:
+        _write_atomic(path, data)
+
+    @staticmethod
+    def walk(root: Path, skip_top: frozenset[str]) -> dict[str, list[Path]]:
+        found: dict[str, list[Path]] = {}
+        stack = [root]
+        while stack:
+            directory = stack.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if not (directory == root and entry.name in skip_top):
+                        stack.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    found.setdefault(entry.name, []).append(Path(entry.path))
+        return found
+
+    @staticmethod
+    def mtime_ms(path: Path) -> int:
+        try:
+            return int(path.stat().st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
+    @staticmethod
+    def remove_empty_dirs(root: Path, directories: set, keep: set) -> None:
+        for directory in sorted(directories, key=lambda p: len(p.parts), reverse=True):
+            while directory not in keep and root in directory.parents:
+                try:
+                    directory.rmdir()
+                except OSError:
+                    break
+                directory = directory.parent
+
+
+class ObjectStore:
+    """Files of an s3:// warehouse, through the table's pypaimon file IO (its pyarrow S3 filesystem)."""
+
+    def __init__(self, file_io):
+        self.file_io = file_io
+        self.fs = file_io.filesystem
+        self._mtimes: dict[str, int] = {}
+
+    def listdir(self, directory: PurePosixPath) -> list[str]:
+        import pyarrow.fs as pafs
+
+        infos = self.fs.get_file_info(pafs.FileSelector(str(directory), allow_not_found=True))
+        return [PurePosixPath(i.path).name for i in infos]
+
+    def read_bytes(self, path: PurePosixPath) -> bytes | None:
+        try:
+            with self.fs.open_input_stream(str(path)) as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def remove(self, path: PurePosixPath) -> bool:
+        import pyarrow.fs as pafs
+
+        if self.fs.get_file_info(str(path)).type == pafs.FileType.NotFound:
+            return False
+        self.fs.delete_file(str(path))
+        return True
+
+    def write_new(self, path: PurePosixPath, data: bytes) -> None:
+        with self.fs.open_output_stream(str(path)) as f:  # a new, uniquely named file
+            f.write(data)
+
+    def write_hint(self, path: PurePosixPath, data: bytes) -> None:
+        self.file_io.try_to_write_atomic(f"s3://{path}", data.decode())  # one plain PUT (a hint)
+
+    def walk(self, root: PurePosixPath, skip_top: frozenset[str]) -> dict[str, list[PurePosixPath]]:
+        import pyarrow.fs as pafs
+
+        found: dict[str, list[PurePosixPath]] = {}
+        for info in self.fs.get_file_info(pafs.FileSelector(str(root), recursive=True, allow_not_found=True)):
+            path = PurePosixPath(info.path)
+            if info.type != pafs.FileType.File or path.relative_to(root).parts[0] in skip_top:
+                continue
+            found.setdefault(path.name, []).append(path)
+            if info.mtime_ns is not None:
+                self._mtimes[str(path)] = info.mtime_ns // 1_000_000
+        return found
+
+    def mtime_ms(self, path: PurePosixPath) -> int:
+        if str(path) not in self._mtimes:
+            info = self.fs.get_file_info(str(path))
+            self._mtimes[str(path)] = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
+        return self._mtimes[str(path)]
+
+    @staticmethod
+    def remove_empty_dirs(root, directories: set, keep: set) -> None:
+        """Object stores have no directories to leave behind."""
+
+
 class TableFiles:
     """Read access to one table's snapshots and manifests (cached per instance), and the writes upkeep makes."""
 
-    def __init__(self, table, table_dir: Path, table_id):
+    def __init__(self, table, table_dir: Path | PurePosixPath, table_id, store: LocalStore | ObjectStore | None = None):
         self.table = table  # the pypaimon FileStoreTable (schema, partition fields, options, snapshot commit)
         self.table_id = table_id
-        self.dir = Path(table_dir)
+        self.store = store or LocalStore()
+        self.dir = table_dir if isinstance(table_dir, PurePosixPath) else Path(table_dir)
         self.manifest_dir = self.dir / "manifest"
         self.snapshot_dir = self.dir / "snapshot"
         self._lists: dict[str, list[str]] = {}
@@ -109,73 +238,75 @@ class TableFiles:
     # ------------------------------------------------------------ snapshots
     def snapshot_ids(self) -> list[int]:
         """Ids of the snapshot files present, ascending (expired ones are gone)."""
-        if not self.snapshot_dir.is_dir():
-            return []
-        ids = [int(m.group(1)) for m in map(_SNAPSHOT_FILE.match, os.listdir(self.snapshot_dir)) if m]
+        ids = [int(m.group(1)) for m in map(_SNAPSHOT_FILE.match, self.store.listdir(self.snapshot_dir)) if m]
         return sorted(ids)
 
     def snapshot(self, snapshot_id: int):
         """The pypaimon Snapshot, or None when its file is gone."""
         return self._read_snapshot_json(self.snapshot_dir / f"snapshot-{snapshot_id}")
 
-    @staticmethod
-    def _read_snapshot_json(path: Path):
+    def _read_snapshot_json(self, path):
         from pypaimon.common.json_util import JSON
         from pypaimon.snapshot.snapshot import Snapshot
 
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        return JSON.from_json(text, Snapshot)
+        data = self.store.read_bytes(path)
+        return None if data is None else JSON.from_json(data.decode("utf-8"), Snapshot)
 
     def tags(self) -> list:
         """Tagged snapshots (``tag/tag-<name>`` hold a snapshot's JSON): their files are always kept."""
         tag_dir = self.dir / "tag"
-        if not tag_dir.is_dir():
-            return []
-        found = (self._read_snapshot_json(tag_dir / n) for n in sorted(os.listdir(tag_dir)) if n.startswith("tag-"))
+        found = (self._read_snapshot_json(tag_dir / n) for n in sorted(self.store.listdir(tag_dir))
+                 if n.startswith("tag-"))
         return [s for s in found if s is not None]
 
     def consumer_next_snapshots(self) -> list[int]:
         """``nextSnapshot`` of every consumer (``consumer/consumer-<id>``): Paimon never expires those."""
         consumer_dir = self.dir / "consumer"
-        if not consumer_dir.is_dir():
-            return []
         found = []
-        for name in os.listdir(consumer_dir):
+        for name in self.store.listdir(consumer_dir):
             if name.startswith("consumer-"):
                 try:
-                    found.append(int(json.loads((consumer_dir / name).read_text())["nextSnapshot"]))
+                    found.append(int(json.loads(self.store.read_bytes(consumer_dir / name))["nextSnapshot"]))
                 except (OSError, ValueError, KeyError, TypeError):
                     raise SinkError(f"table {self.table_id}: cannot read consumer file {consumer_dir / name}; "
                                     f"fix or remove it before expiring snapshots") from None
         return found
 
     def has_branches(self) -> bool:
-        branch_dir = self.dir / "branch"
-        return branch_dir.is_dir() and any(os.scandir(branch_dir))
+        return bool(self.store.listdir(self.dir / "branch"))
 
     def delete_snapshot_file(self, snapshot_id: int) -> None:
-        _remove(self.snapshot_dir / f"snapshot-{snapshot_id}")
+        self.store.remove(self.snapshot_dir / f"snapshot-{snapshot_id}")
 
     def write_earliest_hint(self, snapshot_id: int) -> None:
-        """``snapshot/EARLIEST``: where readers start looking for the first snapshot (written by rename)."""
-        _write_atomic(self.snapshot_dir / "EARLIEST", str(snapshot_id))
+        """``snapshot/EARLIEST``: where readers start looking for the first snapshot (replaced atomically)."""
+        self.store.write_hint(self.snapshot_dir / "EARLIEST", str(snapshot_id).encode())
+
+    def remove(self, path) -> bool:
+        """Delete one file of the table; False when it was already gone (upkeep repeats after a crash)."""
+        return self.store.remove(path)
+
+    def mtime_ms(self, path) -> int:
+        return self.store.mtime_ms(path)
 
     # ------------------------------------------------------------ manifests
     def manifest_list(self, name: str) -> list[str]:
         """Manifest file names in a manifest list."""
         if name not in self._lists:
-            with open(self.manifest_dir / name, "rb") as f:
-                self._lists[name] = [r["_FILE_NAME"] for r in fastavro.reader(f)]
+            self._lists[name] = [r["_FILE_NAME"] for r in fastavro.reader(self._open(self.manifest_dir / name))]
         return self._lists[name]
 
     def manifest(self, name: str) -> list[ManifestRecord]:
         if name not in self._manifests:
-            with open(self.manifest_dir / name, "rb") as f:
-                self._manifests[name] = [_record(r, self._partition_key) for r in fastavro.reader(f)]
+            self._manifests[name] = [_record(r, self._partition_key)
+                                     for r in fastavro.reader(self._open(self.manifest_dir / name))]
         return self._manifests[name]
+
+    def _open(self, path) -> io.BytesIO:
+        data = self.store.read_bytes(path)
+        if data is None:
+            raise FileNotFoundError(str(path))
+        return io.BytesIO(data)
 
     def _partition_key(self, data: bytes) -> tuple:
         """A partition's values: DELETE entries are matched to ADD entries by value, as pypaimon does (two
@@ -264,7 +395,7 @@ class TableFiles:
                 metas.append(self._flush_manifest(f"{prefix}-{len(metas)}", buffer.getvalue(), chunk))
         except BaseException:
             for meta in metas:
-                _remove(self.manifest_dir / meta.file_name)
+                self.store.remove(self.manifest_dir / meta.file_name)
             raise
         return metas
 
@@ -273,7 +404,7 @@ class TableFiles:
         from pypaimon.manifest.schema.simple_stats import SimpleStats
         from pypaimon.table.row.generic_row import GenericRow, GenericRowDeserializer
 
-        _write_atomic(self.manifest_dir / name, data)
+        self.store.write_new(self.manifest_dir / name, data)
         fields = self.table.partition_keys_fields
         columns = list(zip(*(GenericRowDeserializer.from_bytes(r.partition, fields).values for r in records))) \
             if fields else []
@@ -331,35 +462,15 @@ class TableFiles:
         return snapshot.id
 
     # ----------------------------------------------------------- file walk
-    def walk_files(self) -> dict[str, list[Path]]:
+    def walk_files(self) -> dict:
         """Every file under the table directory outside the metadata directories (data, changelog, index,
         manifest, statistics, leftovers), by name."""
-        found: dict[str, list[Path]] = {}
-        stack = [self.dir]
-        while stack:
-            directory = stack.pop()
-            try:
-                entries = list(os.scandir(directory))
-            except FileNotFoundError:
-                continue
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    if not (directory == self.dir and entry.name in METADATA_DIRS):
-                        stack.append(Path(entry.path))
-                elif entry.is_file(follow_symlinks=False):
-                    found.setdefault(entry.name, []).append(Path(entry.path))
-        return found
+        return self.store.walk(self.dir, METADATA_DIRS)
 
-    def remove_empty_dirs(self, directories: set[Path]) -> None:
+    def remove_empty_dirs(self, directories: set) -> None:
         """Remove now-empty bucket and partition directories (never the table's own top-level directories)."""
         keep = {self.dir, self.manifest_dir, self.dir / "index", self.dir / "statistics"}
-        for directory in sorted(directories, key=lambda p: len(p.parts), reverse=True):
-            while directory not in keep and self.dir in directory.parents:
-                try:
-                    directory.rmdir()
-                except OSError:
-                    break
-                directory = directory.parent
+        self.store.remove_empty_dirs(self.dir, directories, keep)
 
 
 def _remove(path: Path) -> bool:

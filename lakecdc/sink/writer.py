@@ -75,7 +75,8 @@ class TableWriter:
     ``rows_written`` counts the rows handed to Paimon (for append tables, after dropping ``-U``/``-D``)."""
 
     def __init__(self, table_id: TableId, table, commit_user: str, on_close=None, *,
-                 overwrite: dict | None = None, parallelism: int = 1, ignore_delete: bool = False):
+                 overwrite: dict | None = None, parallelism: int = 1, ignore_delete: bool = False,
+                 base_snapshot_id: int | None = None, on_commit: Callable[[int], None] | None = None):
         from pypaimon.schema.data_types import PyarrowFieldParser
 
         self.table_id = table_id
@@ -83,6 +84,10 @@ class TableWriter:
         self._table = table
         self._commit_user = commit_user
         self._on_close = on_close
+        self._on_commit = on_commit
+        # The snapshot this commit must follow (the one the writer's checkpoint came from); None: the latest at
+        # commit time (lakecdc.sink.native.guard_snapshot_commit).
+        self._base_snapshot_id = base_snapshot_id
         self._state = "open"
         self._shards: list[_Shard] = []
         self._is_pk = bool(table.primary_keys)
@@ -248,6 +253,8 @@ class TableWriter:
             messages = [m for part in _wait_all([shard.submit(self._prepare_shard, shard)
                                                  for shard in self._shards]) for m in part]
             before = self._table.snapshot_manager().get_latest_snapshot()
+            base = self._base_snapshot_id if self._base_snapshot_id is not None else (before.id if before else 0)
+            native.guard_snapshot_commit(self._table, self.table_id, base)
             table_commit = self._builder.new_commit()
             # Passing snapshot_properties makes pypaimon publish through its Python committer (the only one that
             # stores properties); the data files come from the Rust writer either way.
@@ -257,8 +264,11 @@ class TableWriter:
             self._state = "failed"
             raise
         except Exception as error:
-            # The outcome is unknown (the snapshot may have been published): keep the files, report.
             self._state = "failed"
+            conflict = native.commit_conflict(error)
+            if conflict is not None:
+                raise conflict from None
+            # The outcome is unknown (the snapshot may have been published): keep the files, report.
             raise SinkError(f"table {self.table_id}: commit failed: {error}") from error
         finally:
             if table_commit is not None:
@@ -267,7 +277,7 @@ class TableWriter:
                 except Exception:  # noqa: BLE001
                     pass
             self._close()
-        expected = (before.id if before else 0) + 1
+        expected = base + 1
         if after is None or after.id != expected or after.commit_user != self._commit_user \
                 or any((after.properties or {}).get(k) != v for k, v in properties.items()):
             self._state = "failed"
@@ -276,6 +286,8 @@ class TableWriter:
                 f"{self._commit_user} (latest is {after.id if after else None} by "
                 f"{after.commit_user if after else None}); another writer may be writing this table")
         self._state = "committed"
+        if self._on_commit is not None:
+            self._on_commit(after.id)
         return after.id
 
     def abort(self) -> None:
