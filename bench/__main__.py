@@ -7,7 +7,8 @@ and prints for each case lakecdc's rate next to references measured in the same 
 - memory: peak RSS of a snapshot micro-batch in a child process, for two table sizes;
 - binlog: row changes -> committed Paimon, vs python-mysql-replication decoding the same events;
 - transform: the tutorial transform vs hand-written pyarrow.compute;
-- upkeep: bench/upkeep_bench.py (merged read after many commits vs compacted), run as it is when present.
+- upkeep: bench/upkeep_bench.py (merged read after many commits vs compacted), run as it is when present;
+- s3: a snapshot micro-batch into an s3:// warehouse on a local S3 server vs into a local-disk warehouse.
 
 Benchmark-only dependencies (dlt, connectorx: the ``bench`` extra of pyproject.toml) are installed when missing,
 unless ``--no-install`` (then the dlt references are skipped).
@@ -25,11 +26,11 @@ from pathlib import Path
 
 from bench.common import ROOT, Case, bench_server, create_orders
 
-CASES = ("snapshot", "memory", "binlog", "transform", "upkeep")
+CASES = ("snapshot", "memory", "binlog", "transform", "upkeep", "s3")
 FULL = dict(rows=1_000_000, big_rows=5_000_000, changes=1_000_000, transform_rows=1_000_000,
-            upkeep_args=None)  # upkeep_bench.py's own defaults
+            upkeep_args=None, s3_rows=200_000)  # upkeep_bench.py's own defaults
 QUICK = dict(rows=50_000, big_rows=250_000, changes=50_000, transform_rows=100_000,
-             upkeep_args="20000 30 500")
+             upkeep_args="20000 30 500", s3_rows=20_000)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -40,6 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--big-rows", type=int, help="rows of the second memory-case table (default 5,000,000)")
     parser.add_argument("--changes", type=int, help="binlog row changes (default 1,000,000; at most 2x --rows)")
     parser.add_argument("--transform-rows", type=int, help="rows of the transform case (default 1,000,000)")
+    parser.add_argument("--s3-rows", type=int, help="rows of the s3 case's table (default 200,000)")
     parser.add_argument("--upkeep-args", help="arguments for bench/upkeep_bench.py (ROWS COMMITS CHANGES)")
     parser.add_argument("--dlt-backends", default="pyarrow,connectorx",
                         help="dlt references of the snapshot case (comma-separated; empty: none)")
@@ -93,7 +95,7 @@ def upkeep_case(args) -> Case | None:
 
 
 def run(args) -> list[Case]:
-    from bench import binlog_bench, memory_bench, snapshot_bench, transform_bench
+    from bench import binlog_bench, memory_bench, s3_bench, snapshot_bench, transform_bench
 
     cases: list[Case] = []
 
@@ -104,7 +106,7 @@ def run(args) -> list[Case]:
 
     if "transform" in args.cases:
         report(transform_bench.case(args.transform_rows))
-    if any(c in args.cases for c in ("snapshot", "memory", "binlog")):
+    if any(c in args.cases for c in ("snapshot", "memory", "binlog", "s3")):
         with bench_server() as server, tempfile.TemporaryDirectory(prefix="lakecdc-bench-") as tmp:
             print(f"private MariaDB on port {server.port}; loading {args.rows:,} orders ...", flush=True)
             load = create_orders(server, "orders", args.rows)
@@ -122,6 +124,9 @@ def run(args) -> list[Case]:
                 if config is None:  # the binlog case continues a committed snapshot
                     _, _, config = snapshot_bench.run_snapshot(server, "orders", warehouse)
                 report(binlog_bench.case(server, "orders", args.rows, args.changes, config))
+            if "s3" in args.cases:
+                create_orders(server, "orders_s3", args.s3_rows)
+                report(s3_bench.case(server, "orders_s3", args.s3_rows))
     if "upkeep" in args.cases:
         report(upkeep_case(args))
     return cases

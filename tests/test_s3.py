@@ -6,6 +6,7 @@ Every table is read back over S3 by pypaimon-rust (an independent reader) and co
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -301,3 +302,116 @@ def test_writer_stopped_at_publish_fails_clearly_and_nothing_is_lost(mariadb, s3
     change(mariadb, db, 3)
     run_micro_batch(config)
     assert_equal_to_mysql(mariadb, config, db, "after the conflicting runs and one more run")
+
+
+# ------------------------------------------------------------------------------------ tutorial, CLI
+from test_tutorial import (CHANGES, ORDERS_KEY, REINSERT, TUTORIAL_YAML, assert_changes_step,  # noqa: E402
+                           assert_reinsert_step, assert_snapshot_step, execute_all, tutorial)  # noqa: F401
+
+TUTORIAL_WAREHOUSE = "catalog.properties.warehouse: file://${LAKECDC_WAREHOUSE:-/tmp/lakecdc-tutorial/warehouse}"
+
+
+def test_tutorial_on_s3_through_dagster_and_the_cli(mariadb, tutorial, s3_server, tmp_path):
+    """The Flink CDC tutorial with its warehouse on s3://: every step's exact rows, read back over S3 by
+    pypaimon-rust's SQL engine, Dagster's asset checks, and status / describe / sql / upkeep from the CLI."""
+    import dagster as dg
+
+    from lakecdc.dagster import build_definitions
+
+    _, env = tutorial
+    text = TUTORIAL_YAML.read_text()
+    assert TUTORIAL_WAREHOUSE in text
+    pipelines = tmp_path / "s3-pipelines"
+    pipelines.mkdir()
+    path = pipelines / "tutorial.yaml"
+    warehouse = f"s3://{s3_server.new_bucket()}/tutorial"
+    path.write_text(text.replace(TUTORIAL_WAREHOUSE,
+                                 "catalog.properties.warehouse: " + s3_server.warehouse_yaml(warehouse)))
+    config = load_pipeline(path)
+    defs = build_definitions(pipelines)
+    with dg.instance_for_test(temp_dir=env["DAGSTER_HOME"]) as instance:
+        def materialize():
+            result = dg.materialize(defs.assets, instance=instance, selection=[ORDERS_KEY])
+            assert result.success
+            checks = result.get_asset_check_evaluations()
+            assert checks and all(c.passed for c in checks), [(c.check_name, c.metadata) for c in checks]
+
+        materialize()
+        assert_snapshot_step(config)
+        execute_all(mariadb, CHANGES)
+        materialize()
+        assert_changes_step(config)
+        execute_all(mariadb, [REINSERT])
+        materialize()
+        assert_reinsert_step(config)
+
+    cli = [str(BIN / "lakecdc")]
+    status = subprocess.run(cli + ["status", str(path)], capture_output=True, text=True, timeout=300)
+    describe = subprocess.run(cli + ["describe", str(path), "inventory.orders"], capture_output=True, text=True,
+                              timeout=300)
+    sql = subprocess.run(cli + ["sql", str(path), "SELECT id, product_upper FROM inventory.orders ORDER BY id"],
+                         capture_output=True, text=True, timeout=300)
+    upkeep = subprocess.run(cli + ["upkeep", str(path), "--full", "--json"], capture_output=True, text=True,
+                            timeout=300)
+    for done in (status, describe, sql, upkeep):
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert "inventory.orders" in status.stdout
+    assert "CREATE TABLE `inventory`.`orders`" in describe.stdout and "PARTITIONED BY (`order_day`)" in describe.stdout
+    assert "| 102 | BLUE PEN      |" in sql.stdout and "3 row(s) in set" in sql.stdout
+    [kept_up] = json.loads(upkeep.stdout)["tables"]
+    assert kept_up["skipped"] is None and kept_up["compaction_snapshot_id"] is not None, kept_up
+    assert_reinsert_step(config)  # upkeep changed no row
+
+
+WRITER = """
+import json, sys
+from lakecdc.errors import CommitConflictError
+from lakecdc.model import OP_COLUMN, TableId
+from lakecdc.sink import PaimonSink
+import pyarrow as pa
+
+options = json.loads(sys.argv[1])
+sink = PaimonSink(options)
+target = TableId("db", "kept")
+sink.checkpoint(target)
+writer = sink.open_writer(target)
+writer.write(pa.table({"id": pa.array([999], pa.int64()), "v": ["late"], OP_COLUMN: ["+I"]}))
+try:
+    writer.commit({"lakecdc.binlog.file": "late"})
+except CommitConflictError as error:
+    print(error, file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def test_upkeep_next_to_a_writer_stopped_at_publish(s3_server, s3_warehouse, tmp_path, s3_env):
+    """A writer frozen right before it publishes its snapshot; table upkeep compacts the table meanwhile (and
+    expires and removes orphans with the defaults); the writer resumes: its commit is refused, the compacted table
+    is intact and holds exactly the committed rows."""
+    from lakecdc.sink.maintenance import upkeep_table
+
+    target = TableId("db", "kept")
+    sink = PaimonSink(s3_warehouse)
+    sink.ensure_table(target, table_schema(), ["id"], [], options={"bucket": "1"})
+    for n in range(3):
+        with sink.open_writer(target) as writer:
+            writer.write(rows(range(n * 5, n * 5 + 5), "v"))
+            writer.commit({"lakecdc.binlog.file": f"b.{n}"})
+    marker = tmp_path / "paused"
+    env = {**os.environ, PAUSEPOINT_ENV: PAUSE_BEFORE_PUBLISH, PAUSEPOINT_FILE_ENV: str(marker)}
+    writer_a = subprocess.Popen([sys.executable, "-c", WRITER, json.dumps(s3_warehouse)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert paused_at_publish(writer_a, marker).endswith("/snapshot/snapshot-4")
+        result = upkeep_table(PaimonSink(s3_warehouse), target, full_compaction=True)
+        assert result.skipped is None and result.compaction_snapshot_id == 4, result.summary()
+    finally:
+        os.kill(writer_a.pid, signal.SIGCONT)
+        out, err = writer_a.communicate(timeout=300)
+    assert writer_a.returncode == 3, err[-3000:]
+    assert "table db.kept: commit conflict: another writer published snapshot 4 first" in err
+    expected = [(i, f"v{i}") for i in range(15)]
+    assert rust_rows(s3_warehouse, "db.kept") == expected
+    latest = PaimonSink(s3_warehouse).snapshots(target)[-1]
+    assert latest.properties["lakecdc.upkeep"] in ("compact", "merge-manifests")
+    assert latest.properties["lakecdc.binlog.file"] == "b.2"  # the checkpoint is the last committed one

@@ -20,11 +20,11 @@ Every write goes through the native (Rust) writer with the table lock, as the pi
     table.read().to_pandas()
 """
 
-from lakecdc.errors import SinkError
+from lakecdc.errors import CommitConflictError, SinkError
 from lakecdc.paimon.cdc import CdcField, CdcRecord, CdcRecordBuilder
 from lakecdc.paimon.read import ReadResult
 from lakecdc.paimon.rows import ROW_KIND_COLUMN, Row, RowKind
 from lakecdc.paimon.table import Catalog, SnapshotInfo, Table, TableWrite, WriteResult
 
 __all__ = ["Catalog", "Table", "TableWrite", "WriteResult", "SnapshotInfo", "ReadResult", "Row", "RowKind",
-           "ROW_KIND_COLUMN", "CdcRecord", "CdcRecordBuilder", "CdcField", "SinkError"]
+           "ROW_KIND_COLUMN", "CdcRecord", "CdcRecordBuilder", "CdcField", "SinkError", "CommitConflictError"]
