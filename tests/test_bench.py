@@ -12,8 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_suite_runs_every_case_on_tiny_tables():
     # the upkeep case belongs to bench/upkeep_bench.py (its own sizes); the dlt references run when dlt is installed
-    command = [sys.executable, "-m", "bench", "--quick", "--no-install", "--cases", "snapshot,memory,binlog,transform",
-               "--rows", "3000", "--big-rows", "9000", "--changes", "2000", "--transform-rows", "2000",
+    command = [sys.executable, "-m", "bench", "--quick", "--no-install", "--cases",
+               "snapshot,memory,binlog,transform,s3", "--rows", "3000", "--big-rows", "9000", "--changes", "2000",
+               "--transform-rows", "2000", "--s3-rows", "2000",
                "--dlt-backends", "connectorx"]
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -24,4 +25,6 @@ def test_the_suite_runs_every_case_on_tiny_tables():
     assert "binlog micro-batch of 2,000 row changes (1,000 inserts, 600 updates, 400 deletes)" in out
     assert "python-mysql-replication, decoding only" in out
     assert "tutorial transform over 2,000 rows" in out
+    assert "snapshot of a 2,000-row orders table into s3:// on a local S3 server (moto) vs local disk" in out
+    assert "the same micro-batch into a local-disk warehouse" in out
     assert out.rstrip().splitlines()[-1].startswith("suite finished")
