@@ -195,7 +195,7 @@ def _commit_k(options: dict, worker: int, k: int) -> int:
 def test_racing_processes_lose_no_commit(s3_server, s3_warehouse):
     """N processes that loaded the same base snapshot commit at the same instant: exactly one wins, the others
     fail with CommitConflictError. Then N processes x K commits, retrying after conflicts: every row once."""
-    n, k = 3, 4
+    n, k = 3, 2
     PaimonSink(s3_warehouse).ensure_table(TableId("db", "log"), table_schema(), [], [])  # an append table
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Manager().Barrier(n)
@@ -415,3 +415,11 @@ def test_upkeep_next_to_a_writer_stopped_at_publish(s3_server, s3_warehouse, tmp
     latest = PaimonSink(s3_warehouse).snapshots(target)[-1]
     assert latest.properties["lakecdc.upkeep"] in ("compact", "merge-manifests")
     assert latest.properties["lakecdc.binlog.file"] == "b.2"  # the checkpoint is the last committed one
+
+
+def test_writing_sql_is_refused_on_s3():
+    from lakecdc.sink.sql import run_sql
+
+    options = {"metastore": "filesystem", "warehouse": "s3://bucket/wh", "s3.endpoint": "http://127.0.0.1:9"}
+    with pytest.raises(SinkError, match="writing SQL is not supported on an s3:// warehouse"):
+        run_sql(options, "INSERT INTO db.t VALUES (1)", write=True)
