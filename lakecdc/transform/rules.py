@@ -28,7 +28,7 @@ from lakecdc.selectors import TableSelector
 from lakecdc.transform.metadata_columns import MetadataColumn, check_declared_metadata
 from lakecdc.transform.expressions import (METADATA_COLUMNS, OP_TS, Compiler, ProjectionItem, check_tree, located,
                                            normalise_projection, parse_filter, parse_projection)
-from lakecdc.transform.nodes import Call, ColumnRef, EvalEnv, Node, current_millis
+from lakecdc.transform.nodes import ColumnRef, EvalEnv, Node, current_millis
 from lakecdc.transform.types import conform, family, flink_name, resolve_zone
 
 SOFT_DELETE = "SOFT_DELETE"
