@@ -431,3 +431,26 @@ def test_definitions_check_the_pipeline_against_mysql(mariadb, tutorial, monkeyp
     assert spec.metadata["dagster/table_name"] == f"mysql://127.0.0.1:{mariadb.port}/inventory.orders"
     assert [c.name for c in spec.metadata["dagster/column_schema"].columns] == ["id", "product", "price",
                                                                                  "created_at"]
+
+
+TYPES_PIPELINE = """
+source: {{type: mysql, hostname: 127.0.0.1, port: {port}, username: root, password: "", tables: {db}.kinds}}
+sink: {{type: paimon, catalog.properties.metastore: filesystem, catalog.properties.warehouse: {warehouse}}}
+pipeline: {{name: kinds {db}}}
+"""
+
+
+def test_column_types_are_spelt_as_paimon_and_mysql_spell_them(mariadb, fresh_db, tmp_path):
+    """Before any run, the Paimon asset shows the types Paimon will store (unsigned widened, TIME(p), CHAR(n)) and
+    the MySQL asset MySQL's own column types."""
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.kinds (id INT UNSIGNED PRIMARY KEY, code CHAR(5), at TIME(3), "
+                    "ts TIMESTAMP(6) NULL, note TEXT COMMENT 'free __text__')")
+    config = parse_pipeline(TYPES_PIPELINE.format(port=mariadb.port, db=fresh_db, warehouse=tmp_path / "w"))
+    specs = {s.key: s for s in build_pipeline_definitions(config).resolve_all_asset_specs()}
+    paimon = {c.name: c.type for c in specs[dg.AssetKey(["paimon", fresh_db, "kinds"])]
+              .metadata["dagster/column_schema"].columns}
+    assert paimon == {"id": "BIGINT", "code": "CHAR(5)", "at": "TIME(3)", "ts": "TIMESTAMP_LTZ(6)", "note": "STRING"}
+    mysql = {c.name: c for c in specs[dg.AssetKey(["mysql", fresh_db, "kinds"])]
+             .metadata["dagster/column_schema"].columns}
+    assert mysql["id"].type == "int(10) unsigned" and mysql["at"].type == "time(3)"
+    assert mysql["note"].description == r"free \_\_text\_\_"  # a MySQL comment is prose: Markdown escaped

@@ -18,13 +18,13 @@ import re
 from typing import Optional
 
 import dagster as dg
-import pyarrow as pa
 from pydantic import Field
 
 from lakecdc.config import PipelineConfig
 from lakecdc.dagster.checks import TableState, check_specs, evaluate
 from lakecdc.dagster.failures import as_failure, retry_policy
-from lakecdc.dagster.metadata import column_origins, column_schema, materialization, paimon_key, unrecorded_commit
+from lakecdc.dagster.metadata import (column_origins, column_schema, materialization, paimon_key, unrecorded_commit,
+                                      without_not_null)
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.dagster.translator import AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps, PaimonTableProps
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
@@ -234,15 +234,19 @@ def load_time_plan(config: PipelineConfig):
 
 
 def target_columns(config: PipelineConfig, plan, target: TableId) -> Optional[dg.TableSchema]:
-    """The Paimon columns the pipeline creates for ``target`` (types as Paimon stores them), from the plan."""
-    from lakecdc.sink.tables import paimon_arrow_type
+    """The Paimon columns the pipeline creates for ``target``, typed as Paimon stores them (the types the
+    ``schema_matches_source`` check expects), from the plan."""
+    from lakecdc.runtime.verify import expected_types
 
     target_plan = plan.targets.get(target) if plan is not None else None
     if target_plan is None:
         return None
-    fields = [pa.field(f.name, paimon_arrow_type(target, f.name, f.type), f.nullable, f.metadata)
-              for f in target_plan.schema]
-    return column_schema(fields, target_plan.primary_keys, target_plan.partition_keys, column_origins(target_plan))
+    try:
+        types = {name: without_not_null(text) for name, text in expected_types(target_plan).items()}
+    except LakeCdcError:  # a type Paimon cannot store: the run says so; the UI falls back to the Arrow types
+        types = {}
+    return column_schema(target_plan.schema, target_plan.primary_keys, target_plan.partition_keys,
+                         column_origins(target_plan), types)
 
 
 @dataclasses.dataclass

@@ -43,7 +43,12 @@ def stored_types(catalog_options: dict[str, str] | None, target: TableId) -> dic
         types = PaimonSink(catalog_options).paimon_types(target)
     except Exception:  # noqa: BLE001 - the column types are an extra; the commit is already done
         return {}
-    return {name: re.sub(r"\s+NOT NULL$", "", text) for name, text in types.items()}
+    return {name: without_not_null(text) for name, text in types.items()}
+
+
+def without_not_null(paimon_type: str) -> str:
+    """``VARCHAR(100) NOT NULL`` → ``VARCHAR(100)`` (the column schema shows nullability as a constraint)."""
+    return re.sub(r"\s+NOT NULL$", "", paimon_type)
 
 
 def column_schema(schema, primary_keys: list[str], partition_keys: list[str],
