@@ -423,3 +423,50 @@ def test_writing_sql_is_refused_on_s3():
     options = {"metastore": "filesystem", "warehouse": "s3://bucket/wh", "s3.endpoint": "http://127.0.0.1:9"}
     with pytest.raises(SinkError, match="writing SQL is not supported on an s3:// warehouse"):
         run_sql(options, "INSERT INTO db.t VALUES (1)", write=True)
+
+
+MULTIPROCESS_DEFS = """
+import os
+
+import dagster as dg
+
+from lakecdc.dagster import build_definitions
+
+# lakecdc's definitions with Dagster's multiprocess executor: each table's op runs in its own process
+def _with_multiprocess_executor(base: dg.Definitions) -> dg.Definitions:
+    return dg.Definitions(assets=base.assets, jobs=base.jobs, sensors=base.sensors, schedules=base.schedules,
+                          resources=base.resources, executor=dg.multiprocess_executor)
+
+
+defs = _with_multiprocess_executor(build_definitions(os.environ["LAKECDC_PIPELINES_DIR"]))
+"""
+
+
+def test_tables_of_a_run_on_s3_in_separate_processes(mariadb, s3_pipeline, tmp_path):
+    """Dagster's multiprocess executor writes the two tables of a run in two step processes on one s3://
+    warehouse; snapshot and binlog runs give tables equal to MySQL."""
+    import dagster as dg
+
+    config, path, db = s3_pipeline
+    (tmp_path / "lakecdc_mp_defs.py").write_text(MULTIPROCESS_DEFS)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "LAKECDC_PIPELINES_DIR": str(path.parent),
+           "PYTHONPATH": str(tmp_path)}
+    keys = [f"paimon/{db}/accounts", f"paimon/{db}/events"]
+    command = [str(BIN / "dagster"), "asset", "materialize", "-m", "lakecdc_mp_defs", "--select", ",".join(keys)]
+    for step in (0, 1):
+        if step:
+            change(mariadb, db, step)
+        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-4000:]
+        assert_equal_to_mysql(mariadb, config, db, f"after run {step} on the multiprocess executor")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs()
+        assert len(runs) == 2
+        pids = {}
+        for record in instance.all_logs(runs[0].run_id):
+            if record.dagster_event is not None and record.dagster_event.event_type_value == "STEP_START":
+                pids[record.step_key] = record.dagster_event.pid
+        assert len(pids) == 2 and len(set(pids.values())) == 2, pids  # two steps, two processes
