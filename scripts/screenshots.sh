@@ -5,12 +5,12 @@
 # Chromium, and stops Dagster again. The sandbox MariaDB keeps running, as after scripts/tutorial.sh
 # (scripts/mariadb.sh stop).
 #
-#   scripts/screenshots.sh            # needs chromium (scripts/setup.sh installs it)
+#   scripts/screenshots.sh            # needs chromium (scripts/setup.sh --tests installs it)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
-[ -n "$CHROMIUM" ] || { echo "screenshots: chromium is not installed (run scripts/setup.sh)" >&2; exit 1; }
+[ -n "$CHROMIUM" ] || { echo "screenshots: chromium is not installed (run scripts/setup.sh --tests)" >&2; exit 1; }
 
 scripts/tutorial.sh >/dev/null
 

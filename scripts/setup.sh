@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs everything lakecdc needs on a fresh machine: MariaDB server binaries (for the sandbox and the tests),
-# Debian's Chromium (the UI test renders a page and scripts/screenshots.sh renders docs/img/) and a virtualenv in
-# .venv with the pinned dependencies. Safe to run again: it only does what is missing.
+# Installs everything lakecdc needs on a fresh machine: MariaDB server binaries (for the sandbox and the tests) and a
+# virtualenv in .venv with the pinned dependencies; with --tests also Debian's Chromium (the UI test renders a page
+# and scripts/screenshots.sh renders docs/img/), which the tutorial does not need. Safe to run again: it only does
+# what is missing.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+WITH_TESTS=0; [ "${1:-}" = "--tests" ] && WITH_TESTS=1
 
 if ! command -v mariadbd >/dev/null 2>&1 || ! command -v mariadb-install-db >/dev/null 2>&1; then
   echo "setup: installing MariaDB server binaries (apt-get)" >&2
@@ -16,7 +18,7 @@ fi
 
 # Headless Chromium for tests/test_dagster_ui.py (which fails without it) and scripts/screenshots.sh. Measured on
 # a loaded 2-core machine: about 2 minutes once (26 s of CPU), nothing on later runs.
-if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+if [ "$WITH_TESTS" = 1 ] && ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   echo "setup: installing Chromium (apt-get)" >&2
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

@@ -4,5 +4,5 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-scripts/setup.sh
+scripts/setup.sh --tests
 exec .venv/bin/python -m pytest -q "$@"
