@@ -59,6 +59,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "snapshot_id": table.snapshot_id, "offset": str(table.offset) if table.offset else None,
             "inserted": table.counts.inserted, "updated": table.counts.updated, "deleted": table.counts.deleted,
             "row_count": table.row_count,
+            "decoder_fallbacks": table.decoder_fallbacks,  # binlog rows events decoded in Python, per cause
         })
     if args.json:
         print(json.dumps({"pipeline": config.name, "head": str(result.head), "tables": rows}, indent=2))

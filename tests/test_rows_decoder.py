@@ -268,6 +268,9 @@ def test_events_the_decoder_does_not_model_take_the_library_path(mariadb, fresh_
         events = _read(mariadb, start, db, [table])
     columnar, library = events[0]
     assert [d.columnar for d, _ in columnar] == [False, True, True]
+    assert [d.fallback for d, _ in columnar] == [
+        "column: column 'price' (decimal(12,3)) with binlog type 246 into Arrow decimal128(12, 3)", None, None]
+    assert {d.fallback for d, _ in library} == {rows_decoder.FALLBACK_REQUESTED}
     assert any("decoded by python-mysql-replication" in r.getMessage() for r in caplog.records)
     got = _assert_same(table, columnar, library)
     assert got.column("price").to_pylist()[:3] == [Decimal("1.250"), None, Decimal("3.125")]
@@ -284,6 +287,7 @@ def test_values_beyond_the_target_type_fail_like_the_library_path(mariadb, fresh
     events = _read(mariadb, start, db, [table])
     columnar, library = events[0]
     assert not columnar[0][0].columnar
+    assert columnar[0][0].fallback == "value: TIME beyond the range of Paimon's TIME"  # the column index dropped
     for parts in (columnar, library):
         with pytest.raises(SourceError, match="column 'd'"):
             build_change_batch(table, parts)
@@ -452,5 +456,6 @@ def test_without_the_extension_every_event_takes_the_library_path(mariadb, fresh
         events = _read(mariadb, start, db, [table])
     columnar, library = events[0]
     assert not any(d.columnar for d, _ in columnar)
+    assert {d.fallback for d, _ in columnar} == {rows_decoder.FALLBACK_NOT_BUILT}
     assert sum("columnar binlog decoder is not built" in r.getMessage() for r in caplog.records) == 1
     assert build_change_batch(table, columnar).equals(build_change_batch(table, library))

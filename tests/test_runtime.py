@@ -226,3 +226,44 @@ def test_killed_between_two_commits_loses_and_repeats_nothing(mariadb, shop):
     assert run_sql(config.sink.catalog_options, f"SELECT id, name FROM {db}.customers").to_pylist() == [
         {"id": 1, "name": "Ada L."}]
     assert pipeline_status(config).needs_run is False
+
+
+def test_decoder_fallbacks_are_counted_per_cause_in_the_result_and_the_log(mariadb, shop, monkeypatch, caplog):
+    """Every binlog rows event the columnar decoder leaves to python-mysql-replication is counted per cause in the
+    run result (per table and in total) and named in the run's log; a run without any says so."""
+    import logging
+
+    from lakecdc.dagster.metadata import materialization
+    from lakecdc.source import rows_decoder
+
+    config, _, db = shop
+    run_micro_batch(config)
+    orders, customers = TableId(f"lake_{db}", "orders"), TableId(db, "customers")
+    mariadb.execute(f"INSERT INTO `{db}`.orders_1 VALUES (3, 'new', 1.00), (4, 'new', 2.00)")
+    mariadb.execute(f"UPDATE `{db}`.orders_2 SET amount = 31.00 WHERE id = 1")
+    mariadb.execute(f"INSERT INTO `{db}`.customers VALUES (2, 'Grace')")
+    with monkeypatch.context() as patch, caplog.at_level(logging.INFO, logger="lakecdc"):
+        patch.setattr(rows_decoder, "_ext", None)  # as on a machine where the extension was not built
+        slow = run_micro_batch(config)
+    assert slow.tables[orders].decoder_fallbacks == {rows_decoder.FALLBACK_NOT_BUILT: 2}  # two events, 3 rows
+    assert slow.tables[customers].decoder_fallbacks == {rows_decoder.FALLBACK_NOT_BUILT: 1}
+    assert slow.decoder_fallbacks == {rows_decoder.FALLBACK_NOT_BUILT: 3}
+    shown = materialization(slow.tables[orders]).metadata  # what the Dagster materialisation shows
+    assert shown["lakecdc/decoder_fallbacks"].value == 2
+    assert shown["lakecdc/decoder_fallback_causes"].value == "2 x decoder not built"
+    warnings = [r.getMessage() for r in caplog.records if "binlog decoder fallbacks of" in r.getMessage()]
+    assert sorted(warnings) == sorted(f"binlog decoder fallbacks of {db}.{t} (rows events decoded by "
+                                      f"python-mysql-replication, several times slower): {n} x decoder not built"
+                                      for t, n in (("orders_1", 1), ("orders_2", 1), ("customers", 1)))
+    assert orders_rows(config, db)[-2:] == [("orders_1", 4, "new", "NEW", "2.00"), ("orders_2", 1, "paid", "PAID",
+                                                                                   "31.00")]
+
+    caplog.clear()
+    mariadb.execute(f"DELETE FROM `{db}`.orders_1 WHERE id = 3")
+    with caplog.at_level(logging.INFO, logger="lakecdc"):
+        fast = run_micro_batch(config)
+    assert [t.target for t in fast.committed] == [orders]
+    assert fast.decoder_fallbacks == {} and fast.tables[orders].decoder_fallbacks == {}
+    assert any("binlog decoder fallbacks: none" in r.getMessage() for r in caplog.records)
+    shown = materialization(fast.tables[orders]).metadata
+    assert shown["lakecdc/decoder_fallbacks"].value == 0 and "lakecdc/decoder_fallback_causes" not in shown

@@ -11,6 +11,7 @@ import dagster as dg
 
 from lakecdc.dagster.translator import code, paimon_table_name
 from lakecdc.model import TableId
+from lakecdc.source.rows_decoder import fallback_summary
 from lakecdc.transform.types import type_name
 
 SNAPSHOT_ID_KEY = "lakecdc/paimon_snapshot_id"
@@ -218,6 +219,11 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
     upkeep = getattr(result, "upkeep", None)
     if upkeep is not None:  # table upkeep after the commit (lakecdc.sink.maintenance)
         metadata["lakecdc/upkeep"] = dg.MetadataValue.text(upkeep.summary())
+    fallbacks = getattr(result, "decoder_fallbacks", None) or {}
+    if result.phase == "binlog" or fallbacks:  # binlog rows events decoded in Python (lakecdc.source.rows_decoder)
+        metadata["lakecdc/decoder_fallbacks"] = dg.MetadataValue.int(sum(fallbacks.values()))
+        if fallbacks:
+            metadata["lakecdc/decoder_fallback_causes"] = dg.MetadataValue.text(fallback_summary(fallbacks))
     partitions = dict(getattr(result, "partitions", None) or {})
     resnapshotted = getattr(result, "partition", None) if result.phase == "resnapshot" else None
     if resnapshotted and resnapshotted not in partitions:  # re-read, nothing to write: still the one it covered

@@ -36,6 +36,7 @@ from lakecdc.runtime.report import SnapshotProgress, count_partitions, estimate_
 from lakecdc.runtime.upkeep import upkeep_after_commits
 from lakecdc.sink import PaimonSink, TableWriter
 from lakecdc.source import MySqlSource, TableSchemaChange
+from lakecdc.source.rows_decoder import fallback_summary
 
 logger = logging.getLogger("lakecdc.runtime")
 
@@ -65,6 +66,9 @@ class TableResult:
     snapshot_rows: int = 0  # rows this run read from MySQL for a snapshot
     upkeep: object | None = None  # lakecdc.sink.maintenance.UpkeepResult when upkeep ran after the commits
     xa_scan_start: BinlogOffset | None = None  # the oldest open prepared XA at ``offset`` (checkpoint.XA_SCAN_START)
+    # binlog rows events of its sources the columnar decoder left to python-mysql-replication, per cause
+    # (lakecdc.source.rows_decoder.FALLBACK_*): the same rows, several times slower
+    decoder_fallbacks: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -80,6 +84,16 @@ class RunResult:
     @property
     def committed(self) -> list[TableResult]:
         return [t for t in self.tables.values() if t.committed]
+
+    @property
+    def decoder_fallbacks(self) -> dict[str, int]:
+        """Binlog rows events decoded by python-mysql-replication instead of the columnar decoder, per cause,
+        over all tables (an event of a source feeding several tables counts once per table)."""
+        total: dict[str, int] = {}
+        for table in self.tables.values():
+            for cause, events in table.decoder_fallbacks.items():
+                total[cause] = total.get(cause, 0) + events
+        return total
 
 
 def failpoint(name: str) -> None:
@@ -333,6 +347,7 @@ def _run_fresh_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink,
             continue
         _apply(source_plans[batch.table.table_id], batch, targets, sink, writers, results)
     end = reader.end_offset if reader.end_offset is not None else start
+    _record_fallbacks(reader, source_plans, targets, results, log)
     _track_open_xa(reader, targets, results)
     for target in targets:
         if target in evolver.dropped:
@@ -366,6 +381,7 @@ def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targe
                  if batch.first_commit is None or batch.first_commit > checkpoints[t]}
         _apply(source_plans[batch.table.table_id], batch, fresh, sink, writers, results)
     log.info("binlog read %d row changes up to %s", reader.rows_read, reader.end_offset)
+    _record_fallbacks(reader, source_plans, targets, results, log)
     _track_open_xa(reader, targets, results)
     for target in targets:
         if target in evolver.dropped:
@@ -380,6 +396,22 @@ def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targe
             _writer(target, sink, writers)
             results[target].offset = reader.end_offset
             log.info("%s had no changes; moving its checkpoint to %s", target, reader.end_offset)
+
+
+def _record_fallbacks(reader, source_plans: dict[TableId, SourcePlan], targets: set[TableId],
+                      results: dict[TableId, TableResult], log) -> None:
+    """Adds the read's decoder fallbacks to the results of the targets their sources feed, and logs them: each is
+    a rows event decoded value by value in Python (lakecdc.source.rows_decoder), which a fast run has none of."""
+    for source_id, causes in sorted(reader.decoder_fallbacks.items()):
+        for target in source_plans[source_id].targets:
+            if target in targets:
+                counted = results[target].decoder_fallbacks
+                for cause, events in causes.items():
+                    counted[cause] = counted.get(cause, 0) + events
+        log.warning("binlog decoder fallbacks of %s (rows events decoded by python-mysql-replication, several "
+                    "times slower): %s", source_id, fallback_summary(causes))
+    if not reader.decoder_fallbacks:
+        log.info("binlog decoder fallbacks: none (every rows event decoded by the columnar decoder)")
 
 
 def _track_open_xa(reader, targets: set[TableId], results: dict[TableId, TableResult]) -> None:

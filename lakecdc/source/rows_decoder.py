@@ -34,6 +34,7 @@ from __future__ import annotations
 import codecs
 import functools
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -88,9 +89,22 @@ _UNIT_DIGITS = {"s": 0, "ms": 3, "us": 6}
 
 _warned: set = set()
 
+# Why an event took the library path (DecodedRows.fallback): the causes a run counts and reports, per table
+FALLBACK_NOT_BUILT = "decoder not built"
+FALLBACK_REQUESTED = "library path requested"
+FALLBACK_DECODED = "rows already decoded"
+FALLBACK_EVENT = "event"  # + ": <what>": an event shape the decoder does not model
+FALLBACK_COLUMN = "column"  # + ": <column, binlog type, Arrow type>": a column type combination it does not model
+FALLBACK_VALUE = "value"  # + ": <what>": a value it refuses to guess (invalid UTF-8, an impossible date, ...)
+FALLBACK_LIBRARY = "library internals"  # + ": <error>": the library's event object is not as the decoder expects
+
 
 class _Unsupported(Exception):
     """The event (or one of its columns) is outside what the C decoder models: use the library path."""
+
+
+class _ColumnUnsupported(_Unsupported):
+    """A column's binlog type and SourceTable type are not a combination the C decoder reproduces exactly."""
 
 
 def columnar_available() -> bool:
@@ -119,6 +133,7 @@ class DecodedRows:
     _rows: Any = None  # _rowsdecoder.Rows (columnar path)
     _plan: "_PlanInfo | None" = None
     _items: list | None = None  # library path: [(op, values, none_sources)]
+    fallback: str | None = None  # library path: why the C decoder did not decode the event (FALLBACK_* cause)
 
     @property
     def columnar(self) -> bool:
@@ -152,18 +167,24 @@ def decode_rows_event(event, table: SourceTable, *, skip_rows: int = 0, columnar
     ``skip_rows`` rows. Call it before anything reads ``event.rows`` (the columnar path reads the raw packet);
     ``columnar=False`` forces the library path."""
     kind = _event_kind(event)
-    if columnar and _ext is None:
+    if not columnar:
+        cause = FALLBACK_REQUESTED
+    elif _ext is None:
+        cause = FALLBACK_NOT_BUILT
         _warn_once("extension", "lakecdc's columnar binlog decoder is not built (%s): decoding rows events with "
                    "python-mysql-replication, several times slower; run scripts/setup.sh or pip install -e . "
                    "with a C compiler and the Python headers", _IMPORT_ERROR)
-    if columnar and _ext is not None and getattr(event, "_RowsEvent__rows", None) is None:
+    elif getattr(event, "_RowsEvent__rows", None) is not None:
+        cause = FALLBACK_DECODED
+    else:
         try:
             plan = _plan_for(event, table)
             raw = _raw_body(event)
             rows = plan.plan.decode(*raw[:3], _KIND_CODE[kind], *raw[3:], skip_rows)
             return DecodedRows(table, kind, plan.names, rows.num_rows, rows.num_changes, _rows=rows, _plan=plan)
         except (_Unsupported, AttributeError, TypeError, ValueError) as exc:
-            if _ext is not None and isinstance(exc, _ext.Unsupported):  # a value it will not guess: this event only
+            cause = _fallback_cause(exc)
+            if isinstance(exc, _ext.Unsupported):  # a value it will not guess: this event only
                 log.debug("binlog rows event of %s decoded by python-mysql-replication: %s", table.table_id, exc)
             else:
                 _warn_once(("unsupported", table.table_id, str(exc)),
@@ -173,7 +194,27 @@ def decode_rows_event(event, table: SourceTable, *, skip_rows: int = 0, columnar
     if skip_rows:
         rows = rows[skip_rows:]
     items = _library_items(kind, rows, table)
-    return DecodedRows(table, kind, _column_names(event), len(rows), len(items), _items=items)
+    return DecodedRows(table, kind, _column_names(event), len(rows), len(items), _items=items, fallback=cause)
+
+
+def fallback_summary(counts: dict[str, int]) -> str:
+    """``"2 x value: invalid UTF-8; 1 x decoder not built"`` for counts of rows events per fallback cause."""
+    return "; ".join(f"{events} x {cause}" for cause, events in sorted(counts.items()))
+
+
+_COLUMN_PREFIX = re.compile(r"^column -?\d+: ")
+
+
+def _fallback_cause(exc: Exception) -> str:
+    """The counted cause of a fallback: its kind and what it was, without row-specific detail (a C decoder value
+    refusal names its column index, which is dropped so equal causes of one table add up)."""
+    if isinstance(exc, _ext.Unsupported):
+        return f"{FALLBACK_VALUE}: {_COLUMN_PREFIX.sub('', str(exc))}"
+    if isinstance(exc, _ColumnUnsupported):
+        return f"{FALLBACK_COLUMN}: {exc}"
+    if isinstance(exc, _Unsupported):
+        return f"{FALLBACK_EVENT}: {exc}"
+    return f"{FALLBACK_LIBRARY}: {type(exc).__name__}: {exc}"
 
 
 def _event_kind(event) -> str:
@@ -297,7 +338,7 @@ def _slot(column: SourceColumn) -> tuple[int, int]:
         return TG_FSB, t.byte_width
     if pa.types.is_list(t) and pa.types.is_string(t.value_type):
         return TG_LIST, 0
-    raise _Unsupported(f"column '{column.name}' has Arrow type {t}")
+    raise _ColumnUnsupported(f"column '{column.name}' has Arrow type {t}")
 
 
 def _build_plan(columns, table: SourceTable) -> _PlanInfo:
@@ -357,7 +398,7 @@ def _size(column) -> tuple[int, int]:
         return 0, 2 if column.max_length > 255 else 1
     if t in (_BLOB, _GEOMETRY, _JSON):
         return 0, column.length_size
-    raise _Unsupported(f"column '{column.name}' has binlog type {t}")
+    raise _ColumnUnsupported(f"column '{column.name}' has binlog type {t}")
 
 
 def _decimal_size(precision: int, scale: int) -> int:
@@ -381,7 +422,8 @@ def _column_spec(column, target: SourceColumn, tgt: int, width: int, slot: int) 
     base = dict(fixed=fixed, lenb=lenb, slot=slot)
 
     def unsupported() -> _Unsupported:
-        return _Unsupported(f"column '{target.name}' ({target.column_type}) with binlog type {t} into Arrow {at}")
+        return _ColumnUnsupported(f"column '{target.name}' ({target.column_type}) with binlog type {t} "
+                                  f"into Arrow {at}")
 
     if t in _INT_SIZES:
         if dtype not in _INT_DATA_TYPES:
@@ -526,7 +568,7 @@ def _byte_table(codec: str) -> bytes:
                 out += b"\xff\x00\x00\x00\x00"
                 continue
             if len(text) > 4:
-                raise _Unsupported(f"character set codec {codec} decodes byte {b} to {len(text)} bytes")
+                raise _ColumnUnsupported(f"character set codec {codec} decodes byte {b} to {len(text)} bytes")
             out += bytes([len(text)]) + text.ljust(4, b"\x00")
         table = _TABLES[codec] = bytes(out)
     return table
