@@ -61,11 +61,26 @@ def lake(source_server, source_db, tmp_path):
                                         behavior=behavior))
         return parse_pipeline(path.read_text()), path
 
-    return source_server, source_db, config
+    yield source_server, source_db, config
+    roll_back_prepared_xa(source_server)
+
+
+def roll_back_prepared_xa(server) -> None:
+    """A failed test can leave a prepared XA transaction, which outlives its session and holds its locks (the
+    database could not be dropped): close the sessions, roll back what is still prepared."""
+    for conn in _XA_SESSIONS:
+        conn.close()
+    _XA_SESSIONS.clear()
+    for _format, gtrid_length, _bqual_length, data in server.execute("XA RECOVER"):
+        data = data if isinstance(data, bytes) else str(data).encode()
+        server.execute(f"XA ROLLBACK X'{data[:gtrid_length].hex()}', X'{data[gtrid_length:].hex()}', {_format}")
+
+
+_XA_SESSIONS: list = []
 
 
 def rows(config, db: str, table: str) -> list[tuple]:
-    data = run_sql(config.sink.catalog_options, f"SELECT * FROM `{db}`.`{table}`")
+    data = run_sql(config.sink.catalog_options, f"SELECT * FROM {db}.{table}")
     return sorted(tuple(r.values()) for r in data.to_pylist())
 
 
@@ -77,6 +92,7 @@ def prepare_xa(server, db: str, xid: str, statements: list[str]):
     """A session that ran XA START, ``statements``, XA END, XA PREPARE (kept open: MariaDB resolves a prepared XA
     transaction in its own session, or in any once that session is gone)."""
     conn = server.connect(db)
+    _XA_SESSIONS.append(conn)
     with conn.cursor() as cur:
         cur.execute(f"XA START '{xid}'")
         for statement in statements:
@@ -90,6 +106,7 @@ def resolve_xa(conn, xid: str, action: str) -> None:
     with conn.cursor() as cur:
         cur.execute(f"XA {action} '{xid}'")
     conn.close()
+    _XA_SESSIONS.remove(conn)
 
 
 # ------------------------------------------------------------------------------------------------------------- XA
