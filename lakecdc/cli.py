@@ -47,28 +47,71 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _table_row(table) -> dict:
+    return {
+        "table": str(table.target), "phase": table.phase if table.committed else "unchanged",
+        "snapshot_id": table.snapshot_id, "offset": str(table.offset) if table.offset else None,
+        "inserted": table.counts.inserted, "updated": table.counts.updated, "deleted": table.counts.deleted,
+        "row_count": table.row_count,
+        "decoder_fallbacks": table.decoder_fallbacks,  # binlog rows events decoded in Python, per cause
+    }
+
+
+def _print_table(row: dict) -> None:
+    print(f"  {row['table']}: {row['phase']}"
+          + (f", snapshot {row['snapshot_id']} at {row['offset']}, +{row['inserted']} ~{row['updated']} "
+             f"-{row['deleted']}" + (f", {row['row_count']} rows" if row["row_count"] is not None else "")
+             if row["snapshot_id"] else ""), flush=True)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    config = _load(args.pipeline)
+    if args.follow:
+        return _follow(config, args)
     from lakecdc.runtime import run_micro_batch
 
-    config = _load(args.pipeline)
     result = run_micro_batch(config)
-    rows = []
-    for table in sorted(result.tables.values(), key=lambda t: str(t.target)):
-        rows.append({
-            "table": str(table.target), "phase": table.phase if table.committed else "unchanged",
-            "snapshot_id": table.snapshot_id, "offset": str(table.offset) if table.offset else None,
-            "inserted": table.counts.inserted, "updated": table.counts.updated, "deleted": table.counts.deleted,
-            "row_count": table.row_count,
-            "decoder_fallbacks": table.decoder_fallbacks,  # binlog rows events decoded in Python, per cause
-        })
+    rows = [_table_row(table) for table in sorted(result.tables.values(), key=lambda t: str(t.target))]
     if args.json:
         print(json.dumps({"pipeline": config.name, "head": str(result.head), "tables": rows}, indent=2))
     else:
         print(f"pipeline {config.name!r}: binlog head {result.head}, {result.seconds:.1f}s")
         for row in rows:
-            print(f"  {row['table']}: {row['phase']}"
-                  + (f", snapshot {row['snapshot_id']} at {row['offset']}, +{row['inserted']} ~{row['updated']} "
-                     f"-{row['deleted']}, {row['row_count']} rows" if row["snapshot_id"] else ""))
+            _print_table(row)
+    return 0
+
+
+def _follow(config, args: argparse.Namespace) -> int:
+    """``run --follow``: commit every pipeline.checkpoint-interval until SIGINT/SIGTERM, then commit what was read
+    and exit 0. Each commit is printed as it happens (one JSON object per line with --json)."""
+    import signal
+    import threading
+
+    from lakecdc.runtime import follow_pipeline
+
+    stop = threading.Event()
+
+    def request_stop(signum, frame) -> None:
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, request_stop)
+
+    def on_commit(tables) -> None:
+        for table in tables:
+            row = _table_row(table)
+            if args.json:
+                print(json.dumps({"pipeline": config.name, **row}), flush=True)
+            else:
+                _print_table(row)
+
+    if not args.json:
+        print(f"pipeline {config.name!r}: following, a commit every {config.checkpoint_interval_seconds:g} s "
+              "(SIGINT/SIGTERM: commit and stop)", flush=True)
+    result = follow_pipeline(config, should_stop=stop.is_set, on_commit=on_commit)
+    if not args.json:
+        print(f"pipeline {config.name!r}: stopped after {result.seconds:.1f}s, {result.follow_commits} follow "
+              "commit(s)", flush=True)
     return 0
 
 
@@ -206,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run one micro-batch (snapshot or binlog up to the current head)")
     run.add_argument("pipeline")
     run.add_argument("--json", action="store_true")
+    run.add_argument("--follow", action="store_true",
+                     help="keep the binlog connection open and commit every pipeline.checkpoint-interval (default "
+                          "3 s) until SIGINT/SIGTERM, which commit what was read and stop")
     run.set_defaults(func=cmd_run)
     status = commands.add_parser("status", help="checkpoint, latest snapshot and lag of each table, and whether it "
                                                 "is behind (a change or DDL after its checkpoint)")

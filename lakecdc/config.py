@@ -57,7 +57,7 @@ _ROUTE_KEYS = {"source-table", "sink-table", "replace-symbol", "description"}
 _PIPELINE_KEYS = {
     "name", "parallelism", "local-time-zone", "schema.change.behavior", "execution.runtime-mode", "route-mode",
     "transform.decimal.precision.mode", "sink.partitioning.strategy", "schema-operator.rpc-timeout",
-    "operator.uid.prefix", "schema.operator.uid", "user-defined-function",
+    "operator.uid.prefix", "schema.operator.uid", "user-defined-function", "checkpoint-interval",
     # lakecdc's own keys
     "lakecdc.sensor.interval", "lakecdc.sensor.default-status",
     "lakecdc.schedule", "lakecdc.schedule.default-status", "lakecdc.retry.max-retries", "lakecdc.retry.delay",
@@ -160,6 +160,10 @@ class UpkeepConfig:
     schedule: str | None = None  # cron of the Dagster upkeep job; None = no schedule
 
 
+# Flink checkpointing has no default interval (it is off until set); Flink CDC's tutorial sets 3 s
+DEFAULT_CHECKPOINT_INTERVAL_SECONDS = 3.0
+
+
 @dataclass
 class PipelineConfig:
     name: str
@@ -185,6 +189,8 @@ class PipelineConfig:
     decimal_precision: int = 19
     # pipeline.lakecdc.upkeep.*
     upkeep: UpkeepConfig = field(default_factory=UpkeepConfig)
+    # pipeline.checkpoint-interval: how often follow mode (lakecdc run --follow, the Dagster follow job) commits
+    checkpoint_interval_seconds: float = DEFAULT_CHECKPOINT_INTERVAL_SECONDS
 
     @property
     def slug(self) -> str:
@@ -452,6 +458,11 @@ class _Parser:
                              f"expected UP_TO_19 or UP_TO_38, got {precision_mode!r}")
         parallelism = self.integer(pipeline_raw, "pipeline", "parallelism", 1, minimum=1)
         interval = self.duration_seconds(pipeline_raw, "pipeline", "lakecdc.sensor.interval", 30.0)
+        checkpoint_interval = self.duration_seconds(pipeline_raw, "pipeline", "checkpoint-interval",
+                                                    DEFAULT_CHECKPOINT_INTERVAL_SECONDS)
+        if checkpoint_interval <= 0:
+            raise self.error("pipeline.checkpoint-interval", f"expected a positive duration like 3s or 3000 (ms), "
+                                                             f"got {pipeline_raw['checkpoint-interval']!r}")
         status = (self.string(pipeline_raw, "pipeline", "lakecdc.sensor.default-status", default="running") or "")
         if status.lower() not in ("running", "stopped"):
             raise self.error("pipeline.lakecdc.sensor.default-status", f"expected running or stopped, got {status!r}")
@@ -466,7 +477,7 @@ class _Parser:
             metadata_columns=parse_metadata_columns(pipeline_raw.get("lakecdc.metadata-columns"), file=self.file,
                                                     path="pipeline.lakecdc.metadata-columns"),
             udfs=udfs, decimal_precision=38 if precision_mode == "UP_TO_38" else 19,
-            upkeep=self.upkeep(pipeline_raw))
+            upkeep=self.upkeep(pipeline_raw), checkpoint_interval_seconds=checkpoint_interval)
         self.validate_transforms(config)
         self.validate_table_options(config)
         from lakecdc.transform.routes import Router

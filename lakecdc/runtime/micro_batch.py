@@ -11,6 +11,10 @@
    properties carry the offset (and snapshot progress) it reached.
 6. Still under the locks, table upkeep of the tables that committed (lakecdc.runtime.upkeep): compaction,
    manifest merging, snapshot expiry and orphan files, as far as their thresholds say.
+
+Follow mode (:func:`follow_pipeline`) is the same run that does not end at step 6: still under the same locks it
+keeps one binlog connection open from the checkpoints the run reached and commits what it read every
+``pipeline.checkpoint-interval`` (steps 3, 5 and 6 again, at a transaction boundary each time), until asked to stop.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import signal
 import time
 import uuid
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,7 +40,7 @@ from lakecdc.runtime.plan import (PipelinePlan, SourcePlan, TargetPlan, build_pl
 from lakecdc.runtime.report import SnapshotProgress, count_partitions, estimate_rows, log_summary
 from lakecdc.runtime.upkeep import upkeep_after_commits
 from lakecdc.sink import PaimonSink, TableWriter
-from lakecdc.source import MySqlSource, TableSchemaChange
+from lakecdc.source import BinlogCheckpoint, MySqlSource, TableSchemaChange
 from lakecdc.source.rows_decoder import fallback_summary
 
 logger = logging.getLogger("lakecdc.runtime")
@@ -80,6 +85,7 @@ class RunResult:
     seconds: float = 0.0
     binlog_reads: int = 0  # binlog connections the run opened for its tables (snapshot catch-ups not counted)
     ignored_tables: list[TableId] = field(default_factory=list)  # created after the start, not captured
+    follow_commits: int = 0  # follow mode: commit rounds after the first micro-batch
 
     @property
     def committed(self) -> list[TableResult]:
@@ -104,9 +110,33 @@ def failpoint(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+@dataclass
+class Follow:
+    """How a follow session ends and whom it tells about its commits."""
+
+    should_stop: Callable[[], bool] = lambda: False  # checked at every checkpoint; True: commit, then end
+    on_commit: Callable[[list[TableResult]], None] | None = None  # the tables one checkpoint committed
+
+
 def run_micro_batch(config: PipelineConfig, *, targets: set[TableId] | None = None, run_id: str | None = None,
                     log: logging.Logger | logging.LoggerAdapter | None = None) -> RunResult:
     """Run one micro-batch of ``config`` (optionally only for some target tables) and return what it did."""
+    return _run(config, targets, run_id, log, None)
+
+
+def follow_pipeline(config: PipelineConfig, *, should_stop: Callable[[], bool] = lambda: False,
+                    on_commit: Callable[[list[TableResult]], None] | None = None,
+                    targets: set[TableId] | None = None, run_id: str | None = None,
+                    log: logging.Logger | logging.LoggerAdapter | None = None) -> RunResult:
+    """Follow mode: one micro-batch (snapshots first where a table needs one), then, under the same table locks,
+    keep reading the binlog and commit every ``pipeline.checkpoint-interval`` (each commit carries the offset and
+    schema history it reached, as a micro-batch's does) until ``should_stop()`` returns True at a checkpoint.
+    ``on_commit`` gets the tables each checkpoint committed, with that checkpoint's counts."""
+    return _run(config, targets, run_id, log, Follow(should_stop, on_commit))
+
+
+def _run(config: PipelineConfig, targets: set[TableId] | None, run_id: str | None,
+         log: logging.Logger | logging.LoggerAdapter | None, follow: Follow | None) -> RunResult:
     log = log or logger
     run_id = run_id or uuid.uuid4().hex
     started = time.monotonic()
@@ -174,6 +204,11 @@ def run_micro_batch(config: PipelineConfig, *, targets: set[TableId] | None = No
                                        failpoint=failpoint, log=log)
         for target, outcome in kept_up.items():
             results[target].upkeep = outcome
+        if follow is not None:
+            if follow.on_commit is not None and run.committed:
+                follow.on_commit(run.committed)
+            if not follow.should_stop():
+                _follow(config, plan, source, sink, run, captured, follow, log)
     log_summary(results, time.monotonic() - started, log)
     run.seconds = time.monotonic() - started
     return run
@@ -357,25 +392,36 @@ def _run_fresh_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink,
 
 
 def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targets: set[TableId],
-                checkpoints: dict[TableId, BinlogOffset | None], head: BinlogOffset,
+                checkpoints: dict[TableId, BinlogOffset | None], head: BinlogOffset | None,
                 writers: dict[TableId, TableWriter], results: dict[TableId, TableResult], log, evolver,
-                xa_scan_starts: dict[TableId, BinlogOffset | None] | None = None) -> None:
+                xa_scan_starts: dict[TableId, BinlogOffset | None] | None = None,
+                follow: tuple[float, Callable[[], bool], Callable[[BinlogOffset], None]] | None = None) -> None:
+    """Read the binlog from the checkpoints to ``head`` into ``writers``; the caller commits them. Follow mode
+    (``head`` None, ``follow`` = (checkpoint interval, should_stop, on_checkpoint)): read with no end and call
+    ``on_checkpoint(offset)`` at every checkpoint the reader reaches, to commit what was read so far."""
     xa_scan_starts = xa_scan_starts or {}
     source_plans = {sid: p for sid, p in plan.sources.items() if any(t in targets for t in p.targets)}
     # A source feeding several targets starts at the oldest of their checkpoints: replaying full row images on a
     # primary-key table converges to the same state, so the target that was further ahead stays correct.
     start_offsets = {sid: min(checkpoints[t] for t in p.targets if t in targets)
                      for sid, p in source_plans.items()}
-    log.info("binlog from %s to %s", min(start_offsets.values()), head)
+    log.info("binlog from %s to %s", min(start_offsets.values()), head or "(following)")
     # Batches never span a checkpoint, so each goes exactly to the targets it is new for: a target further ahead
     # does not get changes again (on an append table or with SOFT_DELETE a replay would add rows).
     reader = source.read_binlog({sid: p.source for sid, p in source_plans.items()}, start_offsets, head,
                                 cuts={checkpoints[t] for t in targets}, track_schemas=True,
-                                xa_scan_start=min((x for x in xa_scan_starts.values() if x is not None), default=None))
+                                xa_scan_start=min((x for x in xa_scan_starts.values() if x is not None), default=None),
+                                checkpoint_seconds=follow[0] if follow else None,
+                                should_stop=follow[1] if follow else None)
     for batch in reader:
         if isinstance(batch, TableSchemaChange):
             _track_open_xa(reader, targets, results)  # commits before the DDL keep the open XA transactions
             evolver.apply(batch, set(writers))
+            continue
+        if isinstance(batch, BinlogCheckpoint):
+            _track_open_xa(reader, targets, results)
+            _checkpoint_targets(targets, batch.offset, checkpoints, writers, evolver, sink, results, log)
+            follow[2](batch.offset)
             continue
         fresh = {t for t in targets
                  if batch.first_commit is None or batch.first_commit > checkpoints[t]}
@@ -383,19 +429,27 @@ def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targe
     log.info("binlog read %d row changes up to %s", reader.rows_read, reader.end_offset)
     _record_fallbacks(reader, source_plans, targets, results, log)
     _track_open_xa(reader, targets, results)
+    if follow is None:  # a follow read ended at its last checkpoint, already committed
+        _checkpoint_targets(targets, reader.end_offset, checkpoints, writers, evolver, sink, results, log)
+
+
+def _checkpoint_targets(targets: set[TableId], reached: BinlogOffset, checkpoints: dict, writers: dict,
+                        evolver, sink: PaimonSink, results: dict[TableId, TableResult], log) -> None:
+    """The binlog was read up to ``reached``: give the tables that take a commit there their offset (and a writer,
+    for a commit that carries only the new checkpoint)."""
     for target in targets:
         if target in evolver.dropped:
             continue
         if target in writers or target in evolver.consumed:
             # a DDL with no row after it still moves the checkpoint: the commit carries the new schema history
             _writer(target, sink, writers)
-            results[target].offset = max(reader.end_offset, checkpoints[target])
-        elif _far_behind(checkpoints[target], reader.end_offset):
+            results[target].offset = max(reached, checkpoints[target])
+        elif _far_behind(checkpoints[target], reached):
             # A table without changes keeps its checkpoint, so every later run re-reads the binlog from there;
             # once that stretch is long, an empty snapshot moves its checkpoint forward.
             _writer(target, sink, writers)
-            results[target].offset = reader.end_offset
-            log.info("%s had no changes; moving its checkpoint to %s", target, reader.end_offset)
+            results[target].offset = reached
+            log.info("%s had no changes; moving its checkpoint to %s", target, reached)
 
 
 def _record_fallbacks(reader, source_plans: dict[TableId, SourcePlan], targets: set[TableId],
@@ -422,6 +476,73 @@ def _track_open_xa(reader, targets: set[TableId], results: dict[TableId, TableRe
 
 
 IDLE_CHECKPOINT_BYTES = 64 * 1024 * 1024
+
+
+def _follow(config: PipelineConfig, plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, run: RunResult,
+            captured: list[str], follow: Follow, log) -> None:
+    """After the first micro-batch, under its locks: follow the binlog from every table's checkpoint and commit at
+    each checkpoint the reader reaches (the commits and the schema-change handling of a micro-batch)."""
+    results = run.tables
+    checkpoints: dict[TableId, BinlogOffset] = {}
+    xa_scan_starts: dict[TableId, BinlogOffset | None] = {}
+    for target in sorted(plan.targets):
+        checkpoint = read_checkpoint(sink.checkpoint(target)) if sink.table_exists(target) else None
+        if checkpoint is None or checkpoint.snapshot_pending:
+            # only a table dropped upstream (and in Paimon) during the first micro-batch gets here
+            log.info("%s has no checkpoint after the first micro-batch: not followed", target)
+            continue
+        checkpoints[target] = checkpoint.offset
+        xa_scan_starts[target] = checkpoint.xa_scan_start
+    if not checkpoints:
+        log.warning("pipeline %r: no table to follow", config.name)
+        return
+    targets = set(checkpoints)
+    for target in targets:  # each checkpoint reports its own counts
+        _reset_counts(results[target])
+    writers: dict[TableId, TableWriter] = {}
+    evolver = _schema_applier(config, plan, sink, run.run_id, captured, targets, dict(checkpoints), writers,
+                              results, log)
+    commits = {t: results[t].commits for t in targets}
+
+    def on_checkpoint(offset: BinlogOffset) -> None:
+        for target in sorted(writers):
+            _commit(config, run.run_id, target, writers[target], results[target], log, captured, plan)
+            failpoint("between-commits")
+        writers.clear()
+        evolver.consumed.clear()
+        committed = sorted(t for t in targets if results[t].commits > commits[t])
+        if not committed:
+            return
+        for target in committed:
+            checkpoints[target] = results[target].offset
+            commits[target] = results[target].commits
+        run.follow_commits += 1
+        failpoint("follow-commit")
+        for target, outcome in upkeep_after_commits(config, sink, committed, failpoint=failpoint, log=log).items():
+            results[target].upkeep = outcome
+        if follow.on_commit is not None:
+            follow.on_commit([replace(results[t]) for t in committed])
+        for target in committed:
+            _reset_counts(results[target])
+
+    log.info("following the binlog of %d table(s), a commit every %g s", len(targets),
+             config.checkpoint_interval_seconds)
+    try:
+        _run_binlog(plan, source, sink, targets, checkpoints, None, writers, results, log, evolver, xa_scan_starts,
+                    follow=(config.checkpoint_interval_seconds, follow.should_stop, on_checkpoint))
+    except BaseException:
+        for writer in writers.values():
+            writer.abort()
+        raise
+    run.binlog_reads += 1
+
+
+def _reset_counts(result: TableResult) -> None:
+    result.counts = TableCounts()
+    result.rows_written = 0
+    result.partitions = {}
+    result.row_count = None
+    result.upkeep = None
 
 
 def _far_behind(checkpoint: BinlogOffset, reached: BinlogOffset) -> bool:

@@ -35,7 +35,7 @@ from lakecdc.model import BinlogOffset, SourceTable, TableId
 from lakecdc.source import connection as _connection
 from lakecdc.source import positions as _positions
 from lakecdc.source import schema as _schema
-from lakecdc.source.binlog import BinlogReader, SchemaChange, TableSchemaChange
+from lakecdc.source.binlog import BinlogCheckpoint, BinlogReader, SchemaChange, TableSchemaChange
 from lakecdc.source.chunks import ChunkKey, ChunkProgress, chunk_key_for, restrict_to_snapshotted, snapshotted_mask
 from lakecdc.source.gtid import gtid_flavor
 from lakecdc.source.options import (MySqlSourceOptions, parse_chunk_key_columns, parse_server_id,
@@ -47,6 +47,7 @@ __all__ = [
     "MySqlSource",
     "SnapshotReader",
     "BinlogReader",
+    "BinlogCheckpoint",
     "TableSchemaChange",
     "SchemaChange",
     "ChunkKey",
@@ -122,14 +123,18 @@ class MySqlSource:
         return SnapshotReader(self.options, list(tables))
 
     def read_binlog(self, tables: dict[TableId, SourceTable], start_offsets: dict[TableId, BinlogOffset],
-                    stop: BinlogOffset, *, cuts=(), skip_events: int = 0, skip_rows: int = 0,
-                    track_schemas: bool = False, xa_scan_start: BinlogOffset | None = None) -> BinlogReader:
+                    stop: BinlogOffset | None, *, cuts=(), skip_events: int = 0, skip_rows: int = 0,
+                    track_schemas: bool = False, xa_scan_start: BinlogOffset | None = None,
+                    checkpoint_seconds: float | None = None, should_stop=None) -> BinlogReader:
         """Committed changes of ``tables`` after their start offsets up to ``stop`` (iterate once); batches never
         span one of ``cuts``; ``skip_events``/``skip_rows`` drop changes right after the start (specific-offset);
         ``track_schemas``: follow DDL and yield TableSchemaChange items between the batches (see BinlogReader);
-        ``xa_scan_start``: a checkpoint's oldest open prepared XA transaction, scanned from (see BinlogReader)."""
+        ``xa_scan_start``: a checkpoint's oldest open prepared XA transaction, scanned from (see BinlogReader);
+        ``stop`` None with ``checkpoint_seconds``: follow the binlog with no end, yielding a BinlogCheckpoint every
+        ``checkpoint_seconds`` until ``should_stop()``."""
         return BinlogReader(self.options, tables, start_offsets, stop, cuts=cuts, skip_events=skip_events,
-                            skip_rows=skip_rows, track_schemas=track_schemas, xa_scan_start=xa_scan_start)
+                            skip_rows=skip_rows, track_schemas=track_schemas, xa_scan_start=xa_scan_start,
+                            checkpoint_seconds=checkpoint_seconds, should_stop=should_stop)
 
     def chunk_key(self, table: SourceTable) -> ChunkKey | None:
         """The column ``table`` is chunked by in snapshots (None: read whole); SourceError for a bad option."""

@@ -30,11 +30,12 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XAPrepareEvent, XidEvent
+from pymysqlreplication.event import (GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, RotateEvent,
+                                      XAPrepareEvent, XidEvent)
 from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
 
 from lakecdc.errors import BinlogPurgedError, SourceError
@@ -65,6 +66,9 @@ _MARIADB_GTID_STANDALONE = 0x01  # FL_STANDALONE: the group is one statement wit
 _ROW_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
 _DML_PREFIXES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD DATA")
 REPLICA_NAME = "lakecdc"  # how the binlog client registers itself (SHOW SLAVE HOSTS)
+# follow mode: the server sends a heartbeat after this long without events, so an idle stream still reaches its
+# checkpoints on time and notices a stop request
+FOLLOW_HEARTBEAT_SECONDS = 0.5
 
 
 @dataclass
@@ -110,6 +114,14 @@ class TableSchemaChange:
     offset: BinlogOffset
     previous: BinlogOffset | None
     statement: str
+
+
+@dataclass(frozen=True)
+class BinlogCheckpoint:
+    """Follow mode: every change up to ``offset`` (a transaction boundary) has been yielded; a commit of what was
+    read so far may carry ``offset`` as its checkpoint."""
+
+    offset: BinlogOffset
 
 
 @dataclass
@@ -164,12 +176,21 @@ class BinlogReader:
     them current: a DDL statement that changes a captured table (lakecdc.source.ddl) ends the batches before it
     (all pending rows are emitted), then a :class:`TableSchemaChange` is yielded, and later rows are built with
     the new schema. ``tables`` then holds the schemas as of ``end_offset``.
+
+    Follow mode (``checkpoint_seconds`` set, ``stop`` None): the read has no end; the connection blocks for new
+    events (with server heartbeats while idle), and every ``checkpoint_seconds``, at a transaction boundary, the
+    pending rows are emitted followed by a :class:`BinlogCheckpoint`. When ``should_stop()`` turns true the reader
+    takes the server's head position as its stop, reads up to it (as a bounded read does; a heartbeat at or past
+    it says nothing more is coming), emits a last checkpoint there and ends.
     """
 
     def __init__(self, options: MySqlSourceOptions, tables: dict[TableId, SourceTable],
                  start_offsets: dict[TableId, BinlogOffset], stop: BinlogOffset, *, flush_rows: int = FLUSH_ROWS,
                  cuts: list[BinlogOffset] | set[BinlogOffset] | tuple = (), skip_events: int = 0,
-                 skip_rows: int = 0, track_schemas: bool = False, xa_scan_start: BinlogOffset | None = None):
+                 skip_rows: int = 0, track_schemas: bool = False, xa_scan_start: BinlogOffset | None = None,
+                 checkpoint_seconds: float | None = None, should_stop: Callable[[], bool] | None = None):
+        if (stop is None) != (checkpoint_seconds is not None):
+            raise SourceError("binlog read: a read without stop position is a follow read (checkpoint_seconds)")
         missing = [str(t) for t in tables if t not in start_offsets]
         if missing:
             raise SourceError(f"binlog read: no start offset for table(s) {', '.join(sorted(missing))}")
@@ -181,6 +202,8 @@ class BinlogReader:
         self.stop = stop
         self.flush_rows = flush_rows
         self.track_schemas = track_schemas
+        self.checkpoint_seconds = checkpoint_seconds
+        self.should_stop = should_stop or (lambda: False)
         self._cut_keys = sorted({c.sort_key for c in cuts})
         self._skip = _Skip(skip_events, skip_rows)
         self.end_offset: BinlogOffset | None = None
@@ -223,21 +246,24 @@ class BinlogReader:
         settings = connection_kwargs(self.options)
         # a slow consumer must not make the server drop the dump connection between two batches
         settings["init_command"] = "SET SESSION net_write_timeout = 3600"
+        follow = self.checkpoint_seconds is not None
+        heartbeat = min(self.options.heartbeat_interval, FOLLOW_HEARTBEAT_SECONDS) if follow \
+            else self.options.heartbeat_interval
         return _Stream(
             connection_settings=settings,
             server_id=server_id,
             log_file=start.file,
             log_pos=start.pos,
             resume_stream=True,
-            blocking=False,
+            blocking=follow,
             is_mariadb=False,
             only_events=[MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, XAPrepareEvent, RotateEvent,
-                         TableMapEvent, *_ROW_EVENTS],
+                         TableMapEvent, *_ROW_EVENTS, *([HeartbeatLogEvent] if follow else [])],
             only_schemas=sorted({t.database for t in self.tables}),
             only_tables=sorted({t.table for t in self.tables}),
             enable_logging=False,
             pymysql_wrapper=_pymysql_connect,
-            slave_heartbeat=self.options.heartbeat_interval,
+            slave_heartbeat=heartbeat,
             report_slave=REPLICA_NAME,
         )
 
@@ -255,7 +281,7 @@ class BinlogReader:
             self.end_offset = stop
             return
         start = min(self.start_offsets.values())
-        if start >= stop:  # nothing between the checkpoints and the stop position
+        if stop is not None and start >= stop:  # nothing between the checkpoints and the stop position
             self.end_offset = stop if start.same_position(stop) else start
             return
         self._carry_xa = False
@@ -270,12 +296,17 @@ class BinlogReader:
             self.server_id = next(ids)
             try:
                 reached, eof_pos, txn_open = yield from self._read(resume, pending)
-                at_eof = not txn_open and eof_pos is not None and eof_pos >= stop
+                stop = self.stop  # a follow read gets its stop position when asked to stop
+                if self.checkpoint_seconds is not None and not reached:  # a follow read ends only when asked to
+                    raise _LostConnection(SourceError("the server ended the binlog stream"))
+                at_eof = stop is not None and not txn_open and eof_pos is not None and eof_pos >= stop
                 if reached or at_eof or not self._ended_early(eof_pos):
                     break
                 # the server closed the stream before its end (shutting down): like a lost connection
                 raise _LostConnection(SourceError("the server ended the binlog stream early"))
             except _LostConnection as lost:
+                if self._last_end is not None and self._last_end != resume:
+                    attempt = 0  # the connection made progress: a long follow read gets its retries afresh
                 attempt += 1
                 if attempt > self.options.connect_max_retries:
                     raise SourceError(
@@ -291,13 +322,20 @@ class BinlogReader:
         yield from self._flush(pending)
 
         last_end = self._last_end
-        if reached or (last_end is not None and last_end >= stop) or at_eof:
+        if stop is not None and (reached or (last_end is not None and last_end >= stop) or at_eof):
             self.end_offset = stop
-        elif last_end is not None:
-            gtid = self._gtid_position if self._gtid_position else self._gtid_at(last_end)
-            self.end_offset = BinlogOffset(last_end.file, last_end.pos, gtid)
         else:
-            self.end_offset = start
+            self.end_offset = self._reached_offset(start)
+        if self.checkpoint_seconds is not None:
+            yield BinlogCheckpoint(self.end_offset)
+
+    def _reached_offset(self, start: BinlogOffset) -> BinlogOffset:
+        """The end of the last whole transaction read (with its GTID position when known), else ``start``."""
+        last_end = self._last_end
+        if last_end is None:
+            return start
+        gtid = self._gtid_position if self._gtid_position else self._gtid_at(last_end)
+        return BinlogOffset(last_end.file, last_end.pos, gtid)
 
     def _read(self, start: BinlogOffset, pending: _Pending):
         """One binlog connection from ``start``: returns (reached ``stop``, ended at EOF past ``stop``).
@@ -307,11 +345,28 @@ class BinlogReader:
         databases = {t.database for t in self.tables}
         txn: _Txn | None = None
         reached = False
+        follow = self.checkpoint_seconds is not None
+        next_checkpoint = time.monotonic() + (self.checkpoint_seconds or 0)
         stream = self._stream(start, self.server_id)
         try:
             try:
                 for ev in stream:
                     self.events_read += 1
+                    if follow:
+                        if stop is None and self.should_stop():
+                            # asked to stop: read on up to the head, as a micro-batch would, then end
+                            stop = self.stop = self._head()
+                        if isinstance(ev, HeartbeatLogEvent) and stop is not None and txn is None and \
+                                BinlogOffset(stream.log_file, stream.log_pos or 0) >= stop:
+                            reached = True  # the server has sent everything up to the stop position
+                            break
+                        if txn is None and time.monotonic() >= next_checkpoint:
+                            # at a transaction boundary: everything read so far goes out with its checkpoint
+                            yield from self._flush(pending)
+                            yield BinlogCheckpoint(self._reached_offset(min(self.start_offsets.values())))
+                            next_checkpoint = time.monotonic() + self.checkpoint_seconds
+                    if isinstance(ev, HeartbeatLogEvent):
+                        continue
                     if isinstance(ev, TableMapEvent):  # of a captured table (the library filters the others)
                         keep_signedness(ev)
                         continue
@@ -390,7 +445,7 @@ class BinlogReader:
                     if end is None:
                         continue
                     # ---- a group (transaction / DDL) ends at `end`
-                    if end > stop:
+                    if stop is not None and end > stop:
                         reached = True
                         break
                     if xa is not None:
@@ -416,6 +471,15 @@ class BinlogReader:
         finally:
             stream.close()
         return reached, eof_pos, txn is not None
+
+    def _head(self) -> BinlogOffset:
+        from lakecdc.source.connection import head_offset
+
+        conn = connect(self.options)
+        try:
+            return head_offset(conn, self.options)
+        finally:
+            conn.close()
 
     def _resolve_xa(self, xa: tuple, txn: _Txn | None, end: BinlogOffset, timestamp: int) -> _Txn:
         """The group to add at ``end`` for an XA PREPARE (its rows are kept until the XA COMMIT; the group adds
