@@ -207,3 +207,110 @@ pipeline:
     run_micro_batch(config)  # a normal run decodes after the follow's checkpoint with the new schema
     assert_same_rows(mariadb, config.sink.catalog_options, db, "orders", ["id", "product", "price"],
                      context="a run after the follow")
+
+
+# --- the Dagster follow job ------------------------------------------------------------------------------------
+
+from lakecdc.dagster.metadata import SNAPSHOT_ID_KEY  # noqa: E402
+from test_dagster import ORDERS, tutorial  # noqa: E402,F401  (the tutorial fixture)
+
+
+class _OrderWriter:
+    """Inserts tutorial orders in a thread until stopped; ``then`` runs once ``ready()`` turns true."""
+
+    def __init__(self, mariadb, ready=None, then=None):
+        self.mariadb, self.ready, self.then = mariadb, ready, then
+        self.stop_event = threading.Event()
+        self.inserted = 0
+        self.thread = threading.Thread(target=self._loop)
+
+    def _loop(self):
+        conn = self.mariadb.connect("inventory")
+        try:
+            with conn.cursor() as cur:
+                while not self.stop_event.is_set():
+                    cur.execute("INSERT INTO orders VALUES (%s, 'pen', 1.50, '2026-01-05 10:00:00')",
+                                (1000 + self.inserted,))
+                    conn.commit()
+                    self.inserted += 1
+                    if self.ready is not None and self.inserted > 20 and self.ready():
+                        self.then()
+                        return
+                    time.sleep(0.02)
+        finally:
+            conn.close()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_event.set()
+        self.thread.join()
+
+
+def _follow_job(config):
+    import dataclasses
+
+    from lakecdc.dagster.jobs import build_follow_job
+
+    return build_follow_job(dataclasses.replace(config, checkpoint_interval_seconds=0.3))
+
+
+def _materializations(instance) -> list:
+    import dagster as dg
+
+    records = instance.fetch_materializations(dg.AssetKey(["paimon", "inventory", "orders"]), limit=1000).records
+    return sorted(r.asset_materialization.metadata[SNAPSHOT_ID_KEY].value for r in records)
+
+
+def test_dagster_follow_job_materialises_every_commit_and_stops_at_max_commits(mariadb, tutorial):
+    import dagster as dg
+
+    config, _ = tutorial
+    job = _follow_job(config)
+    instance = dg.DagsterInstance.ephemeral()
+    with _OrderWriter(mariadb):
+        result = job.execute_in_process(
+            instance=instance, run_config={"ops": {f"{config.slug}_follow_op": {"config": {"max_commits": 3}}}})
+    assert result.success
+    snapshots = _materializations(instance)
+    assert len(snapshots) >= 4 and len(set(snapshots)) == len(snapshots)  # the snapshot, then one per commit
+    latest = PaimonSinkFor(config).latest_snapshot_id(ORDERS)
+    assert snapshots[-1] <= latest
+    run_micro_batch(config)  # the locks were released; the run reads on from the follow's checkpoint
+    assert_same_rows(mariadb, config.sink.catalog_options, "inventory", "orders", ["id", "product", "price"],
+                     context="after the follow job and a run")
+
+
+def test_dagster_follow_job_commits_and_stops_when_the_run_is_cancelled(mariadb, tutorial):
+    """Dagster cancels a run with SIGINT (or SIGTERM) to the run worker: the follow commits up to the binlog head,
+    then the run ends as cancelled."""
+    import dagster as dg
+
+    config, _ = tutorial
+    job = _follow_job(config)
+    instance = dg.DagsterInstance.ephemeral()
+
+    def followed() -> bool:  # the follow has committed a few times since its first micro-batch
+        return len(_materializations(instance)) >= 3
+
+    with _OrderWriter(mariadb, ready=followed, then=lambda: os.kill(os.getpid(), signal.SIGINT)) as writer:
+        result = job.execute_in_process(instance=instance, raise_on_error=False)
+        writer.thread.join()  # the writer sent the SIGINT after its last insert
+    assert not result.success
+    assert result.all_events[-1].event_type_value in ("PIPELINE_FAILURE", "RUN_FAILURE", "PIPELINE_CANCELED",
+                                                      "RUN_CANCELED"), result.all_events[-1]
+    assert any("interrupt" in str(e.event_specific_data).lower() or "Interrupted" in str(e.message)
+               for e in result.all_events if e.is_step_failure), "the run did not end by the interrupt"
+    snapshots = _materializations(instance)
+    assert len(snapshots) >= 4
+    # the stop committed everything the writer inserted before the cancel
+    assert_same_rows(mariadb, config.sink.catalog_options, "inventory", "orders", ["id", "product", "price"],
+                     context="after cancelling the follow job")
+
+
+def PaimonSinkFor(config):
+    from lakecdc.sink import PaimonSink
+
+    return PaimonSink(config.sink.catalog_options)

@@ -1,5 +1,5 @@
 """Builds Dagster ``Definitions`` from pipeline YAML: per pipeline one asset per Paimon table (with its checks),
-the external MySQL source assets, a job, a binlog sensor, an optional schedule, a failure alert, a table upkeep
+the external MySQL source assets, a job, a follow job (follow mode), a binlog sensor, an optional schedule, a failure alert, a table upkeep
 job (optionally scheduled) and a re-snapshot job per partitioned table; plus the MySQL and Paimon resources the
 pipelines read their connections from."""
 
@@ -10,7 +10,8 @@ import dagster as dg
 
 from lakecdc.config import PipelineConfig, load_pipeline
 from lakecdc.dagster.assets import build_pipeline_assets, declared_partition_keys, table_lineage
-from lakecdc.dagster.jobs import build_pipeline_job, build_resnapshot_job, build_upkeep_job, build_upkeep_schedule
+from lakecdc.dagster.jobs import (build_follow_job, build_pipeline_job, build_resnapshot_job, build_upkeep_job,
+                                  build_upkeep_schedule)
 from lakecdc.dagster.resources import check_secrets, default_resources, load_time_config
 from lakecdc.dagster.sensors import build_binlog_sensor, build_failure_sensor, build_schedule
 from lakecdc.dagster.translator import DagsterLakeCdcTranslator
@@ -39,8 +40,9 @@ def _pipeline_parts(config: PipelineConfig, use_resources: bool, translator: Dag
     schedule = build_schedule(config, job)
     upkeep_job = build_upkeep_job(config, sorted(lineage), use_resources=use_resources, keys=keys)
     upkeep_schedule = build_upkeep_schedule(config, upkeep_job)
+    follow_job = build_follow_job(config, use_resources=use_resources, keys=keys)
     return dg.Definitions(
-        assets=[*built.assets, *built.source_specs], jobs=[job, upkeep_job, *resnapshot_jobs],
+        assets=[*built.assets, *built.source_specs], jobs=[job, follow_job, upkeep_job, *resnapshot_jobs],
         sensors=[build_binlog_sensor(config, job, sorted(lineage), use_resources=use_resources, keys=keys),
                  build_failure_sensor(config, sorted(lineage), keys=keys)],
         schedules=[s for s in (schedule, upkeep_schedule) if s is not None])

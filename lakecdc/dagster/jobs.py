@@ -1,5 +1,7 @@
-"""Jobs of a pipeline: the micro-batch job over all its tables, the table upkeep job (``<pipeline>_upkeep``), and
-for each partitioned Paimon table a re-snapshot job partitioned by the table's Paimon partitions.
+"""Jobs of a pipeline: the micro-batch job over all its tables, the follow job (``<pipeline>_follow``: follow mode,
+a long-running run that commits every ``pipeline.checkpoint-interval``), the table upkeep job
+(``<pipeline>_upkeep``), and for each partitioned Paimon table a re-snapshot job partitioned by the table's Paimon
+partitions.
 
 The re-snapshot job is how a user re-loads one partition from the UI: open the job, pick partitions in its
 Partitions tab, *Launch backfill*. Each run re-snapshots one partition of the one table in one commit, in the
@@ -7,16 +9,19 @@ table's concurrency pool, while the other tables' micro-batches go on. Its parti
 table's own materialisations (every commit adds the Paimon partitions it touched).
 """
 
+import signal
+import threading
+import time
 import zoneinfo
 from typing import Optional
 
 import dagster as dg
 
 from lakecdc.config import PipelineConfig
-from lakecdc.dagster.assets import partitions_name, pool_name, report, run_table
+from lakecdc.dagster.assets import partitions_name, pool_name, register_partitions, report, run_table
 from lakecdc.runtime.verify import check_names
-from lakecdc.dagster.failures import retry_policy
-from lakecdc.dagster.metadata import as_asset_materialization
+from lakecdc.dagster.failures import as_failure, retry_policy
+from lakecdc.dagster.metadata import as_asset_materialization, materialization
 from lakecdc.dagster.translator import AssetKeys
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.errors import LakeCdcError, PipelineConfigError
@@ -69,6 +74,112 @@ def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[
         _resnapshot()
 
     return _job
+
+
+class FollowRunConfig(dg.Config):
+    """Run config of the follow job (all optional: by default it follows until the run is cancelled)."""
+
+    max_commits: int = 0  # stop after this many commits after the first micro-batch (0: no limit)
+    max_seconds: float = 0.0  # stop at the first checkpoint after this long (0: no limit)
+
+
+def follow_job_name(config: PipelineConfig) -> str:
+    return f"{config.slug}_follow"
+
+
+def build_follow_job(config: PipelineConfig, *, use_resources: bool = False,
+                     keys: Optional[AssetKeys] = None) -> dg.JobDefinition:
+    """Follow mode as a long-running job (lakecdc.runtime.follow_pipeline): one run holds the locks of every table
+    of the pipeline, takes the snapshots still needed, then commits every ``pipeline.checkpoint-interval``; each
+    commit of each table is recorded as a materialisation of its asset (``keys``: the pipeline's asset keys, default
+    the default translator's). Cancelling the run (SIGINT/SIGTERM to the run worker) lets it commit what it read up
+    to the binlog head, then ends the run as cancelled."""
+    pipeline = config
+    from lakecdc.dagster.assets import table_lineage
+
+    lineage = table_lineage(config)
+    keys = keys or AssetKeys.default(sorted(lineage), sorted({s for feeds in lineage.values() for s in feeds}))
+
+    @dg.op(name=f"{follow_job_name(config)}_op", tags={PIPELINE_TAG: config.slug},
+           required_resource_keys=resource_keys(config) if use_resources else set(),
+           description=f"Follow the binlog of {config.name!r} and commit every "
+                       f"{config.checkpoint_interval_seconds:g} s until the run is cancelled")
+    def _follow(context: dg.OpExecutionContext, config: FollowRunConfig):
+        from lakecdc.runtime import follow_pipeline
+
+        effective = effective_config(pipeline, context.resources)
+        started = time.monotonic()
+        commits = [0]
+        interrupted = threading.Event()
+
+        def should_stop() -> bool:
+            return interrupted.is_set() or (0 < config.max_commits <= commits[0]) or \
+                (0 < config.max_seconds <= time.monotonic() - started)
+
+        def on_commit(tables) -> None:
+            for table in tables:
+                key = keys.paimon.get(table.target)
+                if key is None:  # a table the pipeline did not have when the definitions were loaded
+                    context.log.warning(f"{table.target}: committed snapshot {table.snapshot_id}; no asset for it "
+                                        "until the code location is reloaded")
+                    continue
+                result = materialization(table, None, effective.sink.catalog_options, key=key,
+                                         source_keys=keys.mysql)
+                register_partitions(context.instance, table.target, table, key)
+                context.log_event(as_asset_materialization(result))
+            if any(t.phase != "snapshot" for t in tables):
+                commits[0] += 1
+
+        with _stop_on_interrupt(interrupted) as interrupt:
+            try:
+                result = follow_pipeline(effective, should_stop=should_stop, on_commit=on_commit,
+                                         run_id=context.run.run_id, log=context.log)
+            except LakeCdcError as exc:
+                raise as_failure(exc) from None
+        context.log.info(f"pipeline {pipeline.name!r}: follow stopped after {result.follow_commits} commit(s)")
+        interrupt()  # a cancel that asked for the stop now ends the run as cancelled
+
+    @dg.job(name=follow_job_name(config), executor_def=dg.in_process_executor, tags={PIPELINE_TAG: config.slug},
+            description=f"Follow mode of {config.name!r}: one long-running run that commits every "
+                        f"pipeline.checkpoint-interval ({config.checkpoint_interval_seconds:g} s) and records each "
+                        "commit as a materialisation; cancel the run to stop it (it commits first)")
+    def _job():
+        _follow()
+
+    return _job
+
+
+class _stop_on_interrupt:
+    """While following, SIGINT/SIGTERM (how Dagster cancels a run) only ask the follow to stop at its next
+    checkpoint; the handler that was there is called afterwards (``interrupt()``), so the run still ends as
+    cancelled. Outside the main thread signals cannot be caught: the interrupt then stops the run at once (the
+    commits already made stay consistent; what was read since the last one is read again by the next run)."""
+
+    def __init__(self, interrupted: threading.Event):
+        self.interrupted = interrupted
+        self.previous: dict[int, object] = {}
+        self.frame = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self.previous[signum] = signal.signal(signum, self._handle)
+        return self._interrupt
+
+    def _handle(self, signum, frame) -> None:
+        self.signum, self.frame = signum, frame
+        self.interrupted.set()
+
+    def _interrupt(self) -> None:
+        if self.interrupted.is_set():
+            handler = self.previous.get(self.signum)
+            if callable(handler):
+                handler(self.signum, self.frame)
+
+    def __exit__(self, *exc):
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        return False
 
 
 class UpkeepRunConfig(dg.Config):

@@ -497,8 +497,9 @@ def _follow(config: PipelineConfig, plan: PipelinePlan, source: MySqlSource, sin
         log.warning("pipeline %r: no table to follow", config.name)
         return
     targets = set(checkpoints)
-    for target in targets:  # each checkpoint reports its own counts
+    for target in targets:  # each checkpoint reports its own counts, as a binlog commit
         _reset_counts(results[target])
+        results[target].phase = PHASE_BINLOG
     writers: dict[TableId, TableWriter] = {}
     evolver = _schema_applier(config, plan, sink, run.run_id, captured, targets, dict(checkpoints), writers,
                               results, log)
