@@ -206,7 +206,7 @@ def _run(config: PipelineConfig, targets: set[TableId] | None, run_id: str | Non
             results[target].upkeep = outcome
         if follow is not None:
             if follow.on_commit is not None and run.committed:
-                follow.on_commit(run.committed)
+                follow.on_commit([replace(t) for t in run.committed])
             if not follow.should_stop():
                 _follow(config, plan, source, sink, run, captured, follow, log)
     log_summary(results, time.monotonic() - started, log)
