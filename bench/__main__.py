@@ -8,7 +8,9 @@ and prints for each case lakecdc's rate next to references measured in the same 
 - binlog: row changes -> committed Paimon, vs python-mysql-replication decoding the same events;
 - transform: the tutorial transform vs hand-written pyarrow.compute;
 - upkeep: bench/upkeep_bench.py (merged read after many commits vs compacted), run as it is when present;
-- s3: a snapshot micro-batch into an s3:// warehouse on a local S3 server vs into a local-disk warehouse.
+- s3: a snapshot micro-batch into an s3:// warehouse on a local S3 server vs into a local-disk warehouse;
+- freshness: how long a MySQL commit takes to become readable in Paimon (p50/p95) on the tutorial pipeline, in
+  follow mode and in sensor mode, and the fixed cost of a run.
 
 Benchmark-only dependencies (dlt, connectorx: the ``bench`` extra of pyproject.toml) are installed when missing,
 unless ``--no-install`` (then the dlt references are skipped).
@@ -26,11 +28,11 @@ from pathlib import Path
 
 from bench.common import ROOT, Case, bench_server, create_orders
 
-CASES = ("snapshot", "memory", "binlog", "transform", "upkeep", "s3")
+CASES = ("snapshot", "memory", "binlog", "transform", "upkeep", "s3", "freshness")
 FULL = dict(rows=1_000_000, big_rows=5_000_000, changes=1_000_000, transform_rows=1_000_000,
-            upkeep_args=None, s3_rows=200_000)  # upkeep_bench.py's own defaults
+            upkeep_args=None, s3_rows=200_000, freshness_seconds=60.0, sensor_interval=30.0)  # upkeep_bench.py's own defaults
 QUICK = dict(rows=50_000, big_rows=250_000, changes=50_000, transform_rows=100_000,
-             upkeep_args="20000 30 500", s3_rows=20_000)
+             upkeep_args="20000 30 500", s3_rows=20_000, freshness_seconds=15.0, sensor_interval=5.0)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -42,6 +44,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--changes", type=int, help="binlog row changes (default 1,000,000; at most 2x --rows)")
     parser.add_argument("--transform-rows", type=int, help="rows of the transform case (default 1,000,000)")
     parser.add_argument("--s3-rows", type=int, help="rows of the s3 case's table (default 200,000)")
+    parser.add_argument("--freshness-seconds", type=float,
+                        help="how long the freshness case's writer writes, per mode (default 60)")
+    parser.add_argument("--sensor-interval", type=float,
+                        help="the freshness case's sensor interval in seconds (default 30, the sensor's default)")
     parser.add_argument("--upkeep-args", help="arguments for bench/upkeep_bench.py (ROWS COMMITS CHANGES)")
     parser.add_argument("--dlt-backends", default="pyarrow,connectorx",
                         help="dlt references of the snapshot case (comma-separated; empty: none)")
@@ -95,7 +101,7 @@ def upkeep_case(args) -> Case | None:
 
 
 def run(args) -> list[Case]:
-    from bench import binlog_bench, memory_bench, s3_bench, snapshot_bench, transform_bench
+    from bench import binlog_bench, freshness_bench, memory_bench, s3_bench, snapshot_bench, transform_bench
 
     cases: list[Case] = []
 
@@ -127,6 +133,9 @@ def run(args) -> list[Case]:
             if "s3" in args.cases:
                 create_orders(server, "orders_s3", args.s3_rows)
                 report(s3_bench.case(server, "orders_s3", args.s3_rows))
+    if "freshness" in args.cases:  # its own server: the tutorial's inventory.orders, no other load on it
+        with bench_server() as server, tempfile.TemporaryDirectory(prefix="lakecdc-bench-") as tmp:
+            report(freshness_bench.case(server, Path(tmp), args.freshness_seconds, args.sensor_interval))
     if "upkeep" in args.cases:
         report(upkeep_case(args))
     return cases

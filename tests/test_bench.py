@@ -29,3 +29,14 @@ def test_the_suite_runs_every_case_on_tiny_tables():
     assert "snapshot of a 2,000-row orders table into s3:// on a local S3 server (moto) vs local disk" in out
     assert "the same micro-batch into a local-disk warehouse" in out
     assert out.rstrip().splitlines()[-1].startswith("suite finished")
+
+
+def test_the_freshness_case_runs_both_modes():
+    command = [sys.executable, "-m", "bench", "--no-install", "--cases", "freshness", "--freshness-seconds", "3",
+               "--sensor-interval", "1"]
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    out = proc.stdout
+    assert "fixed cost of a run (lakecdc run, nothing to read, process start to exit)" in out
+    assert "follow mode, checkpoint-interval 3 s: p50" in out and "sensor mode, interval 1 s: p50" in out
+    assert "never readable" not in out  # every commit of the stream reached Paimon in both modes

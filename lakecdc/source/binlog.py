@@ -364,7 +364,8 @@ class BinlogReader:
                             # at a transaction boundary: everything read so far goes out with its checkpoint
                             yield from self._flush(pending)
                             yield BinlogCheckpoint(self._reached_offset(min(self.start_offsets.values())))
-                            next_checkpoint = time.monotonic() + self.checkpoint_seconds
+                            # at a fixed rate, as Flink triggers checkpoints: the commit's own time is not added
+                            next_checkpoint = max(next_checkpoint + self.checkpoint_seconds, time.monotonic())
                     if isinstance(ev, HeartbeatLogEvent):
                         continue
                     if isinstance(ev, TableMapEvent):  # of a captured table (the library filters the others)
