@@ -37,11 +37,11 @@ from lakecdc.runtime import snapshots as _snapshots
 from lakecdc.runtime.checkpoint import PHASE_BINLOG, PHASE_SNAPSHOT, checkpoint_properties, read_checkpoint
 from lakecdc.runtime.plan import (PipelinePlan, SourcePlan, TargetPlan, build_plan, planned_targets,
                                   source_options)
-from lakecdc.runtime.report import SnapshotProgress, count_partitions, estimate_rows, log_summary
+from lakecdc.runtime.report import (SnapshotProgress, count_partitions, estimate_rows, log_summary,
+                                    report_fallbacks)
 from lakecdc.runtime.upkeep import upkeep_after_commits
 from lakecdc.sink import PaimonSink, TableWriter
 from lakecdc.source import BinlogCheckpoint, MySqlSource, TableSchemaChange
-from lakecdc.source.rows_decoder import fallback_summary
 
 logger = logging.getLogger("lakecdc.runtime")
 
@@ -354,6 +354,8 @@ def _run_snapshots(config: PipelineConfig, plan: PipelinePlan, source: MySqlSour
         result.snapshot_rows += outcome.snapshot_rows
         for name in ("inserted", "updated", "deleted"):
             setattr(result.counts, name, getattr(result.counts, name) + getattr(outcome.counts, name))
+        for cause, events in outcome.decoder_fallbacks.items():
+            result.decoder_fallbacks[cause] = result.decoder_fallbacks.get(cause, 0) + events
 
 
 def _by_start(fresh: dict) -> dict[tuple, set[TableId]]:
@@ -454,18 +456,9 @@ def _checkpoint_targets(targets: set[TableId], reached: BinlogOffset, checkpoint
 
 def _record_fallbacks(reader, source_plans: dict[TableId, SourcePlan], targets: set[TableId],
                       results: dict[TableId, TableResult], log) -> None:
-    """Adds the read's decoder fallbacks to the results of the targets their sources feed, and logs them: each is
-    a rows event decoded value by value in Python (lakecdc.source.rows_decoder), which a fast run has none of."""
-    for source_id, causes in sorted(reader.decoder_fallbacks.items()):
-        for target in source_plans[source_id].targets:
-            if target in targets:
-                counted = results[target].decoder_fallbacks
-                for cause, events in causes.items():
-                    counted[cause] = counted.get(cause, 0) + events
-        log.warning("binlog decoder fallbacks of %s (rows events decoded by python-mysql-replication, several "
-                    "times slower): %s", source_id, fallback_summary(causes))
-    if not reader.decoder_fallbacks:
-        log.info("binlog decoder fallbacks: none (every rows event decoded by the columnar decoder)")
+    """Logs the read's decoder fallbacks and adds them to the results of the targets their sources feed."""
+    report_fallbacks(reader, log, lambda source_id: [results[t].decoder_fallbacks
+                                                     for t in source_plans[source_id].targets if t in targets])
 
 
 def _track_open_xa(reader, targets: set[TableId], results: dict[TableId, TableResult]) -> None:

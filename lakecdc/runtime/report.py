@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecdc.model import OP_COLUMN, TableId
+from lakecdc.source.rows_decoder import fallback_summary
 
 # Seconds between two progress lines of one table's snapshot (tests lower it).
 PROGRESS_INTERVAL_SECONDS = 10.0
@@ -116,6 +117,21 @@ def count_partitions(output: pa.Table, partition_keys: list[str], into: dict[str
         kind = _KIND_NAMES.get(row["op"], row["op"])
         counts = into.setdefault(name, {})
         counts[kind] = counts.get(kind, 0) + row["op_count"]
+
+
+def report_fallbacks(reader, log: logging.Logger | logging.LoggerAdapter,
+                     into: Callable[[TableId], list[dict[str, int]]], during: str = "") -> None:
+    """Logs a binlog read's decoder fallbacks (rows events decoded value by value by python-mysql-replication
+    instead of the columnar decoder, lakecdc.source.rows_decoder; a fast run has none) per source table, and adds
+    them to each of ``into(source table)``: the counts per cause of the results that source feeds."""
+    for source_id, causes in sorted(reader.decoder_fallbacks.items()):
+        for counted in into(source_id):
+            for cause, events in causes.items():
+                counted[cause] = counted.get(cause, 0) + events
+        log.warning("binlog decoder fallbacks of %s%s (rows events decoded by python-mysql-replication, several "
+                    "times slower): %s", source_id, during, fallback_summary(causes))
+    if not reader.decoder_fallbacks:
+        log.info("binlog decoder fallbacks%s: none (every rows event decoded by the columnar decoder)", during)
 
 
 def log_summary(results, seconds: float, log: logging.Logger | logging.LoggerAdapter) -> None:

@@ -39,6 +39,7 @@ from lakecdc.errors import BinlogPurgedError, SourceConnectionLost, SourceError
 from lakecdc.model import BinlogOffset, ChangeBatch, TableCounts, TableId
 from lakecdc.runtime.checkpoint import PHASE_SNAPSHOT, Checkpoint, checkpoint_properties
 from lakecdc.runtime.plan import PipelinePlan, SourcePlan, TargetPlan
+from lakecdc.runtime.report import report_fallbacks
 from lakecdc.source import ChunkKey, ChunkProgress, MySqlSource, restrict_to_snapshotted, snapshotted_mask
 
 logger = logging.getLogger("lakecdc.runtime")
@@ -233,6 +234,7 @@ class SnapshotOutcome:
     complete: bool = False
     snapshot_rows: int = 0  # rows read from MySQL by this run
     catchup_rows: int = 0  # binlog rows applied to the snapshotted part
+    decoder_fallbacks: dict[str, int] = field(default_factory=dict)  # of the catch-up's binlog reads, per cause
 
 
 def run_snapshot(ctx: SnapshotContext, work: TargetWork, keys: dict[TableId, ChunkKey | None]) -> SnapshotOutcome:
@@ -282,7 +284,8 @@ def _snapshot_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, 
         counts = TableCounts()
         try:
             snap_offset, new_progress, written, rows, catchup = _read_group(
-                ctx, target, plans, progress, done, position, keys, writer, counts, reports)
+                ctx, target, plans, progress, done, position, keys, writer, counts, reports,
+                outcome.decoder_fallbacks)
             ctx.failpoint("before-commit")
             pending = {str(t): p.to_json() for t, p in new_progress.items() if not p.done}
             properties = checkpoint_properties(
@@ -323,9 +326,9 @@ def _snapshot_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, 
 
 def _read_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, SourcePlan],
                 progress: dict[TableId, ChunkProgress], done: list[TableId], position: BinlogOffset | None,
-                keys: dict, writer, counts: TableCounts, reports: dict):
+                keys: dict, writer, counts: TableCounts, reports: dict, fallbacks: dict[str, int]):
     """Catch-up and chunks of one group written to ``writer``: (position, progress, rows written, snapshot rows,
-    binlog rows)."""
+    binlog rows); the catch-up's decoder fallbacks are added to ``fallbacks``."""
     new_progress = dict(progress)
     written = rows_read = catchup_rows = 0
     unfinished = [t for t in plans if t in progress]
@@ -333,7 +336,7 @@ def _read_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, Sour
         offset = snap.offset
         if position is not None and position < offset:
             catchup_rows, caught = _catch_up(ctx, target, plans, progress, done, position, offset, keys, writer,
-                                             counts)
+                                             counts, fallbacks)
             written += caught
         elif position is not None and position > offset:
             raise SourceError(f"snapshot of {target}: the server's binlog position {offset} is before the "
@@ -359,9 +362,10 @@ def _read_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, Sour
 
 def _catch_up(ctx: SnapshotContext, target: TableId, plans: dict[TableId, SourcePlan],
               progress: dict[TableId, ChunkProgress], done: list[TableId], start: BinlogOffset, stop: BinlogOffset,
-              keys: dict, writer, counts: TableCounts) -> tuple[int, int]:
+              keys: dict, writer, counts: TableCounts, fallbacks: dict[str, int]) -> tuple[int, int]:
     """Binlog changes in (start, stop] of the rows this table already holds (whole done sources, snapshotted key
-    ranges of the others), written to ``writer``: (binlog rows applied, rows written)."""
+    ranges of the others), written to ``writer``: (binlog rows applied, rows written); the read's decoder
+    fallbacks are added to ``fallbacks``."""
     tables = {t: plans[t].source for t in plans if t in done or (t in progress and progress[t].started)}
     if not tables:
         return 0, 0
@@ -380,4 +384,5 @@ def _catch_up(ctx: SnapshotContext, target: TableId, plans: dict[TableId, Source
                 continue
         applied += batch.num_rows
         written += ctx.apply(plans[table_id], batch, writer, counts)
+    report_fallbacks(reader, ctx.log, lambda _source: [fallbacks], during=f" in the snapshot catch-up of {target}")
     return applied, written
