@@ -120,6 +120,29 @@ def test_literal_passwords_are_refused_without_echoing_them(tmp_path):
     with pytest.raises(PipelineConfigError, match=r"resource 'mysql'.*dg.EnvVar") as info:
         build_pipeline_definitions(config, resources={"mysql": MySqlResource(password=SECRET)})
     assert SECRET not in str(info.value)
+    # S3 keys of the Paimon resource: plain text, or inside catalog_options (a dict cannot hold an EnvVar), refused
+    for resource in (PaimonCatalogResource(s3_secret_key=SECRET),
+                     PaimonCatalogResource(catalog_options={"s3.secret-key": SECRET}),
+                     PaimonCatalogResource(catalog_options={"fs.s3a.access.key": SECRET})):
+        with pytest.raises(PipelineConfigError, match=r"resource 'paimon'.*(dg.EnvVar|s3_\w+=dg.EnvVar)") as info:
+            build_pipeline_definitions(config, resources={"paimon": resource})
+        assert SECRET not in str(info.value)
+
+
+def test_paimon_resource_s3_keys_from_env_vars_reach_the_catalog_options(tmp_path, monkeypatch):
+    """The S3 key fields of PaimonCatalogResource, given as dg.EnvVar, become the catalog options a run uses."""
+    from lakecdc.dagster.resources import effective_config
+
+    monkeypatch.setenv("LAKECDC_TEST_S3_KEY", "AKIDEXAMPLE")
+    monkeypatch.setenv("LAKECDC_TEST_S3_SECRET", SECRET)
+    config = parse_pipeline(PIPELINE.format(port=1, user="u", db="d", warehouse=tmp_path),
+                            env={"LAKECDC_SECRET_PW": SECRET})
+    resource = PaimonCatalogResource(s3_access_key=dg.EnvVar("LAKECDC_TEST_S3_KEY"),
+                                     s3_secret_key=dg.EnvVar("LAKECDC_TEST_S3_SECRET"))
+    build_pipeline_definitions(config, resources={"paimon": resource})  # accepted: EnvVars only
+    with dg.build_resources({"paimon": resource}) as resolved:  # as Dagster resolves them for a run
+        options = effective_config(config, resolved).sink.catalog_options
+    assert options["s3.access-key"] == "AKIDEXAMPLE" and options["s3.secret-key"] == SECRET
 
 
 def test_dagster_ui_run_config_event_log_and_files_never_show_the_password(mariadb, vault, tmp_path, monkeypatch):

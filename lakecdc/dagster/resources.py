@@ -44,24 +44,56 @@ class PaimonCatalogResource(dg.ConfigurableResource):
     warehouse: Optional[str] = Field(default=None, description="Warehouse path or URI (overrides "
                                                                 "catalog.properties.warehouse)")
     catalog_options: dict[str, str] = Field(default_factory=dict,
-                                            description="Extra catalog.properties.* (override the YAML's)")
+                                            description="Extra catalog.properties.* (override the YAML's); no S3 "
+                                                        "keys here: use the s3_* fields with dg.EnvVar")
+    # S3 keys are fields of their own (not catalog_options entries) so that they can be dg.EnvVar, which Dagster
+    # shows by name only; check_secrets refuses them as plain text.
+    s3_access_key: Optional[str] = Field(default=None, description="catalog.properties.s3.access-key; "
+                                                                   "pass dg.EnvVar('...')")
+    s3_secret_key: Optional[str] = Field(default=None, description="catalog.properties.s3.secret-key; "
+                                                                   "pass dg.EnvVar('...')")
+    s3_session_token: Optional[str] = Field(default=None, description="catalog.properties.s3.session-token; "
+                                                                      "pass dg.EnvVar('...')")
 
     def apply(self, config: PipelineConfig) -> PipelineConfig:
         options = dict(config.sink.catalog_options)
         options.update(self.catalog_options)
         if self.warehouse:
             options["warehouse"] = self.warehouse
+        for option, value in _s3_key_fields(self):
+            if value:
+                options[option] = value
         if options == config.sink.catalog_options:
             return config
         return dataclasses.replace(config, sink=dataclasses.replace(config.sink, catalog_options=options))
 
 
+def _s3_key_fields(resource: "PaimonCatalogResource") -> list[tuple[str, Optional[str]]]:
+    """(catalog option, field value) of the resource's S3 key fields."""
+    return [("s3.access-key", resource.s3_access_key), ("s3.secret-key", resource.s3_secret_key),
+            ("s3.session-token", resource.s3_session_token)]
+
+
 def check_secrets(resources: dict) -> None:
-    """Refuse a MySqlResource whose password is plain text: Dagster shows resource config in the UI (the
-    Resources page, the run's config), so a password must be a ``dg.EnvVar``, which the UI shows by name only."""
+    """Refuse secrets given as plain text: Dagster shows resource config in the UI (the Resources page, the run's
+    config), so a MySqlResource password and a PaimonCatalogResource's S3 keys must be ``dg.EnvVar``, which the UI
+    shows by name only; S3 keys inside ``catalog_options`` (a plain dict, which cannot hold an EnvVar) are refused."""
     from lakecdc.errors import PipelineConfigError
+    from lakecdc.sink.object_store import SECRET_S3_OPTIONS, canonical_s3_option
 
     for key, resource in resources.items():
+        if isinstance(resource, PaimonCatalogResource):
+            for option in resource.catalog_options:
+                if canonical_s3_option(option) in SECRET_S3_OPTIONS:
+                    raise PipelineConfigError(
+                        f"resource {key!r}: PaimonCatalogResource(catalog_options={{'{option}': ...}}) would show an "
+                        f"S3 key in the Dagster UI; pass it as PaimonCatalogResource("
+                        f"s3_{canonical_s3_option(option)[3:].replace('-', '_')}=dg.EnvVar(\"...\")) instead")
+            for option, value in _s3_key_fields(resource):
+                if value and not isinstance(value, dg.EnvVar):
+                    raise PipelineConfigError(
+                        f"resource {key!r}: PaimonCatalogResource's {option} is given as plain text, which Dagster "
+                        f"would show in its UI; pass it as dg.EnvVar(\"...\") and export that variable")
         password = getattr(resource, "password", None) if isinstance(resource, MySqlResource) else None
         if password and not isinstance(password, dg.EnvVar):
             raise PipelineConfigError(
