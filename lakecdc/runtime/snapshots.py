@@ -40,6 +40,7 @@ from lakecdc.model import BinlogOffset, ChangeBatch, TableCounts, TableId
 from lakecdc.runtime.checkpoint import PHASE_SNAPSHOT, Checkpoint, checkpoint_properties
 from lakecdc.runtime.plan import PipelinePlan, SourcePlan, TargetPlan
 from lakecdc.runtime.report import report_fallbacks
+from lakecdc.sink import PaimonSink
 from lakecdc.source import ChunkKey, ChunkProgress, MySqlSource, restrict_to_snapshotted, snapshotted_mask
 
 logger = logging.getLogger("lakecdc.runtime")
@@ -214,7 +215,7 @@ class SnapshotContext:
     config: PipelineConfig
     plan: PipelinePlan
     source: MySqlSource
-    sink: object  # lakecdc.sink.PaimonSink
+    sink: PaimonSink
     run_id: str
     captured: list[str]
     # apply(source_plan, batch, writer, counts): transform a batch and write it to the open writer

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import pymysql
-from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, RotateEvent,
                                       XAPrepareEvent, XidEvent)
 from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
@@ -45,12 +44,16 @@ from lakecdc.source.charsets import install_binlog_decoding
 from lakecdc.source.columns import bind_columns, keep_signedness
 from lakecdc.source.ddl import SchemaChangeEvent, dml_target_tables, parse_ddl
 from lakecdc.source.connection import (
+    BinlogStream,
     binlog_gtid_pos,
     connect,
     connection_kwargs,
     driver_reason,
     error_code,
+    free_server_id,
+    head_offset,
     is_connection_lost,
+    open_binlog_stream,
     server_flavor,
     text,
 )
@@ -242,15 +245,16 @@ class BinlogReader:
 
     # ------------------------------------------------------------------------------------------------------------
 
-    def _stream(self, start: BinlogOffset, server_id: int) -> BinLogStreamReader:
+    def _stream(self, start: BinlogOffset, server_id: int) -> BinlogStream:
         settings = connection_kwargs(self.options)
         # a slow consumer must not make the server drop the dump connection between two batches
         settings["init_command"] = "SET SESSION net_write_timeout = 3600"
         follow = self.checkpoint_seconds is not None
         heartbeat = min(self.options.heartbeat_interval, FOLLOW_HEARTBEAT_SECONDS) if follow \
             else self.options.heartbeat_interval
-        return _Stream(
-            connection_settings=settings,
+        return open_binlog_stream(
+            self.options,
+            settings=settings,
             server_id=server_id,
             log_file=start.file,
             log_pos=start.pos,
@@ -261,8 +265,6 @@ class BinlogReader:
                          TableMapEvent, *_ROW_EVENTS, *([HeartbeatLogEvent] if follow else [])],
             only_schemas=sorted({t.database for t in self.tables}),
             only_tables=sorted({t.table for t in self.tables}),
-            enable_logging=False,
-            pymysql_wrapper=_pymysql_connect,
             slave_heartbeat=heartbeat,
             report_slave=REPLICA_NAME,
         )
@@ -474,8 +476,6 @@ class BinlogReader:
         return reached, eof_pos, txn is not None
 
     def _head(self) -> BinlogOffset:
-        from lakecdc.source.connection import head_offset
-
         conn = connect(self.options)
         try:
             return head_offset(conn, self.options)
@@ -547,8 +547,6 @@ class BinlogReader:
     def _ended_early(self, eof_pos: BinlogOffset | None) -> bool:
         """After an EOF before ``stop``: True when the server has more binlog than the stream delivered (or cannot
         be asked), i.e. the stream was cut, not finished."""
-        from lakecdc.source.connection import head_offset
-
         try:
             conn = connect(self.options)
         except SourceError:
@@ -653,19 +651,6 @@ class BinlogReader:
             yield ChangeBatch(table, data, first_commit=first[table_id], last_commit=last[table_id])
 
 
-class _Stream(BinLogStreamReader):
-    """python-mysql-replication's reader, told to read the table maps' optional metadata always.
-
-    The library decides whether to parse it from the server's global binlog_row_metadata when it connects, not
-    from the events: events written with FULL and read after the setting changed would lose their names, and
-    events written with MINIMAL would be read as if FULL when the setting is FULL now. Parsing what each event
-    carries is always right (an event without it yields nothing); lakecdc.source.columns then names columns from
-    the schema history and uses the event's own FULL metadata only as a cross-check."""
-
-    def _BinLogStreamReader__check_optional_meta_data(self):  # replaces the library's private check
-        self._BinLogStreamReader__optional_meta_data = True
-
-
 _XA_PREPARE, _XA_COMMIT, _XA_ROLLBACK = "prepare", "commit", "rollback"
 _XID_PART = r"\s*(?:X'([0-9A-Fa-f]*)'|'((?:[^']|'')*)')"
 _XID = re.compile(r"(?is)^XA\s+(?:COMMIT|ROLLBACK)" + _XID_PART + r"(?:\s*," + _XID_PART + r"(?:\s*,\s*(\d+))?)?")
@@ -695,43 +680,3 @@ def _xid_text(xid: tuple[int, bytes, bytes]) -> str:
 def _event_start(stream, ev) -> BinlogOffset:
     """Where ``ev`` starts in the binlog (its end minus its size)."""
     return BinlogOffset(stream.log_file, ev.packet.log_pos - ev.packet.event_size)
-
-
-def free_server_id(options: MySqlSourceOptions) -> int:
-    """The first id of the ``server-id`` range that no registered replica uses (the first id when all are used or
-    the replicas cannot be listed)."""
-    ids = options.server_ids
-    if len(ids) == 1:
-        return ids[0]
-    taken = registered_replica_ids(options)
-    return next((sid for sid in ids if sid not in taken), ids[0])
-
-
-def registered_replica_ids(options: MySqlSourceOptions) -> set[int]:
-    """Server ids of the replicas registered on the server (SHOW SLAVE HOSTS); empty when not readable (the
-    statement needs REPLICATION MASTER ADMIN on MariaDB ≥ 10.5.2, REPLICATION SLAVE on MySQL)."""
-    try:
-        conn = connect(options)
-    except SourceError:
-        return set()
-    try:
-        with conn.cursor(pymysql.cursors.Cursor) as cur:
-            try:
-                cur.execute("SHOW SLAVE HOSTS")
-            except pymysql.MySQLError:
-                try:
-                    cur.execute("SHOW REPLICAS")  # MySQL >= 8.4
-                except pymysql.MySQLError:
-                    return set()
-            return {int(row[0]) for row in cur.fetchall()}
-    finally:
-        conn.close()
-
-
-def _pymysql_connect(**kwargs):
-    # the library passes the deprecated 'db' / 'passwd' names for its control connection
-    if "db" in kwargs:
-        kwargs["database"] = kwargs.pop("db")
-    if "passwd" in kwargs:
-        kwargs["password"] = kwargs.pop("passwd")
-    return pymysql.connect(**kwargs)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import codecs
 
+from pymysqlreplication.row_event import RowsEvent
+
 from lakecdc.errors import SourceError
 
 # MySQL/MariaDB character set name → Python codec (MySQL's "latin1" is Windows-1252, see _latin1_decode).
@@ -89,8 +91,6 @@ def check_column_charset(column: str, data_type: str, charset: str | None, colum
 
 def install_binlog_decoding() -> None:
     """Make python-mysql-replication decode string columns with :func:`python_codec` (idempotent)."""
-    from pymysqlreplication.row_event import RowsEvent
-
     if getattr(RowsEvent.charset_to_encoding, "__lakecdc__", False):
         return
 

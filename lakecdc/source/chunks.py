@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from lakecdc.errors import SourceError
 from lakecdc.model import (DELETE, INSERT, OP_COLUMN, UPDATE_AFTER, UPDATE_BEFORE, ChangeBatch, SourceColumn,
                            SourceTable)
+from lakecdc.selectors import TableSelector
 from lakecdc.source.connection import connect, query
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.types import codec_for, column_data_type
@@ -87,8 +88,6 @@ def chunkable(column: SourceColumn) -> bool:
 def chunk_key_for(table: SourceTable, options: MySqlSourceOptions) -> ChunkKey | None:
     """The chunk key of ``table``: the configured column (first matching selector), else the first primary-key
     column; None when the table is read whole. SourceError naming the column when it cannot be a chunk key."""
-    from lakecdc.selectors import TableSelector
-
     for selector, column in options.chunk_key_columns:
         if not TableSelector(selector).matches(table.table_id):
             continue

@@ -23,7 +23,7 @@ import codecs
 from lakecdc.errors import SourceError
 from lakecdc.model import SourceColumn, SourceTable
 from lakecdc.source.charsets import python_codec
-from lakecdc.source.types import GEOMETRY_TYPES, column_data_type, parse_enum_values
+from lakecdc.source.types import GEOMETRY_TYPES, column_data_type, length_and_scale, parse_enum_values
 
 # binlog field types (MySQL's enum_field_types)
 _TINY, _SHORT, _LONG, _FLOAT, _DOUBLE, _TIMESTAMP, _LONGLONG, _INT24 = 1, 2, 3, 4, 5, 7, 8, 9
@@ -175,16 +175,12 @@ def _unsigned(tracked: SourceColumn) -> bool:
 
 
 def _precision_scale(column_type: str) -> tuple[int, int]:
-    from lakecdc.source.types import _length
-
-    precision, scale = _length(column_type.lower())
+    precision, scale = length_and_scale(column_type.lower())
     return (precision if precision is not None else 10), (scale or 0)
 
 
 def _fsp(column_type: str) -> int:
-    from lakecdc.source.types import _length
-
-    return _length(column_type.lower())[0] or 0
+    return length_and_scale(column_type.lower())[0] or 0
 
 
 def _mismatch(table: SourceTable, position: str, detail: str) -> SourceError:

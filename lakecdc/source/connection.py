@@ -7,6 +7,8 @@ import re
 from typing import Any
 
 import pymysql
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import RotateEvent
 
 from lakecdc.errors import SourceError
 from lakecdc.model import BinlogOffset
@@ -187,16 +189,8 @@ def _granted_globally(conn) -> set[str] | None:
 
 def _probe_binlog_dump(options: MySqlSourceOptions, head: BinlogOffset) -> BaseException | None:
     """Try a non-blocking binlog dump from the head: the authoritative REPLICATION SLAVE check."""
-    from lakecdc.source.binlog import _pymysql_connect, free_server_id
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import RotateEvent
-
-    settings = connection_kwargs(options)
-    stream = BinLogStreamReader(
-        connection_settings=settings, server_id=free_server_id(options), log_file=head.file, log_pos=head.pos,
-        resume_stream=True, blocking=False, is_mariadb=False, only_events=[RotateEvent], enable_logging=False,
-        pymysql_wrapper=_pymysql_connect,
-    )
+    stream = open_binlog_stream(options, log_file=head.file, log_pos=head.pos, resume_stream=True, blocking=False,
+                                is_mariadb=False, only_events=[RotateEvent])
     try:
         for _ in stream:
             pass
@@ -245,3 +239,71 @@ def check_server(conn, options: MySqlSourceOptions) -> None:
         if error_code(failure) in (1227, 1045, 1142, 1044):
             raise SourceError(_privilege_message(conn, options, "REPLICATION SLAVE", failure))
         raise SourceError(f"{where}: reading the binlog failed: {driver_reason(failure)}")
+
+
+def free_server_id(options: MySqlSourceOptions) -> int:
+    """The first id of the ``server-id`` range that no registered replica uses (the first id when all are used or
+    the replicas cannot be listed)."""
+    ids = options.server_ids
+    if len(ids) == 1:
+        return ids[0]
+    taken = registered_replica_ids(options)
+    return next((sid for sid in ids if sid not in taken), ids[0])
+
+
+def registered_replica_ids(options: MySqlSourceOptions) -> set[int]:
+    """Server ids of the replicas registered on the server (SHOW SLAVE HOSTS); empty when not readable (the
+    statement needs REPLICATION MASTER ADMIN on MariaDB ≥ 10.5.2, REPLICATION SLAVE on MySQL)."""
+    try:
+        conn = connect(options)
+    except SourceError:
+        return set()
+    try:
+        with conn.cursor(pymysql.cursors.Cursor) as cur:
+            try:
+                cur.execute("SHOW SLAVE HOSTS")
+            except pymysql.MySQLError:
+                try:
+                    cur.execute("SHOW REPLICAS")  # MySQL >= 8.4
+                except pymysql.MySQLError:
+                    return set()
+            return {int(row[0]) for row in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def pymysql_connect(**kwargs):
+    """pymysql.connect for python-mysql-replication's control connection, which passes the deprecated 'db' and
+    'passwd' names."""
+    if "db" in kwargs:
+        kwargs["database"] = kwargs.pop("db")
+    if "passwd" in kwargs:
+        kwargs["password"] = kwargs.pop("passwd")
+    return pymysql.connect(**kwargs)
+
+
+class BinlogStream(BinLogStreamReader):
+    """python-mysql-replication's reader, told to read the table maps' optional metadata always.
+
+    The library decides whether to parse it from the server's global binlog_row_metadata when it connects, not
+    from the events: events written with FULL and read after the setting changed would lose their names, and
+    events written with MINIMAL would be read as if FULL when the setting is FULL now. Parsing what each event
+    carries is always right (an event without it yields nothing); lakecdc.source.columns then names columns from
+    the schema history and uses the event's own FULL metadata only as a cross-check."""
+
+    def _BinLogStreamReader__check_optional_meta_data(self):  # replaces the library's private check
+        self._BinLogStreamReader__optional_meta_data = True
+
+
+def open_binlog_stream(options: MySqlSourceOptions, *, settings: dict | None = None, server_id: int | None = None,
+                       **reader_options) -> BinlogStream:
+    """The one place a binlog dump is opened: the source's connection settings (or ``settings``), a free id of
+    the ``server-id`` range unless ``server_id`` is given, no library logging, and pymysql's current argument
+    names; ``reader_options`` go to BinLogStreamReader as they are (position, events, blocking, ...)."""
+    return BinlogStream(
+        connection_settings=settings if settings is not None else connection_kwargs(options),
+        server_id=server_id if server_id is not None else free_server_id(options),
+        enable_logging=False,
+        pymysql_wrapper=pymysql_connect,
+        **reader_options,
+    )

@@ -15,9 +15,13 @@ import logging
 import re
 from dataclasses import dataclass, field, replace
 
+import sqlglot
+from sqlglot import exp
+
 from lakecdc.errors import SourceError
 from lakecdc.model import SourceColumn, SourceTable, TableId
 from lakecdc.source.options import MySqlSourceOptions
+from lakecdc.source.types import source_column
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +108,6 @@ def parse_ddl(statement: str, default_database: str, tables: dict[TableId, Sourc
     events. An ALTER TABLE / CREATE / DROP / TRUNCATE of a captured table that lakecdc cannot interpret gives one
     UNPARSED_DDL event per table and leaves its schema as it was; SourceError when a statement contradicts the
     schema history (a column it names is not there)."""
-    import sqlglot
-    from sqlglot import exp
-
     cleaned = _GEOMETRY_SUBTYPES.sub(r"\1geometry", statement.strip().rstrip(";"))
     head = cleaned[:40].upper()
     if not head.startswith(("ALTER", "CREATE", "DROP", "TRUNCATE", "RENAME")):
@@ -208,9 +209,6 @@ _CHARACTER_DATA_TYPES = ("char", "varchar", "tinytext", "text", "mediumtext", "l
 def _convert_charset(match, default_database: str, tables: dict[TableId, SourceTable]) -> ParsedDdl:
     """``ALTER TABLE t CONVERT TO CHARACTER SET cs [COLLATE c]``: every character column is now in ``cs`` (which
     rows in the binlog are decoded with, whatever binlog_row_metadata logs). No Flink CDC event."""
-    import sqlglot
-    from sqlglot import exp
-
     target = sqlglot.parse_one(f"SELECT * FROM {match.group(1)}", read="mysql").find(exp.Table)
     table_id = _table_id(target, default_database)
     parsed = ParsedDdl()
@@ -238,8 +236,6 @@ def apply_events(table: SourceTable, events: list[SchemaChangeEvent]) -> SourceT
 
 
 def _alter_table(tree, table: SourceTable, options: MySqlSourceOptions, parsed: ParsedDdl) -> None:
-    from sqlglot import exp
-
     table_id = table.table_id
     events: list[SchemaChangeEvent] = []
     current = table
@@ -260,8 +256,6 @@ def _alter_table(tree, table: SourceTable, options: MySqlSourceOptions, parsed: 
 
 
 def _action_events(action, table: SourceTable, options: MySqlSourceOptions) -> list[SchemaChangeEvent]:
-    from sqlglot import exp
-
     table_id = table.table_id
     if isinstance(action, exp.ColumnDef):  # ADD [COLUMN] c type [FIRST | AFTER x]
         column = _column(table_id, action, options, table)
@@ -308,8 +302,6 @@ def _action_events(action, table: SourceTable, options: MySqlSourceOptions) -> l
 @functools.cache
 def _key_actions() -> tuple:
     """ALTER TABLE actions that change indexes, keys or constraints only (the rows keep their columns)."""
-    from sqlglot import exp
-
     return tuple(getattr(exp, name) for name in ("AddConstraint", "DropPrimaryKey", "RenameIndex", "AlterIndex",
                                                  "ForceProperty") if hasattr(exp, name))
 
@@ -321,8 +313,6 @@ def _definition(column: SourceColumn) -> tuple:
 
 
 def _moved(table: SourceTable, tree, options: MySqlSourceOptions) -> SourceTable:
-    from sqlglot import exp
-
     columns = list(table.columns)
     for action in tree.args.get("actions") or []:
         if not isinstance(action, exp.ModifyColumn):
@@ -342,8 +332,6 @@ def _moved(table: SourceTable, tree, options: MySqlSourceOptions) -> SourceTable
 
 def _primary_key(tree) -> tuple[str, ...] | None:
     """The key after ADD PRIMARY KEY (...) / DROP PRIMARY KEY, or None when the statement keeps it."""
-    from sqlglot import exp
-
     key = None
     for action in tree.args.get("actions") or []:
         if isinstance(action, exp.Drop) and "PRIMARY" in action.sql("mysql").upper():
@@ -360,9 +348,6 @@ def _add_column_list(statement: str, default_database: str, tables: dict[TableId
                      options: MySqlSourceOptions) -> ParsedDdl:
     """``ALTER TABLE t ADD [COLUMN] (a ..., b ...)``, which sqlglot does not parse: the list is parsed as the body
     of a CREATE TABLE. One AddColumn event with every column, LAST (§5.3)."""
-    import sqlglot
-    from sqlglot import exp
-
     match = re.match(r"(?is)\s*alter\s+(?:online\s+|ignore\s+)*table\s+(\S+)\s+add\s+(?:column\s+)?\((.*)\)\s*$",
                      statement)
     if not match:
@@ -390,8 +375,6 @@ def _add_column_list(statement: str, default_database: str, tables: dict[TableId
 
 
 def _create_table(table_id: TableId, schema, tree, options: MySqlSourceOptions) -> SourceTable:
-    from sqlglot import exp
-
     empty = SourceTable(table_id, ())
     columns = [_column(table_id, d, options, empty) for d in schema.expressions if isinstance(d, exp.ColumnDef)]
     keys: tuple[str, ...] = ()
@@ -413,8 +396,6 @@ def _create_table(table_id: TableId, schema, tree, options: MySqlSourceOptions) 
 def _create_like(table_id: TableId, tree, default_database: str, tables: dict[TableId, SourceTable],
                  statement: str) -> SourceTable:
     """``CREATE TABLE t LIKE s``: the schema of ``s``, known only when ``s`` is captured too."""
-    from sqlglot import exp
-
     like = tree.find(exp.LikeProperty)
     origin = _table_id(like.this, default_database) if like is not None else None
     if origin is None or origin not in tables:
@@ -436,10 +417,6 @@ _DATA_TYPES = {"TIMESTAMPTZ": "timestamp", "TIMESTAMPLTZ": "timestamp", "NVARCHA
 def _column(table_id: TableId, definition, options: MySqlSourceOptions, table: SourceTable,
             existing: SourceColumn | None = None) -> SourceColumn:
     """A column from a sqlglot ColumnDef: the MySQL type as information_schema would spell it."""
-    from sqlglot import exp
-
-    from lakecdc.source.schema import source_column
-
     kind = definition.args.get("kind")
     if kind is None:
         raise SourceError(f"{table_id}: column {definition.name!r} has no type in the DDL statement")
@@ -497,8 +474,6 @@ def _position(definition) -> ColumnPosition:
 
 
 def _default_text(value) -> str | None:
-    from sqlglot import exp
-
     if value is None or isinstance(value, exp.Null):
         return None
     if isinstance(value, exp.Literal):
@@ -507,16 +482,12 @@ def _default_text(value) -> str | None:
 
 
 def _literal(value) -> str:
-    from sqlglot import exp
-
     if isinstance(value, exp.Literal):
         return str(value.this)
     return value.sql("mysql") if value is not None else ""
 
 
 def _name(node) -> str:
-    from sqlglot import exp
-
     if isinstance(node, exp.Ordered):
         node = node.this
     if isinstance(node, (exp.Column, exp.Identifier)):
@@ -601,9 +572,6 @@ def dml_target_tables(statement: str, default_database: str) -> set[TableId] | N
     ``default_database`` as the current database); None when the statement cannot be parsed. UPDATE and DELETE
     count every table they name outside subqueries of their SET / WHERE (a multi-table statement may write any of
     them)."""
-    import sqlglot
-    from sqlglot import exp
-
     cleaned = statement.strip().rstrip(";")
     head = cleaned[:16].upper()
     if head.startswith("LOAD DATA"):

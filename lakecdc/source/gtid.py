@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from pymysqlreplication.gtid import Gtid, GtidSet
+
 from lakecdc.errors import SourceError
 
 _MARIADB_GTID = re.compile(r"^\d+-\d+-\d+$")
@@ -57,8 +59,6 @@ def advance(position: str, gtid: str) -> str:
         domain = gtid.split("-")[0]
         kept = [m for m in _members(position) if m.split("-")[0] != domain]
         return ",".join(sorted(kept + [gtid], key=lambda m: int(m.split("-")[0])))
-    from pymysqlreplication.gtid import Gtid, GtidSet
-
     merged = GtidSet(normalize(position))
     merged.merge_gtid(Gtid(gtid))
     return str(merged)

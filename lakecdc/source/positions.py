@@ -7,15 +7,14 @@ from __future__ import annotations
 import logging
 
 import pymysql
-from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (FormatDescriptionEvent, GtidEvent, MariadbGtidEvent, QueryEvent,
                                       RotateEvent)
 
 from lakecdc.errors import BinlogPurgedError, SourceError
 from lakecdc.model import BinlogOffset
 from lakecdc.source import gtid as _gtid
-from lakecdc.source.connection import (binlog_gtid_pos, connect, connection_kwargs, driver_reason, error_code,
-                                       query, server_flavor, text)
+from lakecdc.source.connection import (BinlogStream, binlog_gtid_pos, connect, driver_reason, error_code,
+                                       head_offset, open_binlog_stream, query, server_flavor, text)
 from lakecdc.source.options import MySqlSourceOptions
 
 log = logging.getLogger(__name__)
@@ -57,13 +56,10 @@ def earliest_offset(options: MySqlSourceOptions) -> BinlogOffset:
     return BinlogOffset(files[0], _FIRST_EVENT_POS, gtid)
 
 
-def _stream(options: MySqlSourceOptions, **position) -> BinLogStreamReader:
-    from lakecdc.source.binlog import _pymysql_connect, free_server_id
-
-    return BinLogStreamReader(
-        connection_settings=connection_kwargs(options), server_id=free_server_id(options), blocking=False,
-        only_events=[RotateEvent, FormatDescriptionEvent, MariadbGtidEvent, GtidEvent, QueryEvent],
-        enable_logging=False, pymysql_wrapper=_pymysql_connect, **position)
+def _stream(options: MySqlSourceOptions, **position) -> BinlogStream:
+    return open_binlog_stream(
+        options, blocking=False,
+        only_events=[RotateEvent, FormatDescriptionEvent, MariadbGtidEvent, GtidEvent, QueryEvent], **position)
 
 
 def _event_start(ev) -> int:
@@ -99,8 +95,6 @@ def offset_for_gtid(options: MySqlSourceOptions, gtid_set: str) -> BinlogOffset:
         raise _read_error(options, exc, what) from exc
     finally:
         stream.close()
-    from lakecdc.source.connection import head_offset
-
     conn = connect(options)
     try:
         head = head_offset(conn, options)
@@ -136,8 +130,6 @@ def offset_at_timestamp(options: MySqlSourceOptions, timestamp_ms: int) -> Binlo
     conn = connect(options)
     try:
         if offset is None:
-            from lakecdc.source.connection import head_offset
-
             return head_offset(conn, options)
         gtid = binlog_gtid_pos(conn, offset.file, offset.pos) if server_flavor(conn) == "mariadb" else ""
     finally:

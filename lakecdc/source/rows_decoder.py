@@ -40,11 +40,13 @@ from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 from pymysqlreplication.constants import BINLOG
+from pymysqlreplication.packet import parse_json
 from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from lakecdc.model import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, SourceColumn, SourceTable
 from lakecdc.source.charsets import install_binlog_decoding
-from lakecdc.source.types import GEOMETRY_TYPES, column_data_type, geometry_json, parse_enum_values, table_codecs
+from lakecdc.source.types import (GEOMETRY_TYPES, column_data_type, geometry_json, length_and_scale, parse_enum_values,
+                                  table_codecs, to_text)
 
 try:
     from lakecdc.source import _rowsdecoder as _ext
@@ -525,7 +527,7 @@ def _string_spec(column, target: SourceColumn, dtype: str, tgt: int, width: int,
         if dtype == "binary" and tgt == TG_FSB:
             return _spec(**base, kind=K_PAD), None
         if dtype in _TEXT_DATA_TYPES and pa.types.is_string(at):
-            # the codec's _to_text: UTF-8 with replacement characters
+            # the codec's to_text: UTF-8 with replacement characters
             return _spec(**base, kind=K_RAW), (("text-from-bytes",), (pa.binary(), _per_value(
                 lambda v: v.decode("utf-8", "replace"))))
         raise unsupported()
@@ -575,9 +577,7 @@ def _byte_table(codec: str) -> bytes:
 
 
 def _decimals_of(column_type: str) -> int:
-    from lakecdc.source.types import _length
-
-    return _length(column_type.lower())[1] or 0
+    return length_and_scale(column_type.lower())[1] or 0
 
 
 def _rounder(decimals: int) -> Callable[[pa.Array], pa.Array]:
@@ -597,14 +597,10 @@ def _per_value(fn: Callable[[bytes], Any]) -> Callable[[pa.Array], pa.Array]:
 
 def _mysql_json_text(raw: bytes) -> Any:
     """MySQL binary JSON as the library decodes it (length 0: NULL), then as the codec renders it."""
-    from pymysqlreplication.packet import parse_json
-
-    from lakecdc.source.types import _to_text
-
     if not raw:
         return None
     value = parse_json(raw[0], raw[1:])
-    return value if type(value) is str else _to_text(value)
+    return value if type(value) is str else to_text(value)
 
 
 def _set_builder(labels: list[str]):

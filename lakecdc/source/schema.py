@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from lakecdc.errors import SourceError
-from lakecdc.model import SourceColumn, SourceTable, TableId
-from lakecdc.source.charsets import check_column_charset
+from lakecdc.model import SourceTable, TableId
 from lakecdc.source.connection import query, text
 from lakecdc.source.options import MySqlSourceOptions
-from lakecdc.source.types import ColumnTypeInfo, arrow_type_for
+from lakecdc.source.types import source_column
 
 SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
 
@@ -23,20 +22,6 @@ def list_tables(conn, options: MySqlSourceOptions | None = None) -> list[TableId
         options=options,
     )
     return sorted(TableId(text(db), text(tbl)) for db, tbl in rows)
-
-
-def source_column(table_id: TableId, options: MySqlSourceOptions, *, name: str, data_type: str, column_type: str,
-                  datetime_precision: int | None = None, nullable: bool = True, comment: str = "",
-                  charset: str = "", collation: str = "", default: str | None = None) -> SourceColumn:
-    """One column from its MySQL description (information_schema, a DDL statement or a stored schema history)."""
-    info = ColumnTypeInfo(name, data_type, column_type, datetime_precision)
-    try:
-        arrow_type = arrow_type_for(info, treat_tinyint1_as_boolean=options.treat_tinyint1_as_boolean)
-        check_column_charset(info.name, info.data_type.lower(), charset, info.column_type)
-    except SourceError as exc:
-        raise SourceError(f"MySQL table {table_id}: {exc}") from None
-    return SourceColumn(name=name, column_type=column_type, arrow_type=arrow_type, nullable=nullable,
-                        comment=comment, charset=charset, collation=collation, default=default)
 
 
 def _column_default(value) -> str | None:

@@ -24,6 +24,7 @@ import pymysql
 
 from lakecdc.errors import SourceConnectionLost, SourceError
 from lakecdc.model import INSERT, BinlogOffset, ChangeBatch, SourceTable, TableId
+from lakecdc.source.columns import decoding_layout
 from lakecdc.source.chunks import ChunkKey, ChunkProgress, chunk_query, limited_chunk_query, next_upper_bound
 from lakecdc.source.connection import (
     binlog_gtid_pos,
@@ -37,6 +38,7 @@ from lakecdc.source.connection import (
 )
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.prefetch import Prefetch
+from lakecdc.source.schema import describe_table
 from lakecdc.source.text_columns import TextColumn, text_columns
 from lakecdc.source.wire import abort_connection, read_columns, result_columns
 
@@ -140,9 +142,6 @@ class SnapshotReader:
         is decoded with them. A DDL between the moment they were described and the snapshot's start (or right
         after it: a data dictionary read is not part of the snapshot) shows here as a different definition; the
         snapshot then stops rather than record a schema it cannot vouch for."""
-        from lakecdc.source.columns import decoding_layout
-        from lakecdc.source.schema import describe_table
-
         for table_id, recorded in self.tables.items():
             now = describe_table(conn, table_id, self.options)
             if decoding_layout(now) != decoding_layout(recorded) or \

@@ -56,6 +56,9 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 
 from lakecdc.errors import SourceError
+from lakecdc.model import SourceColumn, TableId
+from lakecdc.source.charsets import check_column_charset
+from lakecdc.source.options import MySqlSourceOptions
 
 _EPOCH_DATE = _dt.date(1970, 1, 1)
 _EPOCH_DATETIME = _dt.datetime(1970, 1, 1)
@@ -82,7 +85,8 @@ GEOMETRY_TYPES = {"geometry", "point", "linestring", "polygon", "multipoint", "m
 _PAREN = re.compile(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
 
 
-def _length(column_type: str) -> tuple[int | None, int | None]:
+def length_and_scale(column_type: str) -> tuple[int | None, int | None]:
+    """The numbers in a column type's parentheses: ``decimal(10,2)`` -> (10, 2), ``datetime(3)`` -> (3, None)."""
     match = _PAREN.search(column_type)
     if not match:
         return None, None
@@ -133,7 +137,7 @@ def arrow_type_for(info: ColumnTypeInfo, *, treat_tinyint1_as_boolean: bool = Tr
     data_type = info.data_type.lower().strip()
     column_type = info.column_type.lower().strip()
     unsigned = "unsigned" in column_type or "zerofill" in column_type
-    length, scale = _length(column_type)
+    length, scale = length_and_scale(column_type)
 
     if data_type in ("bool", "boolean"):
         return pa.bool_()
@@ -306,7 +310,8 @@ def _json_keys(v: Any) -> Any:
     return v
 
 
-def _to_text(v: Any) -> Any:
+def to_text(v: Any) -> Any:
+    """A decoded value as the codec renders it as text (bytes as UTF-8 with replacement characters)."""
     if isinstance(v, str):
         return v
     if isinstance(v, (bytes, bytearray)):
@@ -337,7 +342,7 @@ class ColumnCodec:
         self.nullable = nullable
         data_type = info.data_type.lower()
         column_type = info.column_type.lower()
-        length, _ = _length(column_type)
+        length, _ = length_and_scale(column_type)
         # zero dates/datetimes ('0000-00-00'): NULL when the column allows it, else the epoch (Debezium's rule)
         self.zero_value: Any = None
         # value fix-ups, applied to non-None values only; None = identity
@@ -371,7 +376,7 @@ class ColumnCodec:
             self.binlog_fix = _binlog_time_us
             self._time_divisor = {"s": 1_000_000, "ms": 1_000, "us": 1}[t.unit]
         elif data_type == "float" and pa.types.is_float64(t):
-            _, decimals = _length(column_type)
+            _, decimals = length_and_scale(column_type)
             # FLOAT(M,D) is stored as a float32; MySQL shows (and the snapshot reads) it rounded to D decimals
             self.binlog_fix = lambda v, d=decimals or 0: round(float(v), d)
         elif data_type == "set":
@@ -381,7 +386,7 @@ class ColumnCodec:
             def set_members(v: Any, order=order) -> Any:
                 if isinstance(v, (set, frozenset, list, tuple)):
                     return sorted(v, key=lambda m: order.get(m, len(order)))
-                text = _to_text(v)
+                text = to_text(v)
                 return text.split(",") if text else []
 
             self.snapshot_fix = self.binlog_fix = set_members
@@ -415,7 +420,7 @@ class ColumnCodec:
 
     @staticmethod
     def _text_fix(v: Any) -> Any:
-        return v if type(v) is str else _to_text(v)
+        return v if type(v) is str else to_text(v)
 
     def _zero_date_fix(self, v: Any) -> Any:
         # PyMySQL returns the text '0000-00-00 ...' for dates it cannot represent
@@ -497,3 +502,17 @@ def codec_for(name: str, column_type: str, arrow_type: pa.DataType, nullable: bo
 def table_codecs(table) -> list[ColumnCodec]:
     """Codecs for every column of a :class:`lakecdc.model.SourceTable`, in column order."""
     return [codec_for(c.name, c.column_type, c.arrow_type, c.nullable) for c in table.columns]
+
+
+def source_column(table_id: TableId, options: MySqlSourceOptions, *, name: str, data_type: str, column_type: str,
+                  datetime_precision: int | None = None, nullable: bool = True, comment: str = "",
+                  charset: str = "", collation: str = "", default: str | None = None) -> SourceColumn:
+    """One column from its MySQL description (information_schema, a DDL statement or a stored schema history)."""
+    info = ColumnTypeInfo(name, data_type, column_type, datetime_precision)
+    try:
+        arrow_type = arrow_type_for(info, treat_tinyint1_as_boolean=options.treat_tinyint1_as_boolean)
+        check_column_charset(info.name, info.data_type.lower(), charset, info.column_type)
+    except SourceError as exc:
+        raise SourceError(f"MySQL table {table_id}: {exc}") from None
+    return SourceColumn(name=name, column_type=column_type, arrow_type=arrow_type, nullable=nullable,
+                        comment=comment, charset=charset, collation=collation, default=default)
