@@ -820,6 +820,7 @@ class _Parser:
         from lakecdc.sink.maintenance import policy_problem
         from lakecdc.sink.tables import pipeline_options_problem
         from lakecdc.transform import parse_table_options
+        from lakecdc.transform.rules import SOFT_DELETE
 
         # sink-level options apply to every table no rule gives table-options to; such tables take MySQL updates
         # (-U/+U) and deletes (-D), so the merge engine must take them (Flink's Paimon writer fails on the first)
@@ -830,7 +831,7 @@ class _Parser:
         for rule in config.transforms:
             options = dict(config.sink.table_properties)
             options.update(parse_table_options(rule.table_options, rule.table_options_delimiter))
-            soft_delete = (rule.converter_after_transform or "").strip().upper() == "SOFT_DELETE"
+            soft_delete = (rule.converter_after_transform or "").strip().upper() == SOFT_DELETE
             problem = pipeline_options_problem(options, ("-U",) if soft_delete else ("-U", "-D")) \
                 or policy_problem(options)
             if problem:

@@ -42,6 +42,9 @@ class TableId:
 COMMENT_KEY = b"comment"  # Arrow field metadata: the column comment
 DECLARED_TYPE_KEY = b"lakecdc.paimon-type"  # Arrow field metadata: the Paimon type to declare (VARCHAR(20), ...)
 DEFAULT_KEY = b"lakecdc.default"  # Arrow field metadata: the column's default value as text
+# The snapshot property every checkpoint carries (its binlog file; lakecdc.runtime.checkpoint has the others): sink
+# upkeep finds checkpoints by it and never expires the newest snapshot that has it.
+CHECKPOINT_KEY = "lakecdc.binlog.file"
 _SIZED_TYPE = re.compile(r"^(char|varchar|binary|varbinary)\((\d+)\)")
 _TEMPORAL_PRECISION = re.compile(r"^(datetime|timestamp|time)\((\d)\)")
 

@@ -26,7 +26,8 @@ from lakecdc.dagster.failures import as_failure, retry_policy
 from lakecdc.dagster.metadata import (column_origins, column_schema, materialization, paimon_key, unrecorded_commit,
                                       without_not_null)
 from lakecdc.dagster.resources import effective_config, resource_keys
-from lakecdc.dagster.translator import AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps, PaimonTableProps
+from lakecdc.dagster.translator import (PIPELINE_TAG, TABLE_TAG, AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps,
+                                        PaimonTableProps)
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
 from lakecdc.model import TableId
 from lakecdc.selectors import TableSelector
@@ -199,7 +200,7 @@ def build_table_asset(config: PipelineConfig, target: TableId, feeds: list[Table
     # A multi-asset of one table (not @asset) so that its checks can run alone ("Execute check" in the UI).
     @dg.multi_asset(
         name=key.to_python_identifier(), specs=[spec], check_specs=check_specs(config, key, feeds), can_subset=True,
-        op_tags={"lakecdc/pipeline": config.slug, "lakecdc/table": str(target)}, pool=pool_name(config, target),
+        op_tags={PIPELINE_TAG: config.slug, TABLE_TAG: str(target)}, pool=pool_name(config, target),
         retry_policy=retry_policy(config), required_resource_keys=resource_keys(config) if use_resources else set())
     def _table_asset(context: dg.AssetExecutionContext, config: TableRunConfig):
         effective = effective_config(pipeline, context.resources)

@@ -22,13 +22,11 @@ from lakecdc.dagster.assets import partitions_name, pool_name, register_partitio
 from lakecdc.runtime.verify import check_names
 from lakecdc.dagster.failures import as_failure, retry_policy
 from lakecdc.dagster.metadata import as_asset_materialization, materialization
-from lakecdc.dagster.translator import AssetKeys
+from lakecdc.dagster.translator import PIPELINE_TAG, TABLE_TAG, AssetKeys
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import TableId
 
-TABLE_TAG = "lakecdc/table"
-PIPELINE_TAG = "lakecdc/pipeline"
 
 
 def build_pipeline_job(config: PipelineConfig, assets: list[dg.AssetsDefinition]):

@@ -10,7 +10,8 @@ import re
 import dagster as dg
 
 from lakecdc.dagster.translator import code, paimon_table_name
-from lakecdc.model import TableId
+from lakecdc.model import BinlogOffset, TableCounts, TableId
+from lakecdc.runtime.checkpoint import PHASE_BINLOG, PHASE_RESNAPSHOT
 from lakecdc.source.rows_decoder import fallback_summary
 from lakecdc.transform.types import type_name
 
@@ -175,17 +176,8 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
     """One commit of a micro-batch or re-snapshot (a ``lakecdc.runtime.TableResult`` or a result with the same
     fields) as the materialisation of ``key`` (default: the default translator's key of the table).
     ``soft_delete_marker``: the column a SOFT_DELETE table marks deleted rows in (adds ``lakecdc/active_rows``)."""
-    offset = result.offset
     metadata = {
-        SNAPSHOT_ID_KEY: dg.MetadataValue.int(result.snapshot_id),
-        "lakecdc/phase": result.phase,
-        "lakecdc/binlog_offset": str(offset),
-        "lakecdc/binlog_file": offset.file,
-        "lakecdc/binlog_pos": dg.MetadataValue.int(offset.pos),
-        "lakecdc/gtid": offset.gtid or "",
-        "lakecdc/inserted": dg.MetadataValue.int(result.counts.inserted),
-        "lakecdc/updated": dg.MetadataValue.int(result.counts.updated),
-        "lakecdc/deleted": dg.MetadataValue.int(result.counts.deleted),
+        **_commit_metadata(result.snapshot_id, result.phase, result.offset, result.counts),
         "lakecdc/rows_written": dg.MetadataValue.int(result.rows_written),
         "lakecdc/source_tables": ", ".join(map(str, result.sources)),
         "lakecdc/primary_keys": ", ".join(result.primary_keys),
@@ -196,7 +188,7 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
     commits = getattr(result, "commits", 0)
     if commits > 1:  # a chunked snapshot commits in groups: the others are earlier snapshots of this run
         metadata["lakecdc/commits"] = dg.MetadataValue.int(commits)
-    if result.phase == "resnapshot":
+    if result.phase == PHASE_RESNAPSHOT:
         metadata["lakecdc/resnapshot_partition"] = getattr(result, "partition", None) or "(whole table)"
         snapshot_offset = getattr(result, "snapshot_offset", None)
         if snapshot_offset is not None:
@@ -220,12 +212,12 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
     if upkeep is not None:  # table upkeep after the commit (lakecdc.sink.maintenance)
         metadata["lakecdc/upkeep"] = dg.MetadataValue.text(upkeep.summary())
     fallbacks = getattr(result, "decoder_fallbacks", None) or {}
-    if result.phase == "binlog" or fallbacks:  # binlog rows events decoded in Python (lakecdc.source.rows_decoder)
+    if result.phase == PHASE_BINLOG or fallbacks:  # binlog rows events decoded in Python (lakecdc.source.rows_decoder)
         metadata["lakecdc/decoder_fallbacks"] = dg.MetadataValue.int(sum(fallbacks.values()))
         if fallbacks:
             metadata["lakecdc/decoder_fallback_causes"] = dg.MetadataValue.text(fallback_summary(fallbacks))
     partitions = dict(getattr(result, "partitions", None) or {})
-    resnapshotted = getattr(result, "partition", None) if result.phase == "resnapshot" else None
+    resnapshotted = getattr(result, "partition", None) if result.phase == PHASE_RESNAPSHOT else None
     if resnapshotted and resnapshotted not in partitions:  # re-read, nothing to write: still the one it covered
         partitions[resnapshotted] = {}
     if result.partition_keys:
@@ -235,6 +227,21 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
         metadata["lakecdc/partitions_changed_count"] = dg.MetadataValue.int(len(partitions))
     return dg.MaterializeResult(asset_key=key or paimon_key(result.target), metadata=metadata,
                                 data_version=dg.DataVersion(f"snapshot-{result.snapshot_id}"))
+
+
+def _commit_metadata(snapshot_id: int, phase: str, offset: BinlogOffset, counts: TableCounts) -> dict:
+    """The metadata every commit shows, whether the run recorded it or a later run recovered it."""
+    return {
+        SNAPSHOT_ID_KEY: dg.MetadataValue.int(snapshot_id),
+        "lakecdc/phase": phase,
+        "lakecdc/binlog_offset": str(offset),
+        "lakecdc/binlog_file": offset.file,
+        "lakecdc/binlog_pos": dg.MetadataValue.int(offset.pos),
+        "lakecdc/gtid": offset.gtid or "",
+        "lakecdc/inserted": dg.MetadataValue.int(counts.inserted),
+        "lakecdc/updated": dg.MetadataValue.int(counts.updated),
+        "lakecdc/deleted": dg.MetadataValue.int(counts.deleted),
+    }
 
 
 def as_asset_materialization(result: dg.MaterializeResult) -> dg.AssetMaterialization:
@@ -256,8 +263,7 @@ def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId
     """A snapshot that an earlier, crashed run committed without Dagster recording it, as a materialisation of
     ``key`` (default: the default translator's key)."""
     key = key or paimon_key(target)
-    from lakecdc.runtime.checkpoint import (BINLOG_FILE, BINLOG_GTID, BINLOG_POS, DELETED, INSERTED, PHASE,
-                                            UPDATED, offset_from_properties)
+    from lakecdc.runtime.checkpoint import PHASE, counts_from_properties, offset_from_properties
     from lakecdc.sink import PaimonSink
     from lakecdc.sink.maintenance import latest_change_snapshot_id
 
@@ -275,15 +281,7 @@ def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId
     return dg.MaterializeResult(
         asset_key=key,
         metadata={
-            SNAPSHOT_ID_KEY: dg.MetadataValue.int(snapshot_id),
-            "lakecdc/phase": properties.get(PHASE, ""),
-            "lakecdc/binlog_offset": str(offset),
-            "lakecdc/binlog_file": properties[BINLOG_FILE],
-            "lakecdc/binlog_pos": dg.MetadataValue.int(int(properties[BINLOG_POS])),
-            "lakecdc/gtid": properties.get(BINLOG_GTID, ""),
-            "lakecdc/inserted": dg.MetadataValue.int(int(properties.get(INSERTED, 0))),
-            "lakecdc/updated": dg.MetadataValue.int(int(properties.get(UPDATED, 0))),
-            "lakecdc/deleted": dg.MetadataValue.int(int(properties.get(DELETED, 0))),
+            **_commit_metadata(snapshot_id, properties.get(PHASE, ""), offset, counts_from_properties(properties)),
             "lakecdc/recovered": dg.MetadataValue.text(
                 "committed by an earlier run that stopped before Dagster recorded it"),
             "dagster/table_name": paimon_table_name(catalog_options.get("warehouse", ""), target),

@@ -28,6 +28,10 @@ from lakecdc.model import SourceTable, TableId
 
 __all__ = ["DagsterLakeCdcTranslator", "PaimonTableProps", "MySqlTableProps", "AssetKeys", "code", "prose"]
 
+# Tags on the pipeline's assets, ops, jobs and runs: which pipeline (its slug) and which Paimon table they belong to
+PIPELINE_TAG = "lakecdc/pipeline"
+TABLE_TAG = "lakecdc/table"
+
 # Markdown that the Dagster UI would interpret in plain text (``__namespace_name__`` turns bold).
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 
@@ -117,7 +121,7 @@ class DagsterLakeCdcTranslator:
         return text
 
     def get_tags(self, props: Props) -> dict[str, str]:
-        return {"lakecdc/pipeline": props.pipeline.slug} if isinstance(props, PaimonTableProps) else {}
+        return {PIPELINE_TAG: props.pipeline.slug} if isinstance(props, PaimonTableProps) else {}
 
     def get_metadata(self, props: Props) -> dict:
         if isinstance(props, PaimonTableProps):

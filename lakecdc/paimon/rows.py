@@ -14,8 +14,8 @@ import pyarrow as pa
 
 from lakecdc.errors import SinkError
 from lakecdc.model import OP_COLUMN, ROW_KINDS
+from lakecdc.sink.reader import ROW_KIND_COLUMN  # as pypaimon-rust and Paimon's $audit_log name it
 
-ROW_KIND_COLUMN = "rowkind"
 
 
 class RowKind(str, enum.Enum):

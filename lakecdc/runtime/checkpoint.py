@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from lakecdc.model import BinlogOffset, TableCounts, TableId
+from lakecdc.model import CHECKPOINT_KEY, BinlogOffset, TableCounts, TableId
 
-BINLOG_FILE = "lakecdc.binlog.file"
+BINLOG_FILE = CHECKPOINT_KEY
 BINLOG_POS = "lakecdc.binlog.pos"
 BINLOG_GTID = "lakecdc.binlog.gtid"
 PHASE = "lakecdc.phase"
@@ -48,6 +48,12 @@ def offset_from_properties(properties: dict[str, str] | None) -> BinlogOffset | 
     if not properties or BINLOG_FILE not in properties:
         return None
     return BinlogOffset(properties[BINLOG_FILE], int(properties[BINLOG_POS]), properties.get(BINLOG_GTID, ""))
+
+
+def counts_from_properties(properties: dict[str, str]) -> TableCounts:
+    """The change counts a commit recorded (0 for a kind it does not name)."""
+    return TableCounts(inserted=int(properties.get(INSERTED, 0)), updated=int(properties.get(UPDATED, 0)),
+                       deleted=int(properties.get(DELETED, 0)))
 
 
 def checkpoint_properties(offset: BinlogOffset, *, phase: str, pipeline: str, run_id: str,

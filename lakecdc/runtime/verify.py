@@ -30,6 +30,7 @@ from lakecdc.runtime.schema_evolution import IGNORE, LENIENT
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.evolution import paimon_type
 from lakecdc.source import MySqlSource
+from lakecdc.transform.expressions import DATA_EVENT_TYPE
 from lakecdc.transform.rules import SOFT_DELETE, select_rule
 
 PK_UNIQUE = "primary_key_unique"
@@ -38,7 +39,6 @@ SCHEMA = "schema_matches_source"
 CHECK_NAMES = (PK_UNIQUE, ROW_COUNT, SCHEMA)
 # Reading more binlog than this to reconcile a count would make the check slower than the run it checks.
 MAX_RECONCILE_BYTES = 64 * 1024 * 1024
-EVENT_TYPE_COLUMN = "__data_event_type__"
 
 
 @dataclass
@@ -123,7 +123,7 @@ def soft_delete_column(config: PipelineConfig, plan: TargetPlan) -> str | None |
     if rule is None or not rule.projection:
         return None
     for item in parse_projection(rule.projection):
-        if not item.star and item.bare_column == EVENT_TYPE_COLUMN:
+        if not item.star and item.bare_column == DATA_EVENT_TYPE:
             return item.alias
     return None
 

@@ -16,7 +16,7 @@ from typing import ContextManager, Iterator
 import pyarrow as pa
 
 from lakecdc.errors import SinkError
-from lakecdc.model import TableId
+from lakecdc.model import CHECKPOINT_KEY, TableId
 from lakecdc.sink import native, object_store
 from lakecdc.sink.catalog import (create_catalog, identifier, local_warehouse_path, normalize_catalog_options,
                                   storage_options)
@@ -29,9 +29,6 @@ from lakecdc.sink.tables import TableDescription, build_schema, check_existing_t
 from lakecdc.sink.writer import TableWriter
 
 __all__ = ["PaimonSink", "TableWriter", "TableDescription", "CHECKPOINT_KEY"]
-
-# A snapshot written by lakecdc's runtime carries this property; maintenance snapshots may not.
-CHECKPOINT_KEY = "lakecdc.binlog.file"
 
 # Used only while writing: a commit without rows still creates a snapshot (the checkpoint advances), and a commit
 # that meets another writer's snapshot fails instead of being re-planned on top of it.

@@ -47,7 +47,7 @@ from typing import Callable, Iterator
 import pyarrow as pa
 
 from lakecdc.errors import SinkError, TableLockedError
-from lakecdc.model import OP_COLUMN, TableId
+from lakecdc.model import CHECKPOINT_KEY, OP_COLUMN, TableId
 from lakecdc.sink.catalog import local_warehouse_path
 from lakecdc.sink.object_store import is_object_store
 from lakecdc.sink.table_files import ADD, ManifestRecord, ObjectStore, References, TableFiles, merge_records
@@ -57,7 +57,6 @@ logger = logging.getLogger("lakecdc.sink.maintenance")
 UPKEEP_PROPERTY = "lakecdc.upkeep"
 COMPACT = "compact"
 MERGE_MANIFESTS = "merge-manifests"
-CHECKPOINT_KEY = "lakecdc.binlog.file"  # the newest snapshot carrying it is never expired
 
 # Failpoints (lakecdc.runtime.micro_batch.failpoint): after compaction/manifest merging, before any deletion; and
 # right after the first file deleted by expiry or orphan removal.

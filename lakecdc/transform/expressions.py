@@ -88,7 +88,10 @@ class FlinkCdcSql(Spark):
             return self.expression(exp.Case(this=subject, ifs=ifs, default=default))
 
 
-METADATA_COLUMNS = ("__namespace_name__", "__schema_name__", "__table_name__", "__data_event_type__")
+# Flink CDC's metadata columns, usable in every projection and filter
+NAMESPACE_NAME, SCHEMA_NAME, TABLE_NAME = "__namespace_name__", "__schema_name__", "__table_name__"
+DATA_EVENT_TYPE = "__data_event_type__"  # the row kind of the change (+I, -U, +U, -D)
+METADATA_COLUMNS = (NAMESPACE_NAME, SCHEMA_NAME, TABLE_NAME, DATA_EVENT_TYPE)
 OP_TS = "op_ts"
 NILADIC_KEYWORDS = ("LOCALTIMESTAMP", "LOCALTIME", "CURRENT_TIME", "CURRENT_DATE", "CURRENT_TIMESTAMP")
 _UNIT_FUNCTIONS = ("TIMESTAMPDIFF", "TIMESTAMP_DIFF", "TIMESTAMPADD")

@@ -28,9 +28,9 @@ import pyarrow.compute as pc
 
 from lakecdc.errors import PipelineConfigError
 from lakecdc.model import OP_TS_COLUMN, TableId
+from lakecdc.transform.expressions import METADATA_COLUMNS, OP_TS
 
-KEYS = ("op_ts", "database_name", "table_name", "row_kind")
-_RESERVED = ("__namespace_name__", "__schema_name__", "__table_name__", "__data_event_type__")
+KEYS = (OP_TS, "database_name", "table_name", "row_kind")
 _DDL = re.compile(r"^\s*`?([A-Za-z_][A-Za-z0-9_]*)`?\s+(.+?)\s+METADATA(?:\s+FROM\s+'([^']*)')?(\s+VIRTUAL)?\s*$",
                   re.IGNORECASE)
 
@@ -51,7 +51,7 @@ class MetadataColumn:
     def values(self, data: pa.Table, table_id: TableId, row_kinds: pa.Array) -> pa.Array:
         """This column for a change batch (``data`` holds ``OP_TS_COLUMN``; ``row_kinds`` the source row kinds)."""
         n = data.num_rows
-        if self.key == "op_ts":
+        if self.key == OP_TS:
             millis = data.column(OP_TS_COLUMN).combine_chunks().cast(pa.int64())
             if pa.types.is_timestamp(self.arrow_type):
                 instants = millis.cast(pa.timestamp("ms", tz="UTC"))
@@ -105,7 +105,7 @@ def _parse_item(item: Any, file: str | None, path: str) -> MetadataColumn:
     key = name if key is None else str(key)
     if key not in KEYS:
         raise error(f"[{key}] cannot be found in mysql metadata (available keys: {', '.join(KEYS)})")
-    if name in _RESERVED or name.startswith("__lakecdc"):
+    if name in METADATA_COLUMNS or name.startswith("__lakecdc"):
         raise error(f"column name {name} is reserved and shading it is not allowed")
     arrow_type, nullable = _arrow_type(type_text, error)
     _check_type(key, type_text, arrow_type, error)
@@ -123,7 +123,7 @@ def _arrow_type(type_text: str, error) -> tuple[pa.DataType, bool]:
 
 
 def _check_type(key: str, type_text: str, arrow_type: pa.DataType, error) -> None:
-    if key == "op_ts":
+    if key == OP_TS:
         ok = arrow_type == pa.int64() or (pa.types.is_timestamp(arrow_type) and arrow_type.tz is not None)
         wanted = "BIGINT (epoch milliseconds) or TIMESTAMP_LTZ(p)"
     else:

@@ -26,7 +26,8 @@ from lakecdc.model import (DELETE, INSERT, OP_COLUMN, OP_TS_COLUMN, UPDATE_AFTER
                            SourceTable, TableId)
 from lakecdc.selectors import TableSelector
 from lakecdc.transform.metadata_columns import MetadataColumn, check_declared_metadata
-from lakecdc.transform.expressions import (METADATA_COLUMNS, OP_TS, Compiler, ProjectionItem, check_tree, located,
+from lakecdc.transform.expressions import (DATA_EVENT_TYPE, METADATA_COLUMNS, NAMESPACE_NAME, OP_TS, SCHEMA_NAME,
+                                           TABLE_NAME, Compiler, ProjectionItem, check_tree, located,
                                            normalise_projection, parse_filter, parse_projection)
 from lakecdc.transform.nodes import ColumnRef, EvalEnv, Node, current_millis
 from lakecdc.transform.types import conform, family, flink_name, resolve_zone
@@ -171,8 +172,8 @@ def validate_rule(rule: TransformRuleConfig, ctx: TransformContext) -> None:
 
 # ----------------------------------------------------------------------------------------------- compilation
 
-_META_TYPES = {"__namespace_name__": (pa.string(), True), "__schema_name__": (pa.string(), False),
-               "__table_name__": (pa.string(), False), "__data_event_type__": (pa.string(), False),
+_META_TYPES = {NAMESPACE_NAME: (pa.string(), True), SCHEMA_NAME: (pa.string(), False),
+               TABLE_NAME: (pa.string(), False), DATA_EVENT_TYPE: (pa.string(), False),
                OP_TS: (pa.int64(), False)}
 
 
@@ -213,10 +214,10 @@ class CompiledTransform:
         source = {name: data.column(name).combine_chunks() for name in data.column_names
                   if name not in (OP_COLUMN, OP_TS_COLUMN)}
         metadata = {
-            "__namespace_name__": lambda: pa.nulls(n, pa.string()),
-            "__schema_name__": lambda: pa.repeat(pa.scalar(table_id.database), n),
-            "__table_name__": lambda: pa.repeat(pa.scalar(table_id.table), n),
-            "__data_event_type__": lambda: ops,
+            NAMESPACE_NAME: lambda: pa.nulls(n, pa.string()),
+            SCHEMA_NAME: lambda: pa.repeat(pa.scalar(table_id.database), n),
+            TABLE_NAME: lambda: pa.repeat(pa.scalar(table_id.table), n),
+            DATA_EVENT_TYPE: lambda: ops,
             OP_TS: lambda: data.column(OP_TS_COLUMN).combine_chunks().cast(pa.int64()),
             **{c.name: functools.partial(c.values, data, table_id, ops) for c in self.metadata_columns},
         }
