@@ -30,7 +30,8 @@ from bench.common import ROOT, Case, bench_server, create_orders
 
 CASES = ("snapshot", "memory", "binlog", "transform", "upkeep", "s3", "freshness")
 FULL = dict(rows=1_000_000, big_rows=5_000_000, changes=1_000_000, transform_rows=1_000_000,
-            upkeep_args=None, s3_rows=200_000, freshness_seconds=60.0, sensor_interval=30.0)  # upkeep_bench.py's own defaults
+            # upkeep_args=None: upkeep_bench.py's own defaults
+            upkeep_args=None, s3_rows=200_000, freshness_seconds=60.0, sensor_interval=30.0)
 QUICK = dict(rows=50_000, big_rows=250_000, changes=50_000, transform_rows=100_000,
              upkeep_args="20000 30 500", s3_rows=20_000, freshness_seconds=15.0, sensor_interval=5.0)
 

@@ -89,7 +89,7 @@ def main() -> None:
         upkeep_seconds = write_seconds = 0.0
         window = []  # read seconds of with_upkeep after each of the last trigger + 1 commits
         for number, data in enumerate(commits(rows, count, changes)):
-            for name, table in tables.items():
+            for table in tables.values():
                 started = time.perf_counter()
                 table.write(data)
                 write_seconds += time.perf_counter() - started

@@ -15,6 +15,15 @@ sys.path.insert(0, os.path.dirname(__file__))
 from mariadb_server import MariaDBServer  # noqa: E402
 
 
+def pytest_collection_modifyitems(items):
+    """Mark every test that needs MariaDB (``-m "not mariadb"`` runs the rest): those using the session server or
+    a fixture built on it, and those in modules that start servers of their own."""
+    for item in items:
+        module = getattr(item, "module", None)
+        if "mariadb" in getattr(item, "fixturenames", ()) or (module is not None and "MariaDBServer" in vars(module)):
+            item.add_marker(pytest.mark.mariadb)
+
+
 @pytest.fixture(scope="session")
 def mariadb():
     """A private MariaDB 10.11 server (binlog ROW/FULL/FULL, utf8mb4) on a free 127.0.0.1 port; root, no password."""

@@ -38,6 +38,8 @@ from lakecdc.runtime.checkpoint import read_checkpoint
 from lakecdc.sink import PaimonSink
 from test_source_chunked import Writers
 
+pytestmark = pytest.mark.slow  # kills runs at every failpoint
+
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [str(Path(sys.executable).parent / "lakecdc"), "-v", "run"]
 

@@ -271,7 +271,8 @@ def test_resources_override_yaml_and_transient_errors_are_retried(mariadb, fresh
 
             # The sensor reads the same resources; its cursor records the head it saw.
             sensor = defs.resolve_sensor_def(f"{config.slug}_binlog_sensor")
-            tick = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs, resources=defs.resources))
+            context = dg.build_sensor_context(instance=instance, definitions=defs, resources=defs.resources)
+            tick = sensor.evaluate_tick(context)
             assert tick.run_requests == [] and tick.cursor, tick.skip_message
             assert json.loads(tick.cursor)["requested"] == []
             mariadb.execute(f"INSERT INTO `{fresh_db}`.items VALUES (3, 'c')")

@@ -24,6 +24,8 @@ from crosscheck import assert_same_rows, seeds
 from lakecdc.config import parse_pipeline
 from lakecdc.runtime import run_micro_batch
 
+pytestmark = pytest.mark.slow  # random workloads against MySQL
+
 PIPELINE = """
 source:
   type: mysql

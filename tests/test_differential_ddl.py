@@ -15,6 +15,8 @@ from lakecdc.runtime import run_micro_batch
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
 
+pytestmark = pytest.mark.slow  # random DDL workloads against MySQL
+
 PIPELINE = """
 source:
   type: mysql

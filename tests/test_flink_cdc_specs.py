@@ -1,5 +1,6 @@
-"""Flink CDC's own transform spec cases (TransformSpecsITCase) run on lakecdc's engine: the same input rows, the same projection/filter/primary key/precision mode/time zone, and a comparison of
-the output schema and of every emitted event with what Flink CDC prints.
+"""Flink CDC's own transform spec cases (TransformSpecsITCase) run on lakecdc's engine: the same input rows, the
+same projection/filter/primary key/precision mode/time zone, and a comparison of the output schema and of every emitted
+event with what Flink CDC prints.
 
 The input rows are those of TransformSpecsITCase (one INSERT, an UPDATE, a DELETE, then an all-NULL row inserted
 and deleted), as Arrow columns of the types lakecdc's MySQL source produces. Flink's test values of TIMESTAMP(0)
@@ -33,7 +34,7 @@ import pytest
 import yaml
 
 from lakecdc.errors import ExpressionError, PipelineConfigError
-from lakecdc.model import OP_COLUMN, OP_TS_COLUMN, ChangeBatch, SourceColumn, SourceTable, TableId
+from lakecdc.model import OP_COLUMN, ChangeBatch, SourceColumn, SourceTable, TableId
 from lakecdc.transform import TransformContext, TransformRuleConfig, compile_transform
 from lakecdc.transform.types import VariantType, flink_name, java_to_string
 

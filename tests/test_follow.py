@@ -26,6 +26,8 @@ from lakecdc.runtime import follow_pipeline, run_micro_batch
 from test_crash_matrix import Lake
 from test_source_chunked import Writers
 
+pytestmark = pytest.mark.slow  # follow-mode runs that wait for binlog heartbeats
+
 CLI = [str(Path(sys.executable).parent / "lakecdc"), "-v", "run", "--follow", "--json"]
 
 

@@ -11,7 +11,7 @@ import pytest
 from lakecdc.errors import PipelineConfigError
 from lakecdc.paimon import Catalog, Row, RowKind, SinkError
 
-I, UB, UA, D = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE
+I, UB, UA, D = RowKind.INSERT, RowKind.UPDATE_BEFORE, RowKind.UPDATE_AFTER, RowKind.DELETE  # noqa: E741 - Paimon's row-kind letters
 
 
 @pytest.fixture

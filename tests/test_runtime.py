@@ -197,8 +197,8 @@ def test_sensor_requests_a_run_only_when_the_binlog_moved(mariadb, shop):
         assert again.run_requests[0].run_key != first.run_requests[0].run_key
         # Lineage: the routed Paimon table depends on both MySQL shards.
         graph = defs.resolve_asset_graph()
-        assert graph.get(dg.AssetKey(["paimon", f"lake_{db}", "orders"])).parent_keys == {dg.AssetKey(["mysql", db, "orders_1"]),
-                                                           dg.AssetKey(["mysql", db, "orders_2"])}
+        parents = graph.get(dg.AssetKey(["paimon", f"lake_{db}", "orders"])).parent_keys
+        assert parents == {dg.AssetKey(["mysql", db, "orders_1"]), dg.AssetKey(["mysql", db, "orders_2"])}
 
 
 def test_killed_between_two_commits_loses_and_repeats_nothing(mariadb, shop):

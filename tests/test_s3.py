@@ -28,6 +28,8 @@ from lakecdc.sink import object_store
 from lakecdc.sink.object_store import PAUSE_BEFORE_PUBLISH, PAUSEPOINT_ENV, PAUSEPOINT_FILE_ENV
 from s3_server import ACCESS_KEY, KEY_ENV, REGION, SECRET_ENV, SECRET_KEY
 
+pytestmark = pytest.mark.slow  # a private S3 server and full pipeline runs
+
 BIN = Path(sys.executable).parent
 
 PIPELINE = """

@@ -366,7 +366,7 @@ def test_resume_from_end_offset_repeats_nothing(mariadb, fresh_db, source):
         run(conn, f"INSERT INTO a VALUES ({round_}, 0)", f"UPDATE a SET n = n + 1 WHERE id <= {round_}")
         if round_ == 2:
             run(conn, "FLUSH BINARY LOGS")  # a rotation between two reads
-            run(conn, f"DELETE FROM a WHERE id = 0")
+            run(conn, "DELETE FROM a WHERE id = 0")
         stop = source.head_offset()
         reader = source.read_binlog(tables, {table.table_id: offset}, stop)
         expected_ops.extend(rows_of(list(reader)))

@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from lakecdc.config import parse_pipeline
-from lakecdc.errors import LakeCdcError, SourceError
+from lakecdc.errors import SourceError
 from lakecdc.model import TableId
 from lakecdc.runtime import run_micro_batch
 from lakecdc.runtime.checkpoint import XA_SCAN_START, read_checkpoint

@@ -12,7 +12,6 @@ import threading
 import time
 import uuid
 
-import pymysql
 import pytest
 
 from lakecdc.config import parse_pipeline

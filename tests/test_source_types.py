@@ -107,7 +107,8 @@ PAIMON_TYPES = {
     "dt6": "TIMESTAMP(6)", "dtz": "TIMESTAMP(0)", "ts0": "TIMESTAMP_LTZ(0)",
     "ts3": "TIMESTAMP_LTZ(3)", "ts6": "TIMESTAMP_LTZ(6)", "ch": "CHAR(5)",
     "vc": "VARCHAR(20)", "tx": "STRING", "emoji": "VARCHAR(10)", "l1": "VARCHAR(10)", "gbk": "VARCHAR(10)",
-    "u16": "VARCHAR(10)", "bn": "BINARY(4)", "vb": "VARBINARY(10)", "bl": "BYTES", "en": "STRING", "st": "ARRAY<STRING>", "js": "STRING",
+    "u16": "VARCHAR(10)", "bn": "BINARY(4)", "vb": "VARBINARY(10)", "bl": "BYTES", "en": "STRING",
+    "st": "ARRAY<STRING>", "js": "STRING",
     "geo": "STRING", "pt": "STRING",
 }
 

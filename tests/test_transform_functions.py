@@ -200,7 +200,8 @@ ARITHMETIC = [
     C("m - m", [D("0.00"), N, D("0.00")], pa.decimal128(11, 2)),
     C("m * 2", [D("59.80"), N, D("-20.22")], pa.decimal128(19, 2)),  # precision capped at 19 (UP_TO_19)
     C("m * m", [D("894.0100"), N, D("102.2121")], pa.decimal128(19, 4)),
-    C("m / 4", [D("7.47000000000"), N, D("-2.52000000000")], pa.decimal128(19, 11)),  # BigDecimal.divide(DOWN) at the dividend's scale
+    # BigDecimal.divide(DOWN) at the dividend's scale
+    C("m / 4", [D("7.47000000000"), N, D("-2.52000000000")], pa.decimal128(19, 11)),
     C("m % 3", [D("2.90"), N, D("-1.11")], pa.decimal128(10, 2)),
     C("i * 1.5", [D("10.5"), N, D("-10.5")], pa.decimal128(12, 1)),
     C("ABS(i)", [7, N, 7]),
@@ -623,7 +624,7 @@ CONFORMANCE = [  # behaviours fixed to match Flink CDC (issue 16); evaluated on 
 ]
 CONFORMANCE_38 = [
     C(BIG, D("999999999999999999999999999999999999.99"), pa.decimal128(38, 2)),
-    C(f"CAST(m AS DECIMAL(38, 10))", [D("29.9000000000"), N, D("-10.1100000000")], pa.decimal128(38, 10)),
+    C("CAST(m AS DECIMAL(38, 10))", [D("29.9000000000"), N, D("-10.1100000000")], pa.decimal128(38, 10)),
     C(f"CEIL({BIG})", D("1" + "0" * 36), pa.decimal128(38, 0)),
     C(f"FLOOR(-{BIG})", D("-1" + "0" * 36), pa.decimal128(38, 0)),
     C(f"ROUND({BIG}, 1)", D("1" + "0" * 36 + ".0"), pa.decimal128(38, 1)),

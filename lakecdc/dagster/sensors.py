@@ -84,8 +84,9 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
             "scan": status.activity.to_json() if status.activity is not None else None})
         scanned = f"scanned {status.scanned_bytes} binlog bytes"
         if not wanted:
-            return dg.SensorResult(skip_reason=f"no table needs a new run: none has a change after its "
-                                               f"checkpoint or its last requested run (head {status.head}, {scanned})", cursor=cursor)
+            return dg.SensorResult(skip_reason=f"no table needs a new run: none has a change after its checkpoint "
+                                               f"or its last requested run (head {status.head}, {scanned})",
+                                   cursor=cursor)
         if not ready:
             waiting = ", ".join(f"{t.target} (run {busy[t.target]})" for t in wanted)
             return dg.SensorResult(skip_reason=f"tables behind are being written: {waiting}", cursor=cursor)

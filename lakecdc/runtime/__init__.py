@@ -6,5 +6,6 @@ from lakecdc.runtime.resnapshot import ResnapshotResult, resnapshot, resnapshot_
 from lakecdc.runtime.status import PipelineStatus, TableStatus, pipeline_status
 from lakecdc.runtime.verify import CheckResult, check_pipeline
 
-__all__ = ["RunResult", "TableResult", "run_micro_batch", "follow_pipeline", "PipelineStatus", "TableStatus", "pipeline_status",
-           "ResnapshotResult", "resnapshot", "resnapshot_or_snapshot", "CheckResult", "check_pipeline"]
+__all__ = ["RunResult", "TableResult", "run_micro_batch", "follow_pipeline", "PipelineStatus", "TableStatus",
+           "pipeline_status", "ResnapshotResult", "resnapshot", "resnapshot_or_snapshot", "CheckResult",
+           "check_pipeline"]

@@ -11,9 +11,10 @@ reader parses after it (lakecdc.source.ddl).
 column's binlog type must fit the tracked column; any mismatch stops the read with an error naming the table, the
 column and the binlog position, since decoding with the wrong schema would write wrong values. Where the event does
 carry FULL metadata (it was written with FULL, whatever the setting is now), names, signedness, ENUM/SET labels and
-character sets must also equal the history: FULL is the cross-check (MINIMAL metadata: signedness only). Then the library's column objects get the
-history's names, signedness, character sets and labels, which both the columnar decoder (lakecdc.source.
-rows_decoder, whose plan is built from ``event.columns``) and python-mysql-replication's own row decoding read.
+character sets must also equal the history: FULL is the cross-check (MINIMAL metadata: signedness only). Then the
+library's column objects get the history's names, signedness, character sets and labels, which both the columnar decoder
+(lakecdc.source.rows_decoder, whose plan is built from ``event.columns``) and python-mysql-replication's own row
+decoding read.
 """
 
 from __future__ import annotations

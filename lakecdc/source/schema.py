@@ -72,7 +72,8 @@ def describe_table(conn, table_id: TableId, options: MySqlSourceOptions) -> Sour
         raise SourceError(f"MySQL table {table_id} does not exist at {options.address} (or the user cannot see it)")
     table_type, table_comment = (text(x) for x in tables[0])
     if table_type != "BASE TABLE":
-        raise SourceError(f"MySQL table {table_id} is a {table_type}, not a base table; only base tables can be captured")
+        raise SourceError(f"MySQL table {table_id} is a {table_type}, not a base table; "
+                          "only base tables can be captured")
     rows = query(
         conn,
         "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLUMN_COMMENT, DATETIME_PRECISION, "

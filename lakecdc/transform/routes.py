@@ -230,7 +230,7 @@ def merge_schemas(schemas: list[tuple[str, pa.Schema]], primary_keys: list[str],
     merged: dict[str, pa.Field] = {}
     order: list[str] = []
     present: dict[str, int] = {}
-    for source_name, schema in schemas:
+    for _source_name, schema in schemas:
         for f in schema:
             present[f.name] = present.get(f.name, 0) + 1
             if f.name not in merged:

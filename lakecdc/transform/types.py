@@ -317,7 +317,7 @@ def conform(arr: pa.Array, t: pa.DataType) -> pa.Array:
     return cast_array(arr, t)
 
 
-def decimal_to_float(arr: pa.Array, t: pa.DataType = pa.float64()) -> pa.Array:
+def decimal_to_float(arr: pa.Array, t: pa.DataType = pa.float64()) -> pa.Array:  # noqa: B008 - Arrow types are immutable
     """BigDecimal.doubleValue(): the nearest double. Arrow's decimal → double cast divides in floating point
     (29.90 → 29.900000000000002); parsing the exact decimal text rounds correctly."""
     return arr.cast(pa.string()).cast(pa.float64()).cast(t)
