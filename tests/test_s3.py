@@ -25,7 +25,8 @@ from lakecdc.model import OP_COLUMN, TableId
 from lakecdc.runtime import run_micro_batch
 from lakecdc.sink import PaimonSink
 from lakecdc.sink import object_store
-from lakecdc.sink.object_store import PAUSE_BEFORE_PUBLISH, PAUSEPOINT_ENV, PAUSEPOINT_FILE_ENV
+from lakecdc.sink.object_store import (PAUSE_BEFORE_PUBLISH, PAUSE_BEFORE_SCHEMA_PUBLISH, PAUSEPOINT_ENV,
+                                      PAUSEPOINT_FILE_ENV)
 from s3_server import ACCESS_KEY, KEY_ENV, REGION, SECRET_ENV, SECRET_KEY
 
 pytestmark = pytest.mark.slow  # a private S3 server and full pipeline runs
@@ -256,6 +257,13 @@ def test_pipeline_snapshot_and_binlog_runs_on_s3(mariadb, s3_pipeline):
     assert_equal_to_mysql(mariadb, config, db, "after a binlog run")
 
 
+def start_pausing_writer(run: list[str], pausepoint: str, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """Start ``run`` so that it stops itself (SIGSTOP) at ``pausepoint``; returns it and its marker file."""
+    marker = tmp_path / "paused"
+    env = {**os.environ, PAUSEPOINT_ENV: pausepoint, PAUSEPOINT_FILE_ENV: str(marker)}
+    return subprocess.Popen(run, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env), marker
+
+
 def paused_at_publish(proc: subprocess.Popen, marker: Path, timeout: float = 120) -> str:
     """Wait until ``proc`` stopped itself at the publish point; returns the snapshot it was about to publish."""
     deadline = time.monotonic() + timeout
@@ -279,10 +287,8 @@ def test_writer_stopped_at_publish_fails_clearly_and_nothing_is_lost(mariadb, s3
     config, path, db = s3_pipeline
     run_micro_batch(config)  # the snapshot
     change(mariadb, db, 1)
-    marker = tmp_path / "paused"
-    env = {**os.environ, PAUSEPOINT_ENV: PAUSE_BEFORE_PUBLISH, PAUSEPOINT_FILE_ENV: str(marker)}
     run = [str(BIN / "lakecdc"), "run", str(path)]
-    writer_a = subprocess.Popen(run, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    writer_a, marker = start_pausing_writer(run, PAUSE_BEFORE_PUBLISH, tmp_path)
     try:
         publishing = paused_at_publish(writer_a, marker)
         sink = PaimonSink(config.sink.catalog_options)
@@ -304,6 +310,39 @@ def test_writer_stopped_at_publish_fails_clearly_and_nothing_is_lost(mariadb, s3
     change(mariadb, db, 3)
     run_micro_batch(config)
     assert_equal_to_mysql(mariadb, config, db, "after the conflicting runs and one more run")
+
+
+def test_writers_racing_a_schema_change_one_wins_the_other_fails_clearly(mariadb, s3_pipeline, tmp_path):
+    """Two runs apply the same ADD COLUMN from the binlog: writer A is frozen right before it publishes schema-1,
+    writer B applies the change and commits; A resumes: its schema-1 is refused (pypaimon alone would re-plan the
+    change on top of B's schema), it fails with a schema commit conflict naming the table, and one more run leaves
+    both tables equal to MySQL with the new column."""
+    config, path, db = s3_pipeline
+    run_micro_batch(config)  # the snapshot
+    table = TableId(db, "accounts")
+    assert PaimonSink(config.sink.catalog_options).describe(table).schema.names == ["id", "balance", "note"]
+    change(mariadb, db, 1)
+    mariadb.execute("ALTER TABLE accounts ADD COLUMN extra INT", database=db)
+    mariadb.execute("UPDATE accounts SET extra = id WHERE id % 5 = 0", database=db)
+    run = [str(BIN / "lakecdc"), "run", str(path)]
+    writer_a, marker = start_pausing_writer(run, PAUSE_BEFORE_SCHEMA_PUBLISH, tmp_path)
+    try:
+        publishing = paused_at_publish(writer_a, marker)
+        assert publishing.endswith("/accounts/schema/schema-1"), publishing  # not yet published
+        writer_b = subprocess.run(run, capture_output=True, text=True, timeout=300)
+        assert writer_b.returncode == 0, writer_b.stderr[-3000:]
+        assert "extra" in PaimonSink(config.sink.catalog_options).describe(table).schema.names  # B's schema-1
+    finally:
+        os.kill(writer_a.pid, signal.SIGCONT)
+        out, err = writer_a.communicate(timeout=300)
+    assert writer_a.returncode == 1, err[-3000:]
+    assert f"table {table}: schema commit conflict: another writer published schema 1 first" in err, err
+    assert "run the pipeline again" in err
+    assert PaimonSink(config.sink.catalog_options).describe(table).schema.names == ["id", "balance", "note", "extra"]
+    mariadb.execute("UPDATE accounts SET extra = extra + 1 WHERE id % 7 = 0", database=db)
+    mariadb.execute("INSERT INTO accounts (id, balance, note) VALUES (2000, 1, 'late')", database=db)
+    run_micro_batch(config)
+    assert_equal_to_mysql(mariadb, config, db, "after the racing schema changes and one more run (every column)")
 
 
 # ------------------------------------------------------------------------------------ tutorial, CLI

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lakecdc.errors import SinkError, TableLockedError
+from lakecdc.errors import CommitConflictError, SinkError, TableLockedError
 from lakecdc.model import OP_COLUMN, OP_TS_COLUMN, TableId
 from lakecdc.sink import CHECKPOINT_KEY, PaimonSink, TableDescription, TableWriter
 from lakecdc.sink.catalog import local_warehouse_path
@@ -565,3 +565,28 @@ def test_native_writer_speed_sanity(wh):
     assert time.monotonic() - start < 30
     assert sink.row_count(ORDERS) == n
     assert len(rust_read(wh, ORDERS)) == n
+
+
+def test_schema_change_must_follow_the_schema_the_checkpoint_was_loaded_with(wh):
+    """A writer that loaded its state at schema 0 may only publish schema 1: after another writer's schema change
+    its own fails with CommitConflictError (pypaimon would re-plan it on top of the other schema) and changes
+    nothing; a fresh writer applies it."""
+    from pypaimon.schema.data_types import AtomicType
+    from pypaimon.schema.schema_change import SchemaChange
+
+    create_orders(make_sink(wh))
+    writer_a, writer_b = make_sink(wh), make_sink(wh)
+    assert writer_a.checkpoint(ORDERS) is None  # loads its state: schema 0
+    writer_b.checkpoint(ORDERS)
+    writer_b.alter_table(ORDERS, [SchemaChange.add_column("from_b", AtomicType("INT"))])
+    with pytest.raises(CommitConflictError, match=rf"table {ORDERS}: schema commit conflict: the table's latest "
+                                                  r"schema is 1 after this writer planned its schema change from "
+                                                  r"schema 0.*run the pipeline again"):
+        writer_a.alter_table(ORDERS, [SchemaChange.add_column("from_a", AtomicType("INT"))])
+    names = make_sink(wh).describe(ORDERS).schema.names
+    assert "from_b" in names and "from_a" not in names
+    writer_b.alter_table(ORDERS, [SchemaChange.add_column("again_b", AtomicType("INT"))])  # follows its own schema
+    fresh = make_sink(wh)
+    fresh.checkpoint(ORDERS)
+    fresh.alter_table(ORDERS, [SchemaChange.add_column("from_a", AtomicType("INT"))])
+    assert make_sink(wh).describe(ORDERS).schema.names[-3:] == ["from_b", "again_b", "from_a"]

@@ -15,7 +15,7 @@ from typing import ContextManager, Iterator
 
 import pyarrow as pa
 
-from lakecdc.errors import SinkError
+from lakecdc.errors import CommitConflictError, SinkError
 from lakecdc.model import CHECKPOINT_KEY, TableId
 from lakecdc.sink import native, object_store
 from lakecdc.sink.catalog import (create_catalog, identifier, local_warehouse_path, normalize_catalog_options,
@@ -55,6 +55,9 @@ class PaimonSink:
         # snapshot there fails with CommitConflictError (lakecdc.sink.native). Tables written without a loaded
         # checkpoint (the Python API) follow the latest snapshot at the time their writer was opened.
         self._bases: dict[TableId, int] = {}
+        # Likewise the schema its next schema change must follow: the latest one when the checkpoint was loaded,
+        # then each schema this sink committed (lakecdc.sink.native.commit_schema_change).
+        self._schema_bases: dict[TableId, int] = {}
         self._store_checked = not self._object_store
 
     def _check_store(self) -> None:
@@ -183,6 +186,7 @@ class PaimonSink:
         manager = table.snapshot_manager()
         snapshot = manager.get_latest_snapshot()
         self._bases.setdefault(table_id, snapshot.id if snapshot else 0)
+        self._schema_bases.setdefault(table_id, table.table_schema.id)
         while snapshot is not None:
             if CHECKPOINT_KEY in (snapshot.properties or {}):
                 return dict(snapshot.properties)
@@ -265,22 +269,25 @@ class PaimonSink:
             raise SinkError(f"table {table_id} already exists in the Paimon warehouse {self.warehouse}")
         return self.ensure_table(table_id, schema, primary_keys, partition_keys, options, comment)
 
-    def alter_table(self, table_id: TableId, changes: list) -> TableDescription:
-        """Apply pypaimon ``SchemaChange``s (one new schema version); the caller holds the table lock."""
+    def alter_table(self, table_id: TableId, changes: list,
+                    defaults: dict[str, str] | None = None) -> TableDescription:
+        """Apply pypaimon ``SchemaChange``s as one new schema version, the columns of ``defaults`` with those default
+        values (Flink CDC's updateColumnDefaultValue); the caller holds the table lock. The new schema must follow
+        the one this sink loaded with the checkpoint (then its own previous change): CommitConflictError if
+        another writer changed the schema meanwhile."""
         if changes:
             self._check_store()
+            table = self._require(table_id, {})
             try:
-                self._catalog.alter_table(identifier(table_id), list(changes), ignore_if_not_exists=False)
+                schema_id = native.commit_schema_change(table, table_id, list(changes),
+                                                        self._schema_bases.get(table_id), defaults)
+            except CommitConflictError:
+                raise
             except Exception as error:
                 raise SinkError(f"table {table_id}: schema change failed: {error}") from error
+            if table_id in self._schema_bases:
+                self._schema_bases[table_id] = schema_id
         return self.describe(table_id)
-
-    def alter_table_with_defaults(self, table_id: TableId, changes: list, defaults: dict[str, str]) -> None:
-        """alter_table, with default values for some of the columns (Flink CDC's updateColumnDefaultValue)."""
-        try:
-            native.alter_table_with_defaults(self._require(table_id, {}), list(changes), dict(defaults))
-        except Exception as error:
-            raise SinkError(f"table {table_id}: schema change failed: {error}") from error
 
     def truncate(self, table_id: TableId, properties: dict[str, str]) -> int:
         """Remove every row in one OVERWRITE snapshot carrying ``properties``; returns its id. The caller holds the
@@ -311,6 +318,7 @@ class PaimonSink:
             raise SinkError(f"table {table_id}: drop failed: {error}") from error
         if table_id in self._bases:
             self._bases[table_id] = 0
+        self._schema_bases.pop(table_id, None)  # a re-created table starts at schema 0 again
 
     def paimon_types(self, table_id: TableId) -> dict[str, str]:
         """Column → Paimon type as stored (``BIGINT NOT NULL``, ``TIMESTAMP(6)``), in column order."""

@@ -113,10 +113,7 @@ def apply_column_changes(sink, table_id: TableId, changes: list[ColumnChange], *
             schema_changes.append(SchemaChange.set_option(APPLIED_OPTION,
                                                           f"{applied_at.file}:{applied_at.pos}#{index}"))
         default = column_default(change.field) if change.kind == ADD else None
-        if default is not None:
-            sink.alter_table_with_defaults(table_id, schema_changes, {change.name: default})
-        else:
-            sink.alter_table(table_id, schema_changes)
+        sink.alter_table(table_id, schema_changes, {change.name: default} if default is not None else None)
         applied.append(change)
         log.info("%s: applied %s", table_id, change.describe())
     return applied

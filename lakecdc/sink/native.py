@@ -154,20 +154,37 @@ def truncate_table(table, table_id, commit_user: str, properties: dict[str, str]
         table_commit.close()
 
 
-def alter_table_with_defaults(table, changes: list, defaults: dict[str, str]) -> None:
-    """Apply pypaimon SchemaChanges as one new schema version in which the columns of ``defaults`` carry those
-    default values (pypaimon's ``alter_table`` cannot set column defaults: UpdateColumnDefaultValue is not
-    implemented)."""
+def commit_schema_change(table, table_id, changes: list, base_schema_id: int | None,
+                         defaults: dict[str, str] | None = None) -> int:
+    """Apply pypaimon SchemaChanges as exactly schema ``base_schema_id + 1`` (the schema this writer planned the
+    change from; None: the latest one now), with the columns of ``defaults`` carrying those default values
+    (pypaimon's ``alter_table`` cannot set them: UpdateColumnDefaultValue is not implemented). Returns the new
+    schema id. pypaimon's own ``commit_changes`` re-plans a change on top of whatever schema another writer
+    published meanwhile, so two writers evolving one table could each apply their change over the other's; here
+    a moved base, or a ``schema-N`` another writer published first (the publication is conditional: put-if-absent
+    on S3, a rename that refuses an existing file locally), raises CommitConflictError instead."""
     from pypaimon.schema.schema_manager import SchemaManager
 
     manager = SchemaManager(table.file_io, table.table_path)
-    while True:
-        new_schema = manager._generate_table_schema(manager.latest(), list(changes))
-        for data_field in new_schema.fields:
-            if data_field.name in defaults:
-                data_field.default_value = defaults[data_field.name]
-        if manager.commit(new_schema):
-            return
+    latest = manager.latest()
+    base = latest.id if base_schema_id is None else base_schema_id
+    if latest.id != base:
+        raise CommitConflictError(schema_conflict_message(table_id, base, f"the table's latest schema is {latest.id}"))
+    new_schema = manager._generate_table_schema(latest, list(changes))
+    for data_field in new_schema.fields:
+        if data_field.name in (defaults or {}):
+            data_field.default_value = defaults[data_field.name]
+    if not manager.commit(new_schema):
+        raise CommitConflictError(schema_conflict_message(
+            table_id, base, f"another writer published schema {new_schema.id} first"))
+    return new_schema.id
+
+
+def schema_conflict_message(table_id, base_schema_id: int, found: str) -> str:
+    return (f"table {table_id}: schema commit conflict: {found} after this writer planned its schema change from "
+            f"schema {base_schema_id}, so the change was not published. Another writer (a concurrent run or an "
+            f"external engine) is changing this table's schema; run the pipeline again: it resumes from the "
+            f"checkpoint in the newest snapshot")
 
 
 def conflict_message(table_id, base_snapshot_id: int, found: str) -> str:

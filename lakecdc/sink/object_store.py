@@ -59,10 +59,12 @@ SECRET_S3_OPTIONS = frozenset({"s3.access-key", "s3.secret-key", "s3.session-tok
 _HINT_FILES = frozenset({"LATEST", "EARLIEST"})
 
 # Tests stop a writer right before it publishes a snapshot: LAKECDC_PAUSEPOINT=before-publish makes the process
-# write the snapshot's path to LAKECDC_PAUSEPOINT_FILE and SIGSTOP itself there (see tests/test_s3.py).
+# write the snapshot's path to LAKECDC_PAUSEPOINT_FILE and SIGSTOP itself there (see tests/test_s3.py);
+# LAKECDC_PAUSEPOINT=before-schema-publish does the same right before it publishes a schema file (schema-N).
 PAUSEPOINT_ENV = "LAKECDC_PAUSEPOINT"
 PAUSEPOINT_FILE_ENV = "LAKECDC_PAUSEPOINT_FILE"
 PAUSE_BEFORE_PUBLISH = "before-publish"
+PAUSE_BEFORE_SCHEMA_PUBLISH = "before-schema-publish"
 
 
 def warehouse_scheme(warehouse: str) -> str:
@@ -302,8 +304,8 @@ def _describe(error) -> str:
     return f"{type(error).__name__} {code} {status}".strip() if code or status else type(error).__name__
 
 
-def _pause_before_publish(path: str) -> None:
-    if os.environ.get(PAUSEPOINT_ENV) != PAUSE_BEFORE_PUBLISH:
+def _pause_before_publish(path: str, pausepoint: str) -> None:
+    if os.environ.get(PAUSEPOINT_ENV) != pausepoint:
         return
     marker = os.environ.get(PAUSEPOINT_FILE_ENV)
     if marker:
@@ -335,7 +337,9 @@ def conditional_file_io(warehouse: str, catalog_options, settings: S3Settings):
             client().put_object(Bucket=bucket, Key=key, Body=data)  # replaces atomically; only a hint
             return True
         if "/snapshot/snapshot-" in f"/{key}":
-            _pause_before_publish(path)
+            _pause_before_publish(path, PAUSE_BEFORE_PUBLISH)
+        elif "/schema/schema-" in f"/{key}":
+            _pause_before_publish(path, PAUSE_BEFORE_SCHEMA_PUBLISH)
         return put_if_absent(client(), bucket, key, data)
 
     file_io.try_to_write_atomic = try_to_write_atomic
