@@ -25,6 +25,14 @@ if [ "$WITH_TESTS" = 1 ] && ! command -v chromium >/dev/null 2>&1 && ! command -
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 
+# redis-server: the broker of the celery scale-out test (tests/test_s3.py starts its own on a free port).
+if [ "$WITH_TESTS" = 1 ] && ! command -v redis-server >/dev/null 2>&1; then
+  echo "setup: installing redis-server (apt-get)" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+fi
+
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
@@ -41,10 +49,11 @@ sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Pyth
 fi
 # Reinstall only when the dependency pins or the C extension's sources changed (or the extension is missing).
 STAMP=.venv/.lakecdc-installed
-WANT=$(cat pyproject.toml constraints.txt setup.py lakecdc/source/_rowsdecoder.c | sha256sum | cut -d' ' -f1)
+EXTRAS=test; [ "$WITH_TESTS" = 1 ] && EXTRAS=test,scaleout-test  # celery only for the tests
+WANT=$( (cat pyproject.toml constraints.txt setup.py lakecdc/source/_rowsdecoder.c; echo "$EXTRAS") | sha256sum | cut -d' ' -f1)
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ] || ! ls lakecdc/source/_rowsdecoder*.so >/dev/null 2>&1; then
   echo "setup: installing Python dependencies" >&2
-  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]' \
+  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[$EXTRAS]" \
       > .venv/pip-install.log 2>&1; then
     tail -40 .venv/pip-install.log >&2; echo "setup: pip install failed (log: .venv/pip-install.log)" >&2; exit 1
   fi

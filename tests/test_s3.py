@@ -511,3 +511,69 @@ def test_tables_of_a_run_on_s3_in_separate_processes(mariadb, s3_pipeline, tmp_p
             if record.dagster_event is not None and record.dagster_event.event_type_value == "STEP_START":
                 pids[record.step_key] = record.dagster_event.pid
         assert len(pids) == 2 and len(set(pids.values())) == 2, pids  # two steps, two processes
+
+
+CELERY_DEFS = MULTIPROCESS_DEFS.replace("multiprocess", "celery").replace(
+    "executor=dg.celery_executor", 'executor=celery_executor.configured({"broker": os.environ["LAKECDC_BROKER"], '
+    '"backend": os.environ["LAKECDC_BROKER"]})').replace(
+    "import dagster as dg\n", "import dagster as dg\nfrom dagster_celery import celery_executor\n")
+
+
+def test_tables_of_a_run_on_s3_on_two_celery_workers(mariadb, s3_pipeline, tmp_path):
+    """Dagster's celery executor (dagster-celery, a private redis-server as broker) writes the two tables of a run
+    on two celery worker processes on one s3:// warehouse; snapshot and binlog runs give tables equal to MySQL."""
+    import dagster as dg
+    from s3_server import _free_port
+
+    config, path, db = s3_pipeline
+    assert "celery_executor.configured" in CELERY_DEFS
+    (tmp_path / "lakecdc_celery_defs.py").write_text(CELERY_DEFS)
+    port = _free_port()
+    broker = f"redis://127.0.0.1:{port}/0"
+    (tmp_path / "dagster_celery_config.py").write_text(  # read by the workers' app (dagster_celery.app)
+        f"broker_url = {broker!r}\nresult_backend = {broker!r}\n")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "LAKECDC_PIPELINES_DIR": str(path.parent),
+           "PYTHONPATH": str(tmp_path), "LAKECDC_BROKER": broker}
+    servers = [subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no", "--dir", str(tmp_path)], cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for name in ("w1", "w2"):
+            servers.append(subprocess.Popen(
+                [str(BIN / "celery"), "-A", "dagster_celery.app", "worker", "--concurrency", "1",
+                 "--prefetch-multiplier", "1", "-n", f"{name}@lakecdc", "-Q", "dagster", "-l", "warning"],
+                cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{name}.log", "w")))
+        keys = [f"paimon/{db}/accounts", f"paimon/{db}/events"]
+        command = [str(BIN / "dagster"), "asset", "materialize", "-m", "lakecdc_celery_defs", "--select",
+                   ",".join(keys)]
+        for step in (0, 1):
+            if step:
+                change(mariadb, db, step)
+            done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, done.stderr[-4000:]
+            assert_equal_to_mysql(mariadb, config, db, f"after run {step} on the celery executor")
+        worker_pids = set()
+        for worker in servers[1:]:
+            children = Path(f"/proc/{worker.pid}/task/{worker.pid}/children").read_text().split()
+            worker_pids.update(int(child) for child in children)  # each worker's one pool process
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            runs = instance.get_runs()
+            assert len(runs) == 2
+            for run in runs:
+                pids = {}
+                for record in instance.all_logs(run.run_id):
+                    if record.dagster_event is not None and record.dagster_event.event_type_value == "STEP_START":
+                        pids[record.step_key] = record.dagster_event.pid
+                assert len(pids) == 2 and set(pids.values()) <= worker_pids, (pids, worker_pids)
+        assert len(worker_pids) == 2
+    finally:
+        for server in reversed(servers):
+            server.terminate()
+        for server in reversed(servers):
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
