@@ -50,6 +50,11 @@ class Dagster:
         self.logs = []
 
     def start(self, tmp: Path) -> None:
+        # Create the instance's SQLite storages (runs, events, schedules) before the webserver and the daemon start:
+        # two processes creating them at once race in alembic ("CommandError" in check_alembic_revision), which
+        # made the webserver fail to come up on a loaded machine.
+        subprocess.run([str(BIN / "dagster"), "instance", "migrate"], cwd=ROOT, env=self.env, check=True,
+                       capture_output=True, timeout=120)
         for name, command in (
                 ("webserver", [str(BIN / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p",
                                str(self.port)]),
