@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import zoneinfo
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,34 +19,14 @@ import yaml
 
 from lakecdc.errors import PipelineConfigError
 from lakecdc.model import TableId
+from lakecdc.options import check_zone, describe, option_text
+from lakecdc.source.options import OPTIONS as SOURCE_OPTIONS
+from lakecdc.source.options import MySqlSourceOptions
+from lakecdc.source.options import from_yaml as source_options_from_yaml
 from lakecdc.transform.metadata_columns import parse_metadata_columns
 
 # --- known keys -----------------------------------------------------------------------------------------------
 
-_SOURCE_KEYS = {
-    "type", "name", "hostname", "port", "username", "password", "tables", "tables.exclude", "server-id",
-    "server-time-zone", "scan.startup.mode", "scan.incremental.snapshot.chunk.size", "scan.snapshot.fetch.size",
-    "scan.incremental.snapshot.chunk.key-column", "chunk-meta.group.size",
-    "chunk-key.even-distribution.factor.upper-bound", "chunk-key.even-distribution.factor.lower-bound",
-    "scan.incremental.close-idle-reader.enabled", "scan.incremental.snapshot.unbounded-chunk-first.enabled",
-    "scan.incremental.snapshot.backfill.skip", "scan.newly-added-table.enabled",
-    "scan.binlog.newly-added-table.enabled", "schema-change.enabled", "metadata.list", "include-comments.enabled",
-    "treat-tinyint1-as-boolean.enabled", "use.legacy.json.format", "scan.parse.online.schema.changes.enabled",
-    "connect.timeout", "connect.max-retries", "connection.pool.size", "heartbeat.interval",
-    "scan.startup.specific-offset.file", "scan.startup.specific-offset.pos", "scan.startup.specific-offset.gtid-set",
-    "scan.startup.specific-offset.skip-events", "scan.startup.specific-offset.skip-rows",
-    "scan.startup.timestamp-millis",
-}
-_SOURCE_PREFIXES = ("jdbc.properties.", "debezium.")
-# Accepted because they only tune Flink's parallel snapshot machinery, which a single-process micro-batch does
-# not have; they change no result.
-_SOURCE_TUNING_ONLY = {
-    "scan.snapshot.fetch.size", "chunk-meta.group.size", "chunk-key.even-distribution.factor.upper-bound",
-    "chunk-key.even-distribution.factor.lower-bound", "scan.incremental.close-idle-reader.enabled",
-    "scan.incremental.snapshot.unbounded-chunk-first.enabled", "connection.pool.size",
-    "scan.incremental.snapshot.backfill.skip",
-}
-STARTUP_MODES = ("initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp")
 _SINK_KEYS = {"type", "name", "partition.key", "commit.user-prefix", "commit.user", "include.schema.changes",
               "exclude.schema.changes"}
 _SINK_PREFIXES = ("catalog.properties.", "table.properties.")
@@ -69,50 +48,14 @@ _PIPELINE_KEYS = {
 }
 _SCHEMA_CHANGE_BEHAVIORS = {"exception", "evolve", "try_evolve", "lenient", "ignore"}
 
+# the declared options of each block, as docs/pipeline-yaml.md shows them (scripts/options_doc.py renders them)
+OPTION_TABLES = {"source": list(SOURCE_OPTIONS)}
+
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m|h|d)?\s*$")
 
 
 # --- the parsed pipeline ---------------------------------------------------------------------------------------
-
-@dataclass
-class SourceConfig:
-    hostname: str
-    port: int
-    username: str
-    password: str = field(repr=False)
-    tables: str
-    tables_exclude: str | None
-    server_id: int
-    server_time_zone: str
-    metadata_list: frozenset[str]
-    startup_mode: str
-    treat_tinyint1_as_boolean: bool
-    connect_timeout: float
-    options: dict[str, Any] = field(repr=False, default_factory=dict)
-    startup: StartupConfig = field(default_factory=lambda: StartupConfig("initial"))
-    server_id_last: int | None = None  # end of a server-id range
-    chunk_size: int = 8096
-    chunk_key_columns: tuple[tuple[str, str], ...] = ()  # (selector, column)
-    newly_added_tables: bool = False  # scan.newly-added-table.enabled: snapshot + binlog
-    binlog_newly_added_tables: bool = False  # scan.binlog.newly-added-table.enabled: binlog only
-    heartbeat_interval: float = 30.0
-    connect_max_retries: int = 3
-    schema_change_enabled: bool = True  # schema-change.enabled: false sends no schema change (pipeline: ignore)
-
-
-@dataclass(frozen=True)
-class StartupConfig:
-    """``scan.startup.*``: where a table without checkpoint starts."""
-
-    mode: str  # one of STARTUP_MODES
-    file: str | None = None  # specific-offset
-    pos: int | None = None
-    gtid_set: str | None = None
-    skip_events: int = 0
-    skip_rows: int = 0
-    timestamp_millis: int | None = None  # timestamp
-
 
 @dataclass
 class SinkConfig:
@@ -167,7 +110,7 @@ DEFAULT_CHECKPOINT_INTERVAL_SECONDS = 3.0
 @dataclass
 class PipelineConfig:
     name: str
-    source: SourceConfig
+    source: MySqlSourceOptions
     sink: SinkConfig
     transforms: list  # list[lakecdc.transform.TransformRuleConfig]
     routes: list[RouteConfig]
@@ -344,7 +287,7 @@ class _Parser:
     # generic helpers
     def mapping(self, raw: Any, path: str) -> dict:
         if not isinstance(raw, dict):
-            raise self.error(path, f"expected a mapping of options, got {_kind(raw)}")
+            raise self.error(path, f"expected a mapping of options, got {describe(raw)}")
         return raw
 
     def check_keys(self, raw: dict, path: str, known: set[str], prefixes: tuple[str, ...] = ()) -> None:
@@ -364,7 +307,7 @@ class _Parser:
             return default
         value = raw[key]
         if isinstance(value, bool) or isinstance(value, (dict, list)):
-            raise self.error(_join(path, key), f"expected a string, got {_kind(value)}")
+            raise self.error(_join(path, key), f"expected a string, got {describe(value)}")
         value = str(value)
         if not allow_empty and not value.strip():
             if required:
@@ -377,7 +320,7 @@ class _Parser:
             return default
         value = raw[key]
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise self.error(_join(path, key), f"expected an integer, got {_kind(value)}")
+            raise self.error(_join(path, key), f"expected an integer, got {describe(value)}")
         try:
             number = int(str(value).strip())
         except ValueError:
@@ -418,7 +361,7 @@ class _Parser:
         pipeline_raw = self.mapping(pipeline_raw, "pipeline")
         self.check_keys(pipeline_raw, "pipeline", _PIPELINE_KEYS)
 
-        source = self.source(self.mapping(raw["source"], "source"))
+        source = source_options_from_yaml(self.mapping(raw["source"], "source"), self.file)
         sink = self.sink(self.mapping(raw["sink"], "sink"))
         transforms = self.transforms(raw.get("transform"))
         routes = self.routes(raw.get("route"))
@@ -429,7 +372,9 @@ class _Parser:
             from lakecdc.transform.types import system_zone
 
             local_tz = system_zone()
-        _check_zone(self, "pipeline.local-time-zone", local_tz)
+        problem = check_zone(local_tz)
+        if problem:
+            raise self.error("pipeline.local-time-zone", problem)
         behavior = (self.string(pipeline_raw, "pipeline", "schema.change.behavior", default="lenient") or "").lower()
         if behavior not in _SCHEMA_CHANGE_BEHAVIORS:
             raise self.error("pipeline.schema.change.behavior",
@@ -528,162 +473,15 @@ class _Parser:
             retry_delay_seconds=self.duration_seconds(raw, path, "lakecdc.retry.delay", 10.0),
             pool=pool, mysql_resource=keys["mysql"], paimon_resource=keys["paimon"], alert_webhook=webhook)
 
-    def source(self, raw: dict) -> SourceConfig:
-        path = "source"
-        kind = self.string(raw, path, "type", required=True)
-        if kind.lower() != "mysql":
-            raise self.error("source.type", f"only the 'mysql' source is supported, got {kind!r}")
-        self.check_keys(raw, path, _SOURCE_KEYS, _SOURCE_PREFIXES)
-        startup = self.startup(raw)
-        mode = startup.mode
-        if self.boolean(raw, path, "scan.parse.online.schema.changes.enabled", False):
-            raise self.error("source.scan.parse.online.schema.changes.enabled",
-                             "not supported yet; remove the option or set it to false")
-        # Table and column comments always reach Paimon (what Flink CDC does with include-comments.enabled: true;
-        # its default false drops them: docs/pipeline-yaml.md)
-        self.boolean(raw, path, "include-comments.enabled", False)
-        newly_added = self.boolean(raw, path, "scan.newly-added-table.enabled", False)
-        binlog_newly_added = self.boolean(raw, path, "scan.binlog.newly-added-table.enabled", False)
-        if newly_added and binlog_newly_added:
-            raise self.error("source.scan.binlog.newly-added-table.enabled",
-                             "cannot be enabled together with scan.newly-added-table.enabled: choose snapshot + "
-                             "binlog (scan.newly-added-table.enabled) or binlog only for tables created later")
-        self.boolean(raw, path, "scan.incremental.snapshot.backfill.skip", False)
-        chunk_keys: tuple[tuple[str, str], ...] = ()
-        if raw.get("scan.incremental.snapshot.chunk.key-column") is not None:
-            from lakecdc.errors import SourceError
-            from lakecdc.source.options import parse_chunk_key_columns
-
-            try:
-                chunk_keys = parse_chunk_key_columns(
-                    self.string(raw, path, "scan.incremental.snapshot.chunk.key-column", default="") or "")
-            except SourceError as exc:
-                raise self.error("source.scan.incremental.snapshot.chunk.key-column", str(exc)) from None
-        for key in raw:
-            if key.startswith("debezium.") or key.startswith("jdbc.properties."):
-                raise self.error(f"source.{key}", "pass-through driver options are not supported yet")
-        server_id_text = self.string(raw, path, "server-id", default="5400") or "5400"
-        server_id, server_id_last = self._server_id(server_id_text)
-        metadata = self.string(raw, path, "metadata.list", default="") or ""
-        metadata_list = frozenset(m.strip() for m in metadata.split(",") if m.strip())
-        for key in metadata_list:
-            if key not in ("op_ts", "table_name", "database_name"):
-                raise self.error("source.metadata.list",
-                                 f"[{key}] cannot be found in mysql metadata (available: op_ts, table_name, "
-                                 "database_name)")
-        zone = self.string(raw, path, "server-time-zone", default="UTC")
-        _check_zone(self, "source.server-time-zone", zone)
-        from lakecdc.selectors import TableSelector
-
-        for key in ("tables", "tables.exclude"):  # selector syntax errors name the option, before any connection
-            if self.string(raw, path, key) is not None:
-                TableSelector(self.string(raw, path, key), file=self.file, path=f"source.{key}")
-        chunk_size = self.integer(raw, path, "scan.incremental.snapshot.chunk.size", 8096, minimum=2)
-        self.integer(raw, path, "scan.snapshot.fetch.size", 1024, minimum=2)
-        heartbeat = self.duration_seconds(raw, path, "heartbeat.interval", 30.0)
-        if heartbeat <= 0:
-            raise self.error("source.heartbeat.interval", "must be greater than 0")
-        timeout = self.duration_seconds(raw, path, "connect.timeout", 30.0)
-        if timeout < 0.25:
-            raise self.error("source.connect.timeout", "must be at least 250ms")
-        return SourceConfig(
-            hostname=self.string(raw, path, "hostname", required=True),
-            port=self._port(raw, path),
-            username=self.string(raw, path, "username", required=True),
-            password=self.string(raw, path, "password", default="", allow_empty=True) or "",
-            tables=self.string(raw, path, "tables", required=True),
-            tables_exclude=self.string(raw, path, "tables.exclude"),
-            server_id=server_id,
-            server_time_zone=zone,
-            metadata_list=metadata_list,
-            startup_mode=mode,
-            treat_tinyint1_as_boolean=self.boolean(raw, path, "treat-tinyint1-as-boolean.enabled", True),
-            connect_timeout=timeout,
-            options=dict(raw),
-            startup=startup,
-            server_id_last=server_id_last,
-            chunk_size=chunk_size,
-            chunk_key_columns=chunk_keys,
-            newly_added_tables=newly_added,
-            binlog_newly_added_tables=binlog_newly_added,
-            heartbeat_interval=heartbeat,
-            connect_max_retries=self.integer(raw, path, "connect.max-retries", 3, minimum=1),
-            schema_change_enabled=self.boolean(raw, path, "schema-change.enabled", True),
-        )
-
-    def startup(self, raw: dict) -> StartupConfig:
-        """``scan.startup.mode`` and the options each mode needs (Flink CDC's rules)."""
-        path = "source"
-        mode = (self.string(raw, path, "scan.startup.mode", default="initial") or "").lower()
-        if mode not in STARTUP_MODES:
-            raise self.error("source.scan.startup.mode",
-                             f"unknown startup mode {mode!r}; use one of {', '.join(STARTUP_MODES)}")
-        keys = {"file": "scan.startup.specific-offset.file", "pos": "scan.startup.specific-offset.pos",
-                "gtid": "scan.startup.specific-offset.gtid-set",
-                "skip_events": "scan.startup.specific-offset.skip-events",
-                "skip_rows": "scan.startup.specific-offset.skip-rows", "ts": "scan.startup.timestamp-millis"}
-        given = {name for name, key in keys.items() if raw.get(key) is not None}
-        for name in sorted(given):
-            wanted = "timestamp" if name == "ts" else "specific-offset"
-            if mode != wanted:
-                raise self.error(f"source.{keys[name]}", f"only used with scan.startup.mode: {wanted} (the mode is "
-                                                         f"{mode!r}); remove it or change the mode")
-        if mode == "timestamp":
-            if "ts" not in given:
-                raise self.error("source.scan.startup.timestamp-millis",
-                                 "required by scan.startup.mode: timestamp (epoch milliseconds)")
-            return StartupConfig(mode, timestamp_millis=self.integer(raw, path, keys["ts"], 0, minimum=0))
-        if mode != "specific-offset":
-            return StartupConfig(mode)
-        gtid = self.string(raw, path, keys["gtid"])
-        file = self.string(raw, path, keys["file"])
-        if gtid is not None and (file is not None or "pos" in given):
-            raise self.error(f"source.{keys['gtid']}", "give either the GTID set or the binlog file and position, "
-                                                     "not both")
-        if gtid is None and (file is None or "pos" not in given):
-            raise self.error("source.scan.startup.mode", "specific-offset needs "
-                             "scan.startup.specific-offset.gtid-set, or scan.startup.specific-offset.file together "
-                             "with scan.startup.specific-offset.pos")
-        if gtid is not None:
-            from lakecdc.errors import SourceError
-            from lakecdc.source.gtid import gtid_flavor
-
-            try:
-                gtid_flavor(gtid)
-            except SourceError as exc:
-                raise self.error(f"source.{keys['gtid']}", str(exc)) from None
-        return StartupConfig(
-            mode, file=file, pos=self.integer(raw, path, keys["pos"], 0, minimum=4) if file else None, gtid_set=gtid,
-            skip_events=self.integer(raw, path, keys["skip_events"], 0, minimum=0),
-            skip_rows=self.integer(raw, path, keys["skip_rows"], 0, minimum=0))
-
-    def _port(self, raw: dict, path: str) -> int:
-        port = self.integer(raw, path, "port", 3306, minimum=1)
-        if port > 65535:
-            raise self.error(f"{path}.port", f"a TCP port is 1..65535, got {port}")
-        return port
-
-    def _server_id(self, text: str) -> tuple[int, int | None]:
-        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
-        if not match:
-            raise self.error("source.server-id", f"expected an id like 5400 or a range like 5400-5404, got {text!r}")
-        first = int(match.group(1))
-        last = int(match.group(2)) if match.group(2) is not None else None
-        if last is not None and last < first:
-            raise self.error("source.server-id", f"the range {text!r} ends before it starts")
-        if not 1 <= first <= 2**32 - 1 or (last is not None and last > 2**32 - 1):
-            raise self.error("source.server-id", f"server ids are 1..4294967295, got {text!r}")
-        return first, last
-
     def sink(self, raw: dict) -> SinkConfig:
         path = "sink"
         kind = self.string(raw, path, "type", required=True)
         if kind.lower() != "paimon":
             raise self.error("sink.type", f"only the 'paimon' sink is supported, got {kind!r}")
         self.check_keys(raw, path, _SINK_KEYS, _SINK_PREFIXES)
-        catalog = {k[len("catalog.properties."):]: _option_text(v) for k, v in raw.items()
+        catalog = {k[len("catalog.properties."):]: option_text(v) for k, v in raw.items()
                    if k.startswith("catalog.properties.")}
-        table_props = {k[len("table.properties."):]: _option_text(v) for k, v in raw.items()
+        table_props = {k[len("table.properties."):]: option_text(v) for k, v in raw.items()
                        if k.startswith("table.properties.")}
         metastore = catalog.get("metastore")
         if not metastore:
@@ -763,7 +561,7 @@ class _Parser:
         if raw is None:
             return []
         if not isinstance(raw, list):
-            raise self.error("transform", f"expected a list of rules, got {_kind(raw)}")
+            raise self.error("transform", f"expected a list of rules, got {describe(raw)}")
         rules = []
         for index, item in enumerate(raw):
             path = f"transform[{index}]"
@@ -788,7 +586,7 @@ class _Parser:
         if raw is None:
             return []
         if not isinstance(raw, list):
-            raise self.error("route", f"expected a list of rules, got {_kind(raw)}")
+            raise self.error("route", f"expected a list of rules, got {describe(raw)}")
         routes = []
         for index, item in enumerate(raw):
             path = f"route[{index}]"
@@ -847,34 +645,6 @@ def transform_context(config: PipelineConfig):
     return TransformContext(local_time_zone=config.local_time_zone, metadata_list=config.source.metadata_list,
                             source_file=config.path, metadata_columns=config.metadata_columns,
                             udfs=udf_functions(config.udfs), decimal_precision=config.decimal_precision)
-
-
-def _check_zone(parser: _Parser, path: str, zone: str) -> None:
-    if re.fullmatch(r"[+-]\d{2}:\d{2}", zone) or zone in ("UTC", "Z"):
-        return
-    try:
-        zoneinfo.ZoneInfo(zone)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise parser.error(path, f"unknown time zone {zone!r} (use an IANA name like Europe/Berlin or +02:00)") \
-            from None
-
-
-def _option_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, bool):
-        return "a boolean"
-    return f"{type(value).__name__} {value!r}"
 
 
 def _closest(key: str, known: set[str]) -> str | None:

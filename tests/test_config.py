@@ -154,3 +154,40 @@ def test_sink_level_merge_engine_that_cannot_take_updates_fails_validation():
     # with ignore-delete the same engine takes them (they are dropped)
     parse(text.replace("merge-engine: partial-update", "merge-engine: partial-update\n"
                                                        "  table.properties.ignore-delete: 'true'"))
+
+
+# ------------------------------------------------------------- options are declared once, by their connector (issue 15)
+
+def test_the_docs_option_tables_are_rendered_from_the_declarations():
+    """docs/pipeline-yaml.md's option tables are what the declarations render: a declared option is documented, a
+    documented one is declared (run scripts/options_doc.py after changing a declaration)."""
+    from lakecdc.config import OPTION_TABLES
+    from lakecdc.options import render_doc
+
+    doc = (ROOT / "docs" / "pipeline-yaml.md").read_text(encoding="utf-8")
+    assert render_doc(doc, OPTION_TABLES) == doc, "docs/pipeline-yaml.md is stale: run scripts/options_doc.py"
+    for name, specs in OPTION_TABLES.items():
+        assert f"<!-- options: {name} " in doc
+        for spec in specs:
+            assert f"| `{spec.key}`" in doc
+
+
+def test_the_parser_reads_the_declared_source_options():
+    """Every declared source option, written with the default the docs show, is accepted and changes nothing; a
+    key that is not declared is refused naming the closest declared one."""
+    from lakecdc.options import Option
+    from lakecdc.source.options import OPTIONS, REFUSED, StartupConfig, declarations
+
+    plain = parse(BASE).source
+    mode_only = declarations(StartupConfig)[1:]  # refused unless scan.startup.mode needs them
+    written = [spec for spec in OPTIONS if isinstance(spec, Option) and spec not in (*REFUSED, *mode_only)
+               and not spec.required
+               and spec.default not in (None, "", (), frozenset()) and f"\n  {spec.key}:" not in BASE]
+    assert len(written) > 20
+    assert all(spec.default_text.startswith("`") for spec in written)
+    lines = "".join(f"  {spec.key}: '{spec.default_text.strip('`')}'\n" for spec in written)
+    assert parse(BASE.replace("  tables: inventory.orders\n", f"  tables: inventory.orders\n{lines}")).source == plain
+    for spec in written:
+        message = error_of(BASE.replace("  tables: inventory.orders\n",
+                                        f"  tables: inventory.orders\n  {spec.key}s: 1\n"))
+        assert f"source.{spec.key}s: unknown option (did you mean '{spec.key}'?)" in message

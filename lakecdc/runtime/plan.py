@@ -60,13 +60,8 @@ class PipelinePlan:
 
 
 def source_options(config: PipelineConfig) -> MySqlSourceOptions:
-    src = config.source
-    return MySqlSourceOptions(
-        hostname=src.hostname, port=src.port, username=src.username, password=src.password,
-        server_id=src.server_id, server_time_zone=src.server_time_zone, connect_timeout=src.connect_timeout,
-        treat_tinyint1_as_boolean=src.treat_tinyint1_as_boolean, server_id_last=src.server_id_last,
-        heartbeat_interval=src.heartbeat_interval, connect_max_retries=src.connect_max_retries,
-        chunk_size=src.chunk_size, chunk_key_columns=src.chunk_key_columns)
+    """The MySQL source options of a pipeline (its ``source:`` block, read by lakecdc.source.options)."""
+    return config.source
 
 
 def planned_targets(config: PipelineConfig, source: MySqlSource) -> set[TableId]:

@@ -1,47 +1,175 @@
-"""Connection and read options of the MySQL source (the ``source:`` block of a Flink CDC pipeline YAML)."""
+"""The options of the MySQL source (the ``source:`` block of a Flink CDC pipeline YAML), declared once.
+
+Every ``source:`` option is declared here, as Flink CDC's ``MySqlDataSourceOptions`` declares them: the options lakecdc
+uses on the :class:`MySqlSourceOptions` field they fill (with :func:`lakecdc.options.option`), the ones it only
+accepts or refuses in :data:`ACCEPTED` and :data:`REFUSED`. :func:`from_yaml` reads a ``source:`` block into
+:class:`MySqlSourceOptions` and checks what depends on several options; docs/pipeline-yaml.md renders its table from
+:data:`OPTIONS`.
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from lakecdc.errors import SourceError
+from lakecdc.options import (BOOL, DURATION, FLOAT, INT, STRING, Option, Prefix, Where, check_keys, check_zone,
+                             declarations, nested, option, read)
+from lakecdc.selectors import TableSelector
+from lakecdc.source.gtid import gtid_flavor
+
+STARTUP_MODES = ("initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp")
+METADATA_KEYS = ("op_ts", "table_name", "database_name")  # what ``metadata.list`` may name
+MAX_PORT = 65535
+MAX_SERVER_ID = 2**32 - 1
+
+
+def _startup_mode(value: str, where: Where) -> str:
+    mode = value.lower()
+    if mode not in STARTUP_MODES:
+        raise where.error(f"unknown startup mode {mode!r}; use one of {', '.join(STARTUP_MODES)}")
+    return mode
+
+
+def _gtid_set(value: str, where: Where) -> str:
+    try:
+        gtid_flavor(value)
+    except SourceError as exc:
+        raise where.error(str(exc)) from None
+    return value
+
+
+def _selector(value: str, where: Where) -> str:
+    TableSelector(value, file=where.file, path=where.path)  # syntax errors name the option, before any connection
+    return value
+
+
+def _metadata_list(value: str, where: Where) -> frozenset[str]:
+    names = frozenset(m.strip() for m in value.split(",") if m.strip())
+    for name in sorted(names):
+        if name not in METADATA_KEYS:
+            raise where.error(f"[{name}] cannot be found in mysql metadata (available: {', '.join(METADATA_KEYS)})")
+    return names
+
+
+def _server_ids(value: str, where: Where) -> tuple[int, int | None]:
+    try:
+        first, last = parse_server_id_range(value)
+    except SourceError as exc:
+        raise where.error(str(exc)) from None
+    return first, (last if "-" in str(value) else None)
+
+
+def _chunk_key_columns(value: str, where: Where) -> tuple[tuple[str, str], ...]:
+    try:
+        return parse_chunk_key_columns(value)
+    except SourceError as exc:
+        raise where.error(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class StartupConfig:
+    """``scan.startup.*``: where a table without checkpoint starts."""
+
+    mode: str = option("scan.startup.mode", STRING, "initial", convert=_startup_mode,
+                       doc=f"{', '.join(f'`{m}`' for m in STARTUP_MODES)} (see "
+                           "[operations.md](operations.md#startup-modes))")
+    file: str | None = option("scan.startup.specific-offset.file", STRING, None,
+                              doc="`specific-offset` only, with `scan.startup.specific-offset.pos`")
+    pos: int | None = option("scan.startup.specific-offset.pos", INT, None, minimum=4,
+                             doc="`specific-offset` only, with `scan.startup.specific-offset.file`")
+    gtid_set: str | None = option("scan.startup.specific-offset.gtid-set", STRING, None, convert=_gtid_set,
+                                  doc="`specific-offset` only, instead of the file and position (MariaDB "
+                                      "`0-1-42,1-2-7` or MySQL `uuid:1-42`, matching the server)")
+    skip_events: int = option("scan.startup.specific-offset.skip-events", INT, 0, minimum=0,
+                              doc="`specific-offset` only: row events (of the captured tables) after the position "
+                                  "to drop")
+    skip_rows: int = option("scan.startup.specific-offset.skip-rows", INT, 0, minimum=0,
+                            doc="`specific-offset` only: rows of the next row event to drop")
+    timestamp_millis: int | None = option("scan.startup.timestamp-millis", INT, None, minimum=0,
+                                          doc="required by `timestamp` (epoch milliseconds)")
 
 
 @dataclass
 class MySqlSourceOptions:
-    """How to reach the MySQL/MariaDB server and how to read it.
+    """How to reach the MySQL/MariaDB server, which tables to read and how.
 
     ``password`` is excluded from ``repr`` and is never put into log lines or error messages.
     """
 
-    hostname: str
-    port: int = 3306
-    username: str = "root"
-    password: str = field(default="", repr=False)
-    server_id: int = 5400  # binlog client server id: the first id of a range "5400-5404"
-    server_id_last: int | None = None  # the last id of the range (None: just ``server_id``)
+    hostname: str = option("hostname", doc="the MySQL/MariaDB server")
+    # required in the YAML; the defaults serve code that builds options directly (tests, benchmarks)
+    username: str = option("username", STRING, "root", required=True,
+                           doc="the MySQL user the pipeline reads as")
+    password: str = option("password", STRING, "", allow_empty=True, repr=False, default_doc="empty",
+                           doc="only `${ENV}` (or `${ENV:-}`): a password written in the file, also as a "
+                               "`${ENV:-default}`, is refused; never logged")
+    port: int = option("port", INT, 3306, minimum=1,
+                       check=lambda p: f"a TCP port is 1..{MAX_PORT}, got {p}" if p > MAX_PORT else None,
+                       doc="1..65535")
+    tables: str = option("tables", STRING, "", required=True, convert=_selector,
+                         doc="Flink CDC selectors: `db.table`, comma-separated, each part a case-insensitive regex, "
+                             "`\\.` = any character; a one- or three-part pattern (which matches no MySQL table "
+                             "in Flink CDC) is an error")
+    tables_exclude: str | None = option("tables.exclude", STRING, None, convert=_selector,
+                                        doc="same syntax, removed from `tables`")
+    server_id: int = option("server-id", STRING, 5400, convert=_server_ids, into=("server_id", "server_id_last"),
+                            doc="`5400` or a range `5400-5404`: each binlog connection uses the first id no "
+                                "registered replica uses, the next one after a lost connection (see "
+                                "[operations.md](operations.md#connections-server-ids-heartbeats))")
+    server_id_last: int | None = None  # the last id of a server-id range (None: just ``server_id``)
     # Flink CDC's session zone for TIMESTAMP values. Accepted for compatibility: every session here uses
     # time_zone '+00:00', so TIMESTAMP columns are read as exact UTC instants whatever the server's zone is.
-    server_time_zone: str = "UTC"
-    connect_timeout: float = 30.0
-    snapshot_batch_rows: int = 65536  # rows per Arrow batch from the snapshot
-    treat_tinyint1_as_boolean: bool = True
-    heartbeat_interval: float = 30.0  # seconds; the server sends a heartbeat on an idle binlog connection
-    connect_max_retries: int = 3  # a lost connection is retried this many times (binlog reads, snapshot chunks)
-    retry_backoff: float = 1.0  # seconds before the first retry; doubled for each further one (capped at 30 s)
-    chunk_size: int = 8096  # rows per snapshot chunk (scan.incremental.snapshot.chunk.size)
+    server_time_zone: str = option("server-time-zone", STRING, "UTC", check=check_zone,
+                                   doc="validated; TIMESTAMP values are read as UTC instants whatever the zones "
+                                       "(see operations.md)")
+    metadata_list: frozenset[str] = option("metadata.list", STRING, frozenset(), convert=_metadata_list,
+                                           doc="`op_ts` makes the `op_ts` column available to transforms (0 for "
+                                               "snapshot rows, commit time in epoch ms for binlog rows)")
+    treat_tinyint1_as_boolean: bool = option("treat-tinyint1-as-boolean.enabled", BOOL, True,
+                                             doc="TINYINT(1) columns become BOOLEAN (see *Column types*)")
+    connect_timeout: float = option("connect.timeout", DURATION, 30.0, default_doc="`30s`",
+                                    check=lambda t: "must be at least 250ms" if t < 0.25 else None,
+                                    doc="every connection (at least 250ms)")
+    # a lost connection is retried this many times (binlog reads, snapshot chunks)
+    connect_max_retries: int = option("connect.max-retries", INT, 3, minimum=1,
+                                      doc="retries of a lost connection (binlog reads, snapshot commit groups), "
+                                          "exponential backoff from 1 s")
+    # seconds; the server sends a heartbeat on an idle binlog connection
+    heartbeat_interval: float = option("heartbeat.interval", DURATION, 30.0, default_doc="`30s`",
+                                       check=lambda s: "must be greater than 0" if s <= 0 else None,
+                                       doc="heartbeat period of the binlog connection")
+    startup: StartupConfig = nested(StartupConfig)
+    chunk_size: int = option("scan.incremental.snapshot.chunk.size", INT, 8096, minimum=2,
+                             doc="rows per snapshot chunk (> 1)")
     # (selector, column) pairs of scan.incremental.snapshot.chunk.key-column, first match wins
-    chunk_key_columns: tuple[tuple[str, str], ...] = ()
+    chunk_key_columns: tuple[tuple[str, str], ...] = option(
+        "scan.incremental.snapshot.chunk.key-column", STRING, (), convert=_chunk_key_columns,
+        default_doc="first primary-key column",
+        doc="`db.table_regex:column;db2.t\\.*:col2`; lets a table without primary key be chunked (any non-unique "
+            "column works); see [operations.md](operations.md#large-tables-chunked-resumable-snapshots)")
+    newly_added_tables: bool = option("scan.newly-added-table.enabled", BOOL, False,
+                                      doc="tables created after the pipeline started are snapshotted and captured "
+                                          "(otherwise ignored)")
+    binlog_newly_added_tables: bool = option("scan.binlog.newly-added-table.enabled", BOOL, False,
+                                             doc="tables created after the pipeline started are captured from the "
+                                                 "binlog only; not together with the previous option")
+    schema_change_enabled: bool = option("schema-change.enabled", BOOL, True,
+                                         doc="`false`: no schema change reaches Paimon (Flink CDC's source then "
+                                             "emits none): the pipeline runs with `schema.change.behavior: ignore` "
+                                             "whatever that option says")
+    # not options of the YAML: tuning for code that builds the options directly
+    snapshot_batch_rows: int = 65536  # rows per Arrow batch from the snapshot
+    retry_backoff: float = 1.0  # seconds before the first retry; doubled for each further one (capped at 30 s)
 
     def __post_init__(self) -> None:
         if not self.hostname:
             raise SourceError("MySQL source: 'hostname' is required")
-        if not isinstance(self.port, int) or not 0 < self.port < 65536:
-            raise SourceError(f"MySQL source: 'port' must be 1..65535, got {self.port!r}")
-        if not isinstance(self.server_id, int) or not 0 < self.server_id < 2**32:
-            raise SourceError(f"MySQL source: 'server-id' must be 1..4294967295, got {self.server_id!r}")
-        if self.server_id_last is not None and not self.server_id <= self.server_id_last < 2**32:
+        if not isinstance(self.port, int) or not 0 < self.port <= MAX_PORT:
+            raise SourceError(f"MySQL source: 'port' must be 1..{MAX_PORT}, got {self.port!r}")
+        if not isinstance(self.server_id, int) or not 0 < self.server_id <= MAX_SERVER_ID:
+            raise SourceError(f"MySQL source: 'server-id' must be 1..{MAX_SERVER_ID}, got {self.server_id!r}")
+        if self.server_id_last is not None and not self.server_id <= self.server_id_last <= MAX_SERVER_ID:
             raise SourceError(f"MySQL source: 'server-id' range {self.server_id}-{self.server_id_last} is invalid")
         if self.snapshot_batch_rows < 1:
             raise SourceError("MySQL source: snapshot_batch_rows must be >= 1")
@@ -53,6 +181,10 @@ class MySqlSourceOptions:
             raise SourceError("MySQL source: 'connect.max-retries' must be >= 0")
         if self.chunk_size < 2:
             raise SourceError("MySQL source: 'scan.incremental.snapshot.chunk.size' must be > 1")
+
+    @property
+    def startup_mode(self) -> str:
+        return self.startup.mode
 
     @property
     def address(self) -> str:
@@ -94,18 +226,86 @@ def parse_chunk_key_columns(value: str) -> tuple[tuple[str, str], ...]:
 
 def parse_server_id_range(value: int | str) -> tuple[int, int]:
     """``5400`` → (5400, 5400); ``'5400-5404'`` → (5400, 5404)."""
-    if isinstance(value, bool):
-        raise SourceError(f"MySQL source: invalid 'server-id' {value!r}")
-    if isinstance(value, int):
-        first = last = value
-    else:
-        match = _SERVER_ID.match(str(value))
-        if not match:
-            raise SourceError(f"MySQL source: invalid 'server-id' {value!r}: expected a number like 5400 "
-                              "or a range like 5400-5404")
-        first = int(match.group(1))
-        last = int(match.group(2) or first)
-    if first <= 0 or last < first or last >= 2**32:
-        raise SourceError(f"MySQL source: invalid 'server-id' {value!r}: ids must be 1..4294967295 and the "
-                          "range start must not exceed its end")
+    text = str(value)
+    match = _SERVER_ID.match(text) if not isinstance(value, bool) else None
+    if not match:
+        raise SourceError(f"expected an id like 5400 or a range like 5400-5404, got {text!r}")
+    first = int(match.group(1))
+    last = int(match.group(2) or first)
+    if last < first:
+        raise SourceError(f"the range {text!r} ends before it starts")
+    if not 1 <= first <= MAX_SERVER_ID or last > MAX_SERVER_ID:
+        raise SourceError(f"server ids are 1..{MAX_SERVER_ID}, got {text!r}")
     return first, last
+
+
+# Accepted because they only tune Flink's parallel snapshot machinery (or its JSON rendering), which a
+# single-process micro-batch does not have; they change no result. Validated like Flink CDC types them.
+_TUNING = "accepted and validated; tunes Flink's parallel reader and changes no result here"
+ACCEPTED = (
+    Option("scan.snapshot.fetch.size", INT, 1024, minimum=2, doc=_TUNING),
+    Option("chunk-meta.group.size", INT, 1000, minimum=1, doc=_TUNING),
+    Option("chunk-key.even-distribution.factor.upper-bound", FLOAT, 1000.0, doc=_TUNING),
+    Option("chunk-key.even-distribution.factor.lower-bound", FLOAT, 0.05, doc=_TUNING),
+    Option("scan.incremental.close-idle-reader.enabled", BOOL, False, doc=_TUNING),
+    Option("scan.incremental.snapshot.unbounded-chunk-first.enabled", BOOL, False, doc=_TUNING),
+    Option("connection.pool.size", INT, 20, minimum=1, doc=_TUNING),
+    Option("scan.incremental.snapshot.backfill.skip", BOOL, False,
+           doc="accepted and validated; the chunked snapshot is always exact"),
+    # Table and column comments always reach Paimon (what Flink CDC does with include-comments.enabled: true)
+    Option("include-comments.enabled", BOOL, False,
+           doc="accepted and validated; lakecdc always keeps table and column comments (Flink CDC drops them unless "
+               "this is `true`)"),
+    Option("use.legacy.json.format", BOOL, True, doc="accepted and validated; changes nothing here"),
+)
+REFUSED = (
+    Option("scan.parse.online.schema.changes.enabled", BOOL, False,
+           check=lambda on: "not supported yet; remove the option or set it to false" if on else None,
+           doc="refused unless `false` (not supported yet)"),
+    Prefix("jdbc.properties.", refused="pass-through driver options are not supported yet"),
+    Prefix("debezium.", refused="pass-through driver options are not supported yet"),
+)
+TYPE = Option("type", STRING, required=True, doc="must be `mysql`",
+              check=lambda kind: None if kind.lower() == "mysql" else
+              f"only the 'mysql' source is supported, got {kind!r}")
+# every option of the ``source:`` block
+NAME = Option("name", STRING, None, doc="free text")
+OPTIONS: tuple[Option | Prefix, ...] = (TYPE, NAME, *declarations(MySqlSourceOptions), *ACCEPTED, *REFUSED)
+
+
+def from_yaml(raw: dict, file: str | None, section: str = "source") -> MySqlSourceOptions:
+    """The ``source:`` block of a pipeline YAML as options; every error names the file and the key path."""
+    TYPE.read(raw, section, file)
+    check_keys(raw, section, file, OPTIONS)
+    for spec in (NAME, *ACCEPTED, *REFUSED):
+        spec.read(raw, section, file)
+    values = read(MySqlSourceOptions, raw, section, file)
+    _check_startup(raw, values["startup"], section, file)
+    if values["newly_added_tables"] and values["binlog_newly_added_tables"]:
+        raise Where(file, f"{section}.scan.binlog.newly-added-table.enabled").error(
+            "cannot be enabled together with scan.newly-added-table.enabled: choose snapshot + binlog "
+            "(scan.newly-added-table.enabled) or binlog only for tables created later")
+    return MySqlSourceOptions(**values)
+
+
+def _check_startup(raw: dict, startup: StartupConfig, section: str, file: str | None) -> None:
+    """The options each ``scan.startup.mode`` needs, and only those (Flink CDC's rules)."""
+    mode = startup.mode
+    given = {spec.key for spec in declarations(StartupConfig) if raw.get(spec.key) is not None}
+    ts, gtid = "scan.startup.timestamp-millis", "scan.startup.specific-offset.gtid-set"
+    for key in sorted(given - {"scan.startup.mode"}):
+        wanted = "timestamp" if key == ts else "specific-offset"
+        if mode != wanted:
+            raise Where(file, f"{section}.{key}").error(
+                f"only used with scan.startup.mode: {wanted} (the mode is {mode!r}); remove it or change the mode")
+    if mode == "timestamp" and startup.timestamp_millis is None:
+        raise Where(file, f"{section}.{ts}").error("required by scan.startup.mode: timestamp (epoch milliseconds)")
+    if mode != "specific-offset":
+        return
+    if startup.gtid_set is not None and (startup.file is not None or startup.pos is not None):
+        raise Where(file, f"{section}.{gtid}").error("give either the GTID set or the binlog file and position, "
+                                                     "not both")
+    if startup.gtid_set is None and (startup.file is None or startup.pos is None):
+        raise Where(file, f"{section}.scan.startup.mode").error(
+            "specific-offset needs scan.startup.specific-offset.gtid-set, or scan.startup.specific-offset.file "
+            "together with scan.startup.specific-offset.pos")
