@@ -140,7 +140,7 @@ def cmd_upkeep(args: argparse.Namespace) -> int:
     from lakecdc.errors import SinkError
     from lakecdc.model import TableId
     from lakecdc.runtime.upkeep import upkeep_pipeline
-    from lakecdc.sink.maintenance import parse_duration_ms
+    from lakecdc.sink.upkeep import parse_duration_ms
 
     config = _load(args.pipeline)
     try:

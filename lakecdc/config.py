@@ -95,7 +95,7 @@ class AutomationConfig:
 @dataclass
 class UpkeepConfig:
     """``pipeline.lakecdc.upkeep.*``: table upkeep (compaction, manifest merging, snapshot expiry, orphan files;
-    lakecdc.sink.maintenance) after a run's commits, and the schedule of the Dagster upkeep job."""
+    lakecdc.sink.upkeep) after a run's commits, and the schedule of the Dagster upkeep job."""
 
     enabled: bool = True  # in the pipeline's runs (the CLI and the Dagster job run it regardless)
     every_commits: int = 1  # upkeep of a table once this many snapshots were committed since its last upkeep
@@ -615,7 +615,7 @@ class _Parser:
     def validate_table_options(self, config: PipelineConfig) -> None:
         """Refuse Paimon table options the storage library cannot honour correctly, or whose merge engine cannot
         take the -U/-D rows the pipeline writes (lakecdc.sink.options), before any run."""
-        from lakecdc.sink.maintenance import policy_problem
+        from lakecdc.sink.upkeep import policy_problem
         from lakecdc.sink.tables import pipeline_options_problem
         from lakecdc.transform import parse_table_options
         from lakecdc.transform.rules import SOFT_DELETE

@@ -80,7 +80,7 @@ STAGES = {"snapshot-before-first-commit": "before-commit", "during-snapshot": "d
           "during-upkeep-delete": "during-upkeep-delete"}
 SNAPSHOT_STAGES = {"snapshot-before-first-commit", "during-snapshot", "snapshot-group-committed"}
 SEEDS = seeds(2, 10)
-MAINTENANCE = ROOT / "lakecdc" / "sink" / "maintenance.py"
+UPKEEP_MODULE = ROOT / "lakecdc" / "sink" / "upkeep.py"
 
 
 class Lake:
@@ -196,8 +196,8 @@ CASES = [(stage, seed, "local") for stage in STAGES for seed in SEEDS] + \
 
 @pytest.mark.parametrize("stage,seed,storage", CASES)
 def test_crash_at_stage_then_rerun_is_exact(mariadb, fresh_db, tmp_path, stage, seed, storage, request):
-    if stage.startswith("during-upkeep") and not MAINTENANCE.exists():
-        pytest.skip("table upkeep (lakecdc/sink/maintenance.py, failpoint during-upkeep) does not exist yet")
+    if stage.startswith("during-upkeep") and not UPKEEP_MODULE.exists():
+        pytest.skip("table upkeep (lakecdc/sink/upkeep.py, failpoint during-upkeep) does not exist yet")
     rng = random.Random(seed)
     lake = Lake(mariadb, fresh_db, tmp_path, rng, request.getfixturevalue("s3_server") if storage == "s3" else None)
     context = f"seed {seed} on {storage}, crash at {stage}"

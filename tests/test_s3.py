@@ -429,7 +429,7 @@ def test_upkeep_next_to_a_writer_stopped_at_publish(s3_server, s3_warehouse, tmp
     """A writer frozen right before it publishes its snapshot; table upkeep compacts the table meanwhile (and
     expires and removes orphans with the defaults); the writer resumes: its commit is refused, the compacted table
     is intact and holds exactly the committed rows."""
-    from lakecdc.sink.maintenance import upkeep_table
+    from lakecdc.sink.upkeep import upkeep_table
 
     target = TableId("db", "kept")
     sink = PaimonSink(s3_warehouse)

@@ -194,7 +194,7 @@ def upkeep_job_name(config: PipelineConfig) -> str:
 
 def build_upkeep_job(config: PipelineConfig, targets: list[TableId], *,
                      use_resources: bool = False, keys: Optional[AssetKeys] = None) -> dg.JobDefinition:
-    """Table upkeep of every Paimon table of the pipeline (lakecdc.sink.maintenance): one op per table in the
+    """Table upkeep of every Paimon table of the pipeline (lakecdc.sink.upkeep): one op per table in the
     table's concurrency pool, so it queues behind the table's micro-batch instead of colliding with it; a table
     still locked after ``wait_seconds`` is skipped with a warning. Each table reports an observation of its asset
     with what upkeep did."""

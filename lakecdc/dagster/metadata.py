@@ -209,7 +209,7 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
         if active is not None:
             metadata["lakecdc/active_rows"] = dg.MetadataValue.int(active)
     upkeep = getattr(result, "upkeep", None)
-    if upkeep is not None:  # table upkeep after the commit (lakecdc.sink.maintenance)
+    if upkeep is not None:  # table upkeep after the commit (lakecdc.sink.upkeep)
         metadata["lakecdc/upkeep"] = dg.MetadataValue.text(upkeep.summary())
     fallbacks = getattr(result, "decoder_fallbacks", None) or {}
     if result.phase == PHASE_BINLOG or fallbacks:  # binlog rows events decoded in Python (lakecdc.source.rows_decoder)
@@ -265,7 +265,7 @@ def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId
     key = key or paimon_key(target)
     from lakecdc.runtime.checkpoint import PHASE, counts_from_properties, offset_from_properties
     from lakecdc.sink import PaimonSink
-    from lakecdc.sink.maintenance import latest_change_snapshot_id
+    from lakecdc.sink.upkeep import latest_change_snapshot_id
 
     sink = PaimonSink(catalog_options)
     if not sink.table_exists(target):

@@ -250,10 +250,10 @@ class Table:
     def upkeep(self, *, compact: bool = True, full_compaction: bool = False, merge_manifests: bool = True,
                expire: bool = True, remove_orphans: bool = True, orphan_older_than_seconds: float = 86400.0,
                wait_seconds: float = 0.0):
-        """Table upkeep (lakecdc.sink.maintenance, docs/operations.md): compaction of small files, manifest
+        """Table upkeep (lakecdc.sink.upkeep, docs/operations.md): compaction of small files, manifest
         merging, snapshot expiry by the table's ``snapshot.*`` options and removal of orphan files, under the table
         lock (waiting up to ``wait_seconds`` for another writer, then skipping). Returns an UpkeepResult."""
-        from lakecdc.sink.maintenance import upkeep_table
+        from lakecdc.sink.upkeep import upkeep_table
 
         return upkeep_table(self._sink, self.table_id, compact=compact, full_compaction=full_compaction,
                             merge_manifests=merge_manifests, expire=expire, remove_orphans=remove_orphans,

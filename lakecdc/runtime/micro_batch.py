@@ -69,7 +69,7 @@ class TableResult:
     commits: int = 0  # snapshots this run committed (a chunked snapshot commits several)
     snapshot_complete: bool = True  # False while a chunked snapshot still has chunks to read
     snapshot_rows: int = 0  # rows this run read from MySQL for a snapshot
-    upkeep: object | None = None  # lakecdc.sink.maintenance.UpkeepResult when upkeep ran after the commits
+    upkeep: object | None = None  # lakecdc.sink.upkeep.UpkeepResult when upkeep ran after the commits
     xa_scan_start: BinlogOffset | None = None  # the oldest open prepared XA at ``offset`` (checkpoint.XA_SCAN_START)
     # binlog rows events of its sources the columnar decoder left to python-mysql-replication, per cause
     # (lakecdc.source.rows_decoder.FALLBACK_*): the same rows, several times slower
@@ -194,9 +194,6 @@ def _run(config: PipelineConfig, targets: set[TableId] | None, run_id: str | Non
                 writer.abort()
             raise
         _run_snapshots(config, plan, source, sink, run_id, captured, work, keys, results, log)
-        for result in results.values():
-            if result.committed and sink.table_exists(result.target):
-                result.row_count = sink.row_count(result.target)
         failpoint("after-commit")
         # table upkeep (compaction, manifests, expiry, orphans) under the locks this run holds
         kept_up = upkeep_after_commits(config, sink, [r.target for r in results.values()
@@ -204,6 +201,11 @@ def _run(config: PipelineConfig, targets: set[TableId] | None, run_id: str | Non
                                        failpoint=failpoint, log=log)
         for target, outcome in kept_up.items():
             results[target].upkeep = outcome
+        # after the upkeep, which changes no row (the locks keep other writers out): a bucket it compacted has its
+        # count in the file statistics instead of a read back (lakecdc.sink.reader.row_count)
+        for result in results.values():
+            if result.committed and sink.table_exists(result.target):
+                result.row_count = sink.row_count(result.target)
         if follow is not None:
             if follow.on_commit is not None and run.committed:
                 follow.on_commit([replace(t) for t in run.committed])

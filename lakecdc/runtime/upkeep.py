@@ -1,4 +1,4 @@
-"""Table upkeep of a pipeline's Paimon tables (lakecdc.sink.maintenance): which tables, with which options, and when.
+"""Table upkeep of a pipeline's Paimon tables (lakecdc.sink.upkeep): which tables, with which options, and when.
 
 * After a micro-batch's commits, under the table locks the run holds: every table that committed and whose last
   upkeep is at least ``pipeline.lakecdc.upkeep.every-commits`` snapshots ago (default 1: after every commit, as
@@ -26,7 +26,7 @@ from lakecdc.model import TableId
 from lakecdc.runtime.checkpoint import PIPELINE
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.catalog import local_warehouse_path
-from lakecdc.sink.maintenance import UpkeepPolicy, UpkeepResult, upkeep_table
+from lakecdc.sink.upkeep import UpkeepPolicy, UpkeepResult, upkeep_table
 
 logger = logging.getLogger("lakecdc.runtime.upkeep")
 

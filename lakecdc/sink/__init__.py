@@ -178,7 +178,7 @@ class PaimonSink:
 
     def checkpoint(self, table_id: TableId) -> dict[str, str] | None:
         """Properties of the newest snapshot that carries ``lakecdc.binlog.file`` (walking back from the latest,
-        as maintenance snapshots may not carry them); None without table or such snapshot."""
+        as upkeep snapshots may not carry them); None without table or such snapshot."""
         table = self._load(table_id)
         if table is None:
             self._bases.setdefault(table_id, 0)

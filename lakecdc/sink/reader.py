@@ -69,9 +69,56 @@ def read_table(table_id: TableId, table, columns: list[str] | None = None, predi
 
 
 def row_count(table_id: TableId, table) -> int:
-    """Number of live rows (merged). Reads only the first column (primary-key columns are read for merging anyway)."""
+    """Number of live rows (the merged read's): from the data files' statistics when they prove it
+    (:func:`counted_from_files`), otherwise read back (only the first primary-key column)."""
+    counted = counted_from_files(table_id, table)
+    if counted is not None:
+        return counted
     keys = list(table.primary_keys) or [table.table_schema.fields[0].name]
     return read_table(table_id, table, keys[:1]).num_rows
+
+
+# Merge engines whose merged read returns one row per key of the data files when no file holds a retract row
+# (first-row tables are read without their level-0 files, so their files do not say what a read returns).
+_COUNTABLE_ENGINES = ("deduplicate", "partial-update", "aggregation")
+
+
+def counted_from_files(table_id: TableId, table) -> int | None:
+    """The merged read's row count taken from the latest snapshot's manifests, without reading data, or None when
+    the statistics do not prove it. They prove it when no file holds a deletion vector or a retract row
+    (``-U``/``-D``, the files' delete row count) and, for a primary-key table, no two files of one bucket have
+    overlapping key ranges (a key lives in one bucket; each file holds a key at most once): then every row of
+    every file is a live row of its own key, and the count is the sum of the files' row counts."""
+    from lakecdc.sink.table_files import disjoint_runs, open_table_files
+
+    options = {str(k): str(v).lower() for k, v in (table.table_schema.options or {}).items() if v is not None}
+    if options.get("deletion-vectors.enabled") == "true" or options.get("bucket") == "-2":
+        return None  # deletion vectors hide rows; postpone buckets are not read until compacted
+    is_pk = bool(table.primary_keys)
+    if is_pk and options.get("merge-engine", "deduplicate") not in _COUNTABLE_ENGINES:
+        return None
+    try:
+        files = open_table_files(table, table_id)
+        latest = table.snapshot_manager().get_latest_snapshot()
+        if latest is None:
+            return 0
+        live = files.live_entries(latest)
+        if any(r.delete_row_count for r in live):
+            return None
+        if is_pk:
+            order = files.key_order()
+            if order is None:
+                return None
+            buckets: dict[tuple, list] = {}
+            for record in live:
+                buckets.setdefault((record.partition_values, record.bucket), []).append(record)
+            if any(len(records) > 1 and disjoint_runs(records, order) > 1 for records in buckets.values()):
+                return None
+        return sum(r.row_count for r in live)
+    except SinkError:
+        raise
+    except Exception as error:
+        raise SinkError(f"table {table_id}: reading the file statistics failed: {error}") from error
 
 
 def read_changes(table_id: TableId, table, storage: dict[str, str], start_snapshot_id: int, end_snapshot_id: int,

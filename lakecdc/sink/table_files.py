@@ -61,6 +61,13 @@ class ManifestRecord:
     def partition_values(self) -> tuple:
         return self.identifier[0]
 
+    @property
+    def key_range(self) -> tuple[bytes, bytes]:
+        """The file's smallest and largest key (BinaryRow bytes of the trimmed primary key; see
+        TableFiles.key_order)."""
+        meta = self.record["_FILE"]
+        return bytes(meta["_MIN_KEY"]), bytes(meta["_MAX_KEY"])
+
 
 @dataclass
 class References:
@@ -86,6 +93,31 @@ def _record(raw: dict, partition_key) -> ManifestRecord:
                           external_path=external, partition=bytes(raw["_PARTITION"]), bucket=raw["_BUCKET"],
                           level=meta["_LEVEL"], row_count=meta["_ROW_COUNT"],
                           delete_row_count=meta.get("_DELETE_ROW_COUNT") or 0, record=raw)
+
+
+# Key types whose Python values order as Paimon's key comparator does: integers, decimals, dates, times and
+# timestamps by value, strings by code point (= UTF-8 byte order), booleans false < true.
+_ORDERED_TYPES = frozenset({"TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "DECIMAL", "NUMERIC", "DATE", "TIME",
+                            "TIMESTAMP", "CHAR", "VARCHAR", "STRING", "BOOLEAN"})
+
+
+def _ordered_type(paimon_type: str) -> bool:
+    return re.split(r"[\s(]", paimon_type.strip().upper(), maxsplit=1)[0] in _ORDERED_TYPES
+
+
+def disjoint_runs(records: list["ManifestRecord"], order) -> int:
+    """The fewest sorted runs ``records`` (the files of one bucket) form when files whose key ranges do not overlap
+    may share a run: the largest number of files holding any one key (the depth of their key intervals)."""
+    events = []
+    for record in records:
+        low, high = record.key_range
+        events.append((order(low), 0))  # a range opens before one ending at the same key closes: [low, high]
+        events.append((order(high), 1))
+    depth = deepest = 0
+    for _, kind in sorted(events):
+        depth += 1 if kind == 0 else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def merge_records(records: list[ManifestRecord]) -> list[ManifestRecord]:
@@ -234,6 +266,7 @@ class TableFiles:
         self._manifests: dict[str, list[ManifestRecord]] = {}
         self._index: dict[str, list[str]] = {}
         self._partitions: dict[bytes, tuple] = {}
+        self._keys: dict[bytes, tuple] = {}
 
     # ------------------------------------------------------------ snapshots
     def snapshot_ids(self) -> list[int]:
@@ -318,6 +351,25 @@ class TableFiles:
             self._partitions[data] = tuple(GenericRowDeserializer.from_bytes(data, fields).values) if fields \
                 else ()
         return self._partitions[data]
+
+    def key_order(self):
+        """A function giving each key's sort value (a tuple comparing as Paimon orders keys), or None when this
+        table's key types have no such Python order here (floating point: NaN; binary; nested types)."""
+        fields = self.table.trimmed_primary_keys_fields if self.table is not None else []
+        if not fields or any(not _ordered_type(str(f.type)) for f in fields):
+            return None
+
+        def order(data: bytes) -> tuple:
+            if data not in self._keys:
+                from pypaimon.table.row.generic_row import GenericRowDeserializer
+
+                values = tuple(GenericRowDeserializer.from_bytes(data, fields).values)
+                if len(values) != len(fields) or None in values:
+                    raise SinkError(f"table {self.table_id}: a data file's key statistics do not hold the "
+                                    f"primary key ({len(values)} values)")
+                self._keys[data] = values
+            return self._keys[data]
+        return order
 
     def data_manifests(self, snapshot) -> list[str]:
         """The manifests of a snapshot's full state: base list, then delta list."""
@@ -471,6 +523,21 @@ class TableFiles:
         """Remove now-empty bucket and partition directories (never the table's own top-level directories)."""
         keep = {self.dir, self.manifest_dir, self.dir / "index", self.dir / "statistics"}
         self.store.remove_empty_dirs(self.dir, directories, keep)
+
+
+def open_table_files(table, table_id) -> TableFiles:
+    """The TableFiles of a pypaimon table of a local or object-store (s3://) warehouse."""
+    from lakecdc.sink.catalog import local_warehouse_path
+    from lakecdc.sink.object_store import is_object_store
+
+    table_path = str(table.table_path)
+    if is_object_store(table_path):
+        return TableFiles(table, PurePosixPath(table.file_io.to_filesystem_path(table_path)), table_id,
+                          ObjectStore(table.file_io))
+    table_dir = local_warehouse_path(table_path)
+    if table_dir is None or not table_dir.is_dir():
+        raise SinkError(f"table {table_id}: cannot reach the table directory {table_path}")
+    return TableFiles(table, table_dir, table_id)
 
 
 def _remove(path: Path) -> bool:

@@ -1,4 +1,4 @@
-"""Table upkeep (lakecdc.sink.maintenance) on real Paimon tables: compaction, manifest merging, snapshot expiry and
+"""Table upkeep (lakecdc.sink.upkeep) on real Paimon tables: compaction, manifest merging, snapshot expiry and
 orphan files keep every reader's rows (pypaimon, pypaimon-rust's reader and its DataFusion SQL), retained snapshots
 stay readable by id, expired files are really gone from disk, the lakecdc checkpoint survives, the table lock is
 respected, and a run killed during upkeep leaves a correct table."""
@@ -26,7 +26,7 @@ from lakecdc.paimon import Catalog, Row, RowKind
 from lakecdc.runtime import run_micro_batch
 from lakecdc.runtime.checkpoint import read_checkpoint
 from lakecdc.sink import PaimonSink
-from lakecdc.sink.maintenance import COMPACT, MERGE_MANIFESTS, UPKEEP_PROPERTY, UpkeepPolicy
+from lakecdc.sink.upkeep import COMPACT, MERGE_MANIFESTS, UPKEEP_PROPERTY, UpkeepPolicy
 from lakecdc.sink.sql import run_sql
 from lakecdc.sink.table_files import References, TableFiles
 
@@ -537,3 +537,28 @@ def test_killed_during_upkeep_then_rerun_is_correct(mariadb, lake, stage):
         # the rerun's upkeep removed what the killed one left (orphans older than 0 s)
         assert on_disk(config.sink.catalog_options["warehouse"], table_id) == \
             referenced(files, files.snapshot_ids()).names
+
+
+def test_row_count_comes_from_file_statistics_only_when_they_prove_it(tmp_path):
+    """The row count after a commit is the sum of the files' row counts when no bucket holds overlapping key ranges
+    or a retract row, and a read back otherwise; both equal the merged read."""
+    from lakecdc.sink import native
+    from lakecdc.sink.reader import counted_from_files
+
+    catalog, table = pk_table(tmp_path, bucket="2")
+    sink = catalog._sink
+
+    def counts() -> tuple[int | None, int, int]:
+        stored = sink._require(T, native.NATIVE_OPTIONS)
+        return counted_from_files(T, stored), sink.row_count(T), len(api_rows(table))
+
+    for low in (0, 100, 200):  # consecutive key ranges, as a chunked snapshot commits them
+        table.write([Row.of_kind(RowKind.INSERT, i, "x", "ab"[i % 2]) for i in range(low, low + 100)])
+    assert len(files_of(catalog).live_entries(files_of(catalog).snapshot(3))) == 3 * 2 * 2
+    assert counts() == (300, 300, 300)
+    table.write([Row.of_kind(RowKind.UPDATE_AFTER, 150, "y", "a"), Row.of_kind(RowKind.INSERT, 151, "y", "a")])
+    assert counts() == (None, 301, 301)  # key 150 is in two files of its bucket: read back
+    table.compact(full=True)
+    assert counts() == (301, 301, 301)
+    table.write([Row.of_kind(RowKind.DELETE, 999, "z", "b")])  # a delete of a missing key, in a file of its own
+    assert counts() == (None, 301, 301)

@@ -41,18 +41,15 @@ import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Callable, Iterator
 
 import pyarrow as pa
 
 from lakecdc.errors import SinkError, TableLockedError
 from lakecdc.model import CHECKPOINT_KEY, OP_COLUMN, TableId
-from lakecdc.sink.catalog import local_warehouse_path
-from lakecdc.sink.object_store import is_object_store
-from lakecdc.sink.table_files import ADD, ManifestRecord, ObjectStore, References, TableFiles, merge_records
+from lakecdc.sink.table_files import ADD, ManifestRecord, References, merge_records, open_table_files
 
-logger = logging.getLogger("lakecdc.sink.maintenance")
+logger = logging.getLogger("lakecdc.sink.upkeep")
 
 UPKEEP_PROPERTY = "lakecdc.upkeep"
 COMPACT = "compact"
@@ -271,15 +268,7 @@ class _Upkeep:
         stored = {str(k): str(v) for k, v in (self.table.table_schema.options or {}).items() if v is not None}
         self.options = {**stored, **{str(k): str(v) for k, v in (options or {}).items()}}
         self.policy = UpkeepPolicy.from_options(self.options)
-        table_path = str(self.table.table_path)
-        if is_object_store(table_path):
-            self.files = TableFiles(self.table, PurePosixPath(self.table.file_io.to_filesystem_path(table_path)),
-                                    table_id, ObjectStore(self.table.file_io))
-        else:
-            table_dir = local_warehouse_path(table_path)
-            if table_dir is None or not table_dir.is_dir():
-                raise SinkError(f"table {table_id}: upkeep cannot reach the table directory {table_path}")
-            self.files = TableFiles(self.table, table_dir, table_id)
+        self.files = open_table_files(self.table, table_id)
 
     def run(self, *, compact: bool, full_compaction: bool, merge_manifests: bool, expire: bool,
             remove_orphans: bool, orphan_older_than_seconds: float) -> None:
