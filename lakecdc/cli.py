@@ -25,10 +25,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print(f"{args.pipeline}: pipeline {config.name!r} is valid "
           f"({len(config.transforms)} transform rule(s), {len(config.routes)} route(s))")
     if args.connect:
-        from lakecdc.runtime.plan import build_plan, source_options
-        from lakecdc.source import MySqlSource
+        from lakecdc.runtime.connect import open_source
+        from lakecdc.runtime.plan import build_plan
 
-        source = MySqlSource(source_options(config))
+        source = open_source(config)
         source.check_server()
         plan = build_plan(config, source)
         from lakecdc.errors import PipelineConfigError, SinkError

@@ -62,11 +62,11 @@ def discover_tables(config: PipelineConfig) -> list[TableId]:
             exclude = TableSelector(config.source.tables_exclude)
             literal = [t for t in literal if not exclude.matches(t)]
         return sorted(set(literal))
-    from lakecdc.runtime.plan import captured_tables, source_options
-    from lakecdc.source import MySqlSource
+    from lakecdc.runtime.connect import open_source
+    from lakecdc.runtime.plan import captured_tables
 
     try:
-        return captured_tables(config, MySqlSource(source_options(config)).list_tables())
+        return captured_tables(config, open_source(config).list_tables())
     except SourceError as exc:
         raise PipelineConfigError(
             f"'tables' uses patterns, so the table list is read from MySQL when the definitions load, and that "
@@ -221,14 +221,12 @@ def load_time_plan(config: PipelineConfig):
     """The pipeline's plan from MySQL as the definitions load (its schemas become the assets' column schemas, and
     a transform that does not fit the tables, e.g. a misspelt partition key, fails loading, so ``dg check defs``
     reports it). Returns (plan, "") or, when MySQL does not answer, (None, why)."""
-    from lakecdc.runtime.plan import build_plan, source_options
-    from lakecdc.source import MySqlSource
+    from lakecdc.runtime.connect import open_source
+    from lakecdc.runtime.plan import build_plan
 
-    options = source_options(config)
-    options = dataclasses.replace(options, connect_timeout=min(options.connect_timeout, LOAD_CONNECT_TIMEOUT_SECONDS),
-                                  connect_max_retries=0)
+    source = open_source(config, connect_timeout=LOAD_CONNECT_TIMEOUT_SECONDS, connect_max_retries=0)
     try:
-        return build_plan(config, MySqlSource(options)), ""
+        return build_plan(config, source), ""
     except SourceError as exc:
         return None, (f"MySQL did not answer while the definitions loaded ({exc}); they appear after the next "
                       "reload of the definitions with MySQL up")

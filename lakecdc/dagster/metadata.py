@@ -37,12 +37,12 @@ def mysql_key(table: TableId) -> dg.AssetKey:
 def stored_types(catalog_options: dict[str, str] | None, target: TableId) -> dict[str, str]:
     """Column → Paimon type as stored (``lakecdc describe``'s spelling, without NOT NULL), {} when the table cannot
     be read (the schema then falls back to the Arrow types)."""
-    from lakecdc.sink import PaimonSink
+    from lakecdc.runtime.connect import open_warehouse
 
     if not catalog_options:
         return {}
     try:
-        types = PaimonSink(catalog_options).paimon_types(target)
+        types = open_warehouse(catalog_options).paimon_types(target)
     except Exception:  # noqa: BLE001 - the column types are an extra; the commit is already done
         return {}
     return {name: without_not_null(text) for name, text in types.items()}
@@ -264,10 +264,10 @@ def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId
     ``key`` (default: the default translator's key)."""
     key = key or paimon_key(target)
     from lakecdc.runtime.checkpoint import PHASE, counts_from_properties, offset_from_properties
-    from lakecdc.sink import PaimonSink
+    from lakecdc.runtime.connect import open_warehouse
     from lakecdc.sink.upkeep import latest_change_snapshot_id
 
-    sink = PaimonSink(catalog_options)
+    sink = open_warehouse(catalog_options)
     if not sink.table_exists(target):
         return None
     properties = sink.checkpoint(target)

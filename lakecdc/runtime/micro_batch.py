@@ -35,8 +35,8 @@ from lakecdc.config import PipelineConfig
 from lakecdc.model import OP_COLUMN, BinlogOffset, ChangeBatch, SourceTable, TableCounts, TableId
 from lakecdc.runtime import snapshots as _snapshots
 from lakecdc.runtime.checkpoint import PHASE_BINLOG, PHASE_SNAPSHOT, checkpoint_properties, read_checkpoint
-from lakecdc.runtime.plan import (PipelinePlan, SourcePlan, TargetPlan, build_plan, planned_targets,
-                                  source_options)
+from lakecdc.runtime.connect import open_sink, open_source
+from lakecdc.runtime.plan import PipelinePlan, SourcePlan, TargetPlan, build_plan, planned_targets
 from lakecdc.runtime.report import (SnapshotProgress, count_partitions, estimate_rows, log_summary,
                                     report_fallbacks)
 from lakecdc.runtime.upkeep import upkeep_after_commits
@@ -140,9 +140,9 @@ def _run(config: PipelineConfig, targets: set[TableId] | None, run_id: str | Non
     log = log or logger
     run_id = run_id or uuid.uuid4().hex
     started = time.monotonic()
-    source = MySqlSource(source_options(config))
+    source = open_source(config)
     source.check_server()
-    sink = PaimonSink(config.sink.catalog_options, config.sink.table_properties, config.sink.commit_user_prefix)
+    sink = open_sink(config)
     stored = _stored_checkpoints(config, sink, planned_targets(config, source))
     history = schema_history(stored, source.options)
     # decode the binlog after each checkpoint with the schema its rows were written with (and keep reading tables

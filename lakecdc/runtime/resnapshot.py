@@ -37,7 +37,8 @@ from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, TableCounts, TableId
 from lakecdc.runtime.checkpoint import (PHASE_BINLOG, PHASE_RESNAPSHOT, PHASE_SNAPSHOT, RESNAPSHOT_OFFSET,
                                         RESNAPSHOT_PARTITION, checkpoint_properties, read_checkpoint)
-from lakecdc.runtime.plan import PipelinePlan, TargetPlan, build_plan, source_options
+from lakecdc.runtime.connect import open_sink, open_source
+from lakecdc.runtime.plan import PipelinePlan, TargetPlan, build_plan
 from lakecdc.runtime.report import DEFAULT_PARTITION_NAME, SnapshotProgress, count_partitions, estimate_rows
 from lakecdc.runtime.schema_evolution import (IGNORE, LENIENT, SchemaChangeError, SinkEvent, coerce_into_table,
                                               included_types, lenient)
@@ -110,7 +111,7 @@ def _partition_mask(data: pa.Table, spec: dict[str, str | None]) -> pa.Array:
 
 def needs_first_snapshot(config: PipelineConfig, target: TableId) -> bool:
     """True when the table has no checkpoint: the normal micro-batch then takes its first snapshot."""
-    sink = PaimonSink(config.sink.catalog_options)
+    sink = open_sink(config)
     return not sink.table_exists(target) or read_checkpoint(sink.checkpoint(target)) is None
 
 
@@ -138,9 +139,9 @@ def resnapshot(config: PipelineConfig, target: TableId, partition: str | None = 
     (see ``needs_first_snapshot``)."""
     log = log or logger
     run_id = run_id or uuid.uuid4().hex
-    source = MySqlSource(source_options(config))
+    source = open_source(config)
     source.check_server()
-    sink = PaimonSink(config.sink.catalog_options, config.sink.table_properties, config.sink.commit_user_prefix)
+    sink = open_sink(config)
     with sink.lock(target, owner=f"re-snapshot of {target} by pipeline {config.name!r} run {run_id}"):
         if not sink.table_exists(target):
             raise LakeCdcError(f"{target} does not exist in the Paimon warehouse: run the pipeline, which creates "

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from lakecdc.config import PipelineConfig
 from lakecdc.model import BinlogOffset, TableId
 from lakecdc.runtime.checkpoint import read_checkpoint
-from lakecdc.runtime.plan import build_plan, source_options
-from lakecdc.sink import PaimonSink
+from lakecdc.runtime.connect import open_sink, open_source
+from lakecdc.runtime.plan import build_plan
 from lakecdc.source import MySqlSource
 from lakecdc.source.activity import BinlogActivity, binlog_sizes, bytes_between, scan_activity
 
@@ -80,10 +80,10 @@ def pipeline_status(config: PipelineConfig, *, activity: BinlogActivity | None =
     only the binlog written since is scanned."""
     from lakecdc.runtime.snapshots import admit_tables, without_sources
 
-    source = MySqlSource(source_options(config))
+    source = open_source(config)
     plan = build_plan(config, source)
     head = source.head_offset()
-    sink = PaimonSink(config.sink.catalog_options, config.sink.table_properties, config.sink.commit_user_prefix)
+    sink = open_sink(config)
     checkpoints = {t: read_checkpoint(sink.checkpoint(t)) if sink.table_exists(t) else None for t in plan.targets}
     # tables a run would not capture (created after the start, without scan.newly-added-table.*) are not listed
     plan = without_sources(plan, admit_tables(config, plan, checkpoints).ignored)

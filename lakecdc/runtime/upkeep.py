@@ -24,6 +24,7 @@ from lakecdc.config import PipelineConfig
 from lakecdc.errors import LakeCdcError
 from lakecdc.model import TableId
 from lakecdc.runtime.checkpoint import PIPELINE
+from lakecdc.runtime.connect import open_sink
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.catalog import local_warehouse_path
 from lakecdc.sink.upkeep import UpkeepPolicy, UpkeepResult, upkeep_table
@@ -94,7 +95,7 @@ def upkeep_after_commits(config: PipelineConfig, sink: PaimonSink, targets: list
 
 def pipeline_tables(config: PipelineConfig, sink: PaimonSink | None = None) -> list[TableId]:
     """The warehouse's tables whose checkpoint was written by this pipeline (no MySQL connection needed)."""
-    sink = sink or PaimonSink(config.sink.catalog_options)
+    sink = sink or open_sink(config)
     found = []
     for table_id in sink.list_tables():
         properties = sink.checkpoint(table_id) or {}
@@ -109,7 +110,7 @@ def upkeep_pipeline(config: PipelineConfig, tables: list[TableId] | None = None,
     """Upkeep of ``tables`` (default: the pipeline's tables in the warehouse), each under its table lock; a table
     still locked after ``wait_seconds`` is skipped (its result says by whom)."""
     log = log or logger
-    sink = PaimonSink(config.sink.catalog_options, config.sink.table_properties, config.sink.commit_user_prefix)
+    sink = open_sink(config)
     older_than = config.upkeep.orphan_older_than_seconds if orphan_older_than_seconds is None \
         else orphan_older_than_seconds
     results = []

@@ -25,9 +25,9 @@ from lakecdc.config import PipelineConfig
 from lakecdc.errors import LakeCdcError
 from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, TableId
 from lakecdc.runtime.checkpoint import Checkpoint, read_checkpoint
-from lakecdc.runtime.plan import TargetPlan, build_plan, source_options
+from lakecdc.runtime.connect import open_sink, open_source
+from lakecdc.runtime.plan import TargetPlan, build_plan
 from lakecdc.runtime.schema_evolution import IGNORE, LENIENT
-from lakecdc.sink import PaimonSink
 from lakecdc.sink.evolution import paimon_type
 from lakecdc.source import MySqlSource
 from lakecdc.transform.expressions import DATA_EVENT_TYPE
@@ -146,10 +146,10 @@ class TableState:
     def load(cls, config: PipelineConfig, target: TableId) -> "TableState":
         plan, plan_error = None, None
         try:
-            plan = build_plan(config, MySqlSource(source_options(config))).restrict({target}).targets[target]
+            plan = build_plan(config, open_source(config)).restrict({target}).targets[target]
         except LakeCdcError as exc:
             plan_error = str(exc)
-        sink = PaimonSink(config.sink.catalog_options)
+        sink = open_sink(config)
         stored = sink.describe(target) if sink.table_exists(target) else None
         checkpoint = read_checkpoint(sink.checkpoint(target)) if stored is not None else None
         return cls(config, target, plan, plan_error, stored, checkpoint)
@@ -175,7 +175,7 @@ def evaluate(state: TableState, names: set[str] | list[str]) -> list[CheckResult
 
 def check_pipeline(config: PipelineConfig, tables: list[TableId] | None = None) -> list[CheckResult]:
     """Every check of every Paimon table of the pipeline (or of ``tables``), as Dagster runs them."""
-    plan = build_plan(config, MySqlSource(source_options(config)))
+    plan = build_plan(config, open_source(config))
     targets = sorted(tables) if tables else sorted(plan.targets)
     plan.restrict(set(targets))  # unknown tables are an error
     results = []
@@ -274,8 +274,8 @@ def count_at_checkpoint(config: PipelineConfig, plan: TargetPlan, checkpoint: Bi
     from lakecdc.source.connection import connect, query
     from lakecdc.source.snapshot import quote_identifier
 
-    options = source_options(config)
-    source = MySqlSource(options)
+    source = open_source(config)
+    options = source.options
     sources = {s.source.table_id: s.source for s in plan.sources}
     before = source.head_offset()
     if _too_far(checkpoint, before):
@@ -379,7 +379,7 @@ def schema_matches_source(state: TableState) -> CheckResult:
     if state.stored is None:
         return _not_evaluated(state, SCHEMA, f"the Paimon table {state.target} does not exist yet")
     behavior = state.config.schema_change_behavior
-    drift = schema_drift(state.plan, PaimonSink(state.config.sink.catalog_options).paimon_types(state.target),
+    drift = schema_drift(state.plan, open_sink(state.config).paimon_types(state.target),
                          behavior)
     metadata: dict = {"source_tables": ", ".join(str(s.source.table_id) for s in state.plan.sources),
                       "columns_from_source": len(drift.expected), "columns_in_paimon": len(drift.stored),
