@@ -9,6 +9,12 @@ rewritten once it holds ``num-sorted-run.compaction-trigger`` files, so the read
 the commits: it is read after each of the last ``trigger + 1`` commits, and the mean and the worst are reported.
 Reads are pypaimon's native merged read of the whole table.
 
+A second case is the table a chunked snapshot leaves: 5 x ROWS rows (1,000,000) committed in ``SNAPSHOT_GROUPS``
+groups of consecutive keys (as a snapshot with ``lakecdc.snapshot.commit-rows`` of 250,000 commits them), into the
+pipeline's default table layout (unpartitioned, dynamic buckets). Its first upkeep is timed (it moves the
+non-overlapping files up a level instead of rewriting them) against a full compaction of a copy, and its merged
+read against the compacted copy's.
+
 Usage: .venv/bin/python bench/upkeep_bench.py [ROWS] [COMMITS] [CHANGES_PER_COMMIT] [TRIGGER]
        (default 200,000 200 2,000 and Paimon's default trigger 5)
 """
@@ -30,6 +36,7 @@ from lakecdc.paimon import Catalog  # noqa: E402
 
 OPTIONS = {"bucket": "4", "snapshot.num-retained.min": "3", "snapshot.time-retained": "0 s"}
 PARTITIONS = 30
+SNAPSHOT_GROUPS = 4
 
 
 def batch(ids: list[int], kinds: list[str], version: int) -> pa.Table:
@@ -73,6 +80,33 @@ def data_files(warehouse: Path, name: str) -> int:
     return sum(1 for _ in (warehouse / "bench.db" / name).rglob("data-*.parquet"))
 
 
+def snapshot_case(catalog, rows: int) -> None:
+    """Upkeep and merged read after a snapshot committed in groups of consecutive keys, against a compacted copy."""
+    schema = [("id", "BIGINT"), ("product", "STRING"), ("price", "DOUBLE"), ("order_day", "STRING")]
+    tables = {name: catalog.create_table(f"bench.snapshot_{name}", schema, primary_keys=["id"],
+                                         options={"bucket": "-1"}) for name in ("kept_up", "compacted")}
+    step = rows // SNAPSHOT_GROUPS
+    for group in range(SNAPSHOT_GROUPS):
+        data = batch(list(range(group * step, (group + 1) * step)), ["+I"] * step, 0)
+        for table in tables.values():
+            table.write(data)
+    started = time.perf_counter()
+    result = tables["kept_up"].upkeep(orphan_older_than_seconds=0)
+    upkeep = time.perf_counter() - started
+    started = time.perf_counter()
+    tables["compacted"].upkeep(full_compaction=True, orphan_older_than_seconds=0)
+    compaction = time.perf_counter() - started
+    kept_up, kept_up_rows = read_seconds(tables["kept_up"])
+    fresh, fresh_rows = read_seconds(tables["compacted"])
+    assert kept_up_rows == fresh_rows == rows
+    print(f"{rows:,} rows committed in {SNAPSHOT_GROUPS} groups of consecutive keys (a chunked snapshot; "
+          f"unpartitioned, dynamic buckets)")
+    print(f"  first upkeep: {upkeep:.3f} s ({result.summary()}); a full compaction instead: {compaction:.3f} s = "
+          f"{compaction / upkeep:.1f}x")
+    print(f"  merged read after it: {kept_up:.3f} s = {kept_up / fresh:.2f}x the compacted copy's {fresh:.3f} s "
+          f"(target <= 1.5x)")
+
+
 def main() -> None:
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 200
@@ -114,6 +148,7 @@ def main() -> None:
               f"{worst / fresh:.2f}x (target <= 1.5x; {kept_up_files} data files on disk)")
         print(f"  merged read, no upkeep: {neglected:.3f} s = {neglected / fresh:.2f}x ({neglected_files} data files "
               f"on disk)")
+        snapshot_case(catalog, 5 * rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -156,6 +156,7 @@ def cmd_upkeep(args: argparse.Namespace) -> int:
         print(json.dumps({"pipeline": config.name, "tables": [{
             "table": str(r.table), "skipped": r.skipped, "compaction_snapshot_id": r.compaction_snapshot_id,
             "partitions_compacted": r.partitions_compacted, "files_rewritten": r.files_rewritten,
+            "upgrade_snapshot_id": r.upgrade_snapshot_id, "files_upgraded": r.files_upgraded,
             "manifest_snapshot_id": r.manifest_snapshot_id, "manifests_before": r.manifests_before,
             "manifests_after": r.manifests_after, "expired_snapshots": r.expired_snapshots,
             "expired_files_deleted": r.expired_files_deleted, "orphan_files_deleted": r.orphan_files_deleted,

@@ -25,7 +25,7 @@ from lakecdc.model import TableId
 from lakecdc.paimon import Catalog, Row, RowKind
 from lakecdc.runtime import run_micro_batch
 from lakecdc.runtime.checkpoint import read_checkpoint
-from lakecdc.sink import PaimonSink
+from lakecdc.sink import PaimonSink, native
 from lakecdc.sink.upkeep import COMPACT, MERGE_MANIFESTS, UPKEEP_PROPERTY, UpkeepPolicy
 from lakecdc.sink.sql import run_sql
 from lakecdc.sink.table_files import References, TableFiles
@@ -562,3 +562,37 @@ def test_row_count_comes_from_file_statistics_only_when_they_prove_it(tmp_path):
     assert counts() == (301, 301, 301)
     table.write([Row.of_kind(RowKind.DELETE, 999, "z", "b")])  # a delete of a missing key, in a file of its own
     assert counts() == (None, 301, 301)
+
+
+def test_non_overlapping_files_move_up_a_level_instead_of_being_rewritten(tmp_path):
+    """Files written in consecutive key ranges (a chunked snapshot) are not rewritten when their bucket reaches the
+    trigger: upkeep moves them to the highest level as they are, after which reads take them without merging; the
+    table then takes updates and deletes of those keys like any other, by every reader."""
+    catalog, table = pk_table(tmp_path, bucket="2", **{"num-sorted-run.compaction-trigger": "3"})
+    model = Model(table)
+    for low in (0, 50, 100):
+        batch = [Row.of_kind(RowKind.INSERT, i, f"v{i}", "ab"[i % 2]) for i in range(low, low + 50)]
+        table.write(batch)
+        model.rows.update({(i, "ab"[i % 2]): f"v{i}" for i in range(low, low + 50)})
+    files = files_of(catalog)
+    before = {r.name for r in files.live_entries(files.snapshot(3))}
+
+    result = table.upkeep(orphan_older_than_seconds=0)
+
+    assert result.compaction_snapshot_id is None and result.files_upgraded == len(before) == 12
+    assert table.snapshots()[-1].properties[UPKEEP_PROPERTY] == "upgrade"
+    files = files_of(catalog)
+    live = files.live_entries(files.snapshot(result.upgrade_snapshot_id))
+    assert {r.name for r in live} == before and {r.level for r in live} == {3}  # num-levels: trigger + 1
+    assert_all_readers(table, catalog.warehouse, model.expected())
+    splits = catalog._sink._require(T, native.NATIVE_OPTIONS).new_read_builder().new_scan().plan().splits()
+    assert splits and all(s.raw_convertible for s in splits)
+    assert table.upkeep(orphan_older_than_seconds=0).upgrade_snapshot_id is None  # nothing left to move
+    # overlapping changes on top: merged with the upgraded files, then compacted by the trigger as before
+    for _ in range(3):
+        model.commit(changes=30)
+    assert_all_readers(table, catalog.warehouse, model.expected())
+    result = table.upkeep(orphan_older_than_seconds=0)
+    assert result.compaction_snapshot_id is not None
+    assert_all_readers(table, catalog.warehouse, model.expected())
+    assert catalog._sink.row_count(T) == len(model.expected())

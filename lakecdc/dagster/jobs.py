@@ -241,6 +241,7 @@ def upkeep_metadata(result) -> dict:
         "lakecdc/upkeep_skipped": dg.MetadataValue.text(result.skipped or ""),
         "lakecdc/compaction_snapshot_id": dg.MetadataValue.int(result.compaction_snapshot_id or 0),
         "lakecdc/files_rewritten": dg.MetadataValue.int(result.files_rewritten),
+        "lakecdc/files_upgraded": dg.MetadataValue.int(result.files_upgraded),
         "lakecdc/manifests": dg.MetadataValue.int(result.manifests_after),
         "lakecdc/expired_snapshots": dg.MetadataValue.int(len(result.expired_snapshots)),
         "lakecdc/files_deleted": dg.MetadataValue.int(result.expired_files_deleted + result.orphan_files_deleted),

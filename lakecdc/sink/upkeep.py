@@ -5,7 +5,11 @@ touched bucket and one manifest, and the base manifest list of every snapshot li
 so reads slow down and the table directory grows with every micro-batch. Upkeep of one table, in this order, all
 under the table lock (lakecdc.sink.lock), so no lakecdc writer can commit in between:
 
-1. **Compaction**: the partitions with a bucket holding at least ``num-sorted-run.compaction-trigger`` sorted runs
+1. **Level upgrade** (primary-key tables, deduplicate merge engine): a bucket whose files hold no retract row and
+   do not overlap in key range, one of them on level 0 at least (a chunked snapshot, keys appended in order), gets
+   its files listed on the highest level in a COMPACT snapshot, data files untouched (Paimon's upgrade of a file
+   that needs no merging): reads take them without merging and they count as one sorted run.
+   **Compaction**: the partitions with a bucket holding at least ``num-sorted-run.compaction-trigger`` sorted runs
    (primary-key tables; ``compaction.min.file-num`` for append tables; both 5 as in Paimon) are read merged (live
    rows only) and rewritten by the native writer in one OVERWRITE snapshot. A whole-table rewrite is used when the
    table is unpartitioned, every partition is due, or a due partition has no live row left (pypaimon's dynamic
@@ -24,8 +28,8 @@ under the table lock (lakecdc.sink.lock), so no lakecdc writer can commit in bet
    crash in the middle of step 3.
 
 Snapshots written by upkeep carry the properties of the snapshot they follow (so the lakecdc checkpoint read from
-the latest snapshot is unchanged) plus ``lakecdc.upkeep`` (``compact`` or ``merge-manifests``). They add no change
-rows: change reads (pypaimon-rust's incremental delta scan) skip OVERWRITE and COMPACT snapshots, and the
+the latest snapshot is unchanged) plus ``lakecdc.upkeep`` (``compact``, ``upgrade`` or ``merge-manifests``). They
+add no change rows: change reads (pypaimon-rust's incremental delta scan) skip OVERWRITE and COMPACT snapshots, and the
 compaction is written with ``changelog-producer=none`` so it adds no changelog files.
 
 Crash safety: a crash before a commit leaves uncommitted files (orphans, removed later by step 4); a crash after
@@ -36,6 +40,7 @@ remaining snapshot or tag references, so every snapshot that exists stays readab
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import re
 import time
@@ -47,13 +52,14 @@ import pyarrow as pa
 
 from lakecdc.errors import SinkError, TableLockedError
 from lakecdc.model import CHECKPOINT_KEY, OP_COLUMN, TableId
-from lakecdc.sink.table_files import ADD, ManifestRecord, References, merge_records, open_table_files
+from lakecdc.sink.table_files import ADD, ManifestRecord, References, disjoint_runs, merge_records, open_table_files
 
 logger = logging.getLogger("lakecdc.sink.upkeep")
 
 UPKEEP_PROPERTY = "lakecdc.upkeep"
 COMPACT = "compact"
 MERGE_MANIFESTS = "merge-manifests"
+UPGRADE = "upgrade"
 
 # Failpoints (lakecdc.runtime.micro_batch.failpoint): after compaction/manifest merging, before any deletion; and
 # right after the first file deleted by expiry or orphan removal.
@@ -76,9 +82,14 @@ class UpkeepPolicy:
     expire_limit: int = 10  # snapshot.expire.limit
     sorted_run_trigger: int = 5  # num-sorted-run.compaction-trigger (primary-key tables)
     min_file_num: int = 5  # compaction.min.file-num (append tables)
+    num_levels: int | None = None  # num-levels (None: the trigger + 1, as in Paimon)
     merge_min_count: int = 30  # manifest.merge-min-count
     manifest_target_size: int = 8 * 1024 * 1024  # manifest.target-file-size
     write_only: bool = False  # write-only: the writer itself does no upkeep (a dedicated job does)
+
+    @property
+    def max_level(self) -> int:
+        return (self.num_levels or self.sorted_run_trigger + 1) - 1
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> "UpkeepPolicy":
@@ -104,6 +115,7 @@ class UpkeepPolicy:
             expire_limit=integer("snapshot.expire.limit", 10, 1),
             sorted_run_trigger=integer("num-sorted-run.compaction-trigger", 5, 1),
             min_file_num=integer("compaction.min.file-num", 5, 1),
+            num_levels=integer("num-levels", 0, 2) if "num-levels" in o else None,
             merge_min_count=integer("manifest.merge-min-count", 30, 1),
             manifest_target_size=parse_memory_size(o["manifest.target-file-size"], "manifest.target-file-size")
             if "manifest.target-file-size" in o else 8 * 1024 * 1024,
@@ -164,6 +176,8 @@ class UpkeepResult:
     compaction_snapshot_id: int | None = None
     partitions_compacted: int = 0
     files_rewritten: int = 0  # live data files the compaction replaced
+    upgrade_snapshot_id: int | None = None
+    files_upgraded: int = 0  # level-0 files moved to the highest level without a rewrite
     manifest_snapshot_id: int | None = None
     manifests_before: int = 0  # manifests the latest snapshot referenced before upkeep
     manifests_after: int = 0
@@ -180,6 +194,9 @@ class UpkeepResult:
         if self.compaction_snapshot_id is not None:
             parts.append(f"compacted {self.partitions_compacted} partition(s) ({self.files_rewritten} files) in "
                          f"snapshot {self.compaction_snapshot_id}")
+        if self.upgrade_snapshot_id is not None:
+            parts.append(f"moved {self.files_upgraded} non-overlapping files to the highest level in snapshot "
+                         f"{self.upgrade_snapshot_id}")
         if self.manifest_snapshot_id is not None:
             parts.append(f"merged {self.manifests_before} manifests into {self.manifests_after} in snapshot "
                          f"{self.manifest_snapshot_id}")
@@ -315,19 +332,58 @@ class _Upkeep:
         buckets: dict[tuple[tuple, int], list[ManifestRecord]] = defaultdict(list)
         for record in live:
             buckets[(record.partition_values, record.bucket)].append(record)
-        due = {partition for (partition, _), records in buckets.items()
-               if _sorted_runs(records) >= trigger
+        # buckets a merged read can read file by file once their files sit in one level: no rewrite needed
+        upgrades = {} if full or not is_pk else self._upgradable(buckets, trigger)
+        due = {partition for (partition, bucket), records in buckets.items()
+               if (partition, bucket) not in upgrades and _sorted_runs(records) >= trigger
+               or len(records) >= trigger * trigger
                or (full and (len(records) > 1 or (is_pk and any(r.delete_row_count for r in records))))}
-        if not due:
+        if due:
+            partitions = {partition for partition, _ in buckets}
+            whole = not self.table.partition_keys or due == partitions
+            snapshot_id, rewritten = self._rewrite(latest, None if whole else sorted(due, key=repr))
+            rewritten = partitions if rewritten is None else set(rewritten)
+            self.result.compaction_snapshot_id = snapshot_id
+            self.result.partitions_compacted = len(rewritten)
+            self.result.files_rewritten = sum(len(records) for (partition, _), records in buckets.items()
+                                              if partition in rewritten)
+            upgrades = {key: records for key, records in upgrades.items() if key[0] not in rewritten}
+        if upgrades:
+            self._upgrade({r.identifier for records in upgrades.values() for r in records if r.level == 0})
+
+    def _upgradable(self, buckets: dict, trigger: int) -> dict:
+        """The buckets whose level-0 files can move to the highest level as they are (Paimon's upgrade of a file
+        without rewriting it): every file of the bucket holds no retract row and no two overlap in key range, so
+        they form one sorted run a read takes file by file (raw, without merging), however many commits wrote
+        them (a chunked snapshot, keys appended in order). Only the deduplicate merge engine: the others' merge
+        of a single row is not always the row itself."""
+        if self.options.get("merge-engine", "deduplicate").lower() != "deduplicate":
+            return {}
+        order = self.files.key_order()
+        if order is None:
+            return {}
+        found = {}
+        for key, records in buckets.items():
+            if len(records) < 2 or len(records) >= trigger * trigger or all(r.level > 0 for r in records) \
+                    or any(r.delete_row_count for r in records):
+                continue
+            if disjoint_runs(records, order) == 1:
+                found[key] = records
+        return found
+
+    def _upgrade(self, identifiers: set) -> None:
+        """One COMPACT snapshot whose base manifest list holds the latest full state with the files of
+        ``identifiers`` at the highest level (their data files stay as they are)."""
+        latest = self.latest()
+        live = self.files.live_entries(latest)
+        level = self.policy.max_level
+        moved = [_at_level(r, level) if r.identifier in identifiers else r for r in live]
+        count = sum(1 for r in live if r.identifier in identifiers)
+        if not count:
             return
-        partitions = {partition for partition, _ in buckets}
-        whole = not self.table.partition_keys or due == partitions
-        snapshot_id, rewritten = self._rewrite(latest, None if whole else sorted(due, key=repr))
-        rewritten = partitions if rewritten is None else set(rewritten)
-        self.result.compaction_snapshot_id = snapshot_id
-        self.result.partitions_compacted = len(rewritten)
-        self.result.files_rewritten = sum(len(records) for (partition, _), records in buckets.items()
-                                          if partition in rewritten)
+        snapshot_id, _ = self._publish_full_state(latest, moved, UPGRADE)
+        self.result.upgrade_snapshot_id = snapshot_id
+        self.result.files_upgraded = count
 
     def _rewrite(self, latest, partitions: list[tuple] | None) -> tuple[int, list[tuple] | None]:
         """Rewrite the live rows of ``partitions`` (None: the whole table) in one OVERWRITE snapshot; returns its
@@ -390,7 +446,13 @@ class _Upkeep:
             return
         if not (has_deletes or len(manifests) >= self.policy.merge_min_count or force):
             return
-        live = merge_records(records)
+        snapshot_id, metas = self._publish_full_state(latest, merge_records(records), MERGE_MANIFESTS)
+        self.result.manifest_snapshot_id = snapshot_id
+        self.result.manifests_after = len(metas)
+
+    def _publish_full_state(self, latest, live: list[ManifestRecord], step: str) -> tuple[int, list]:
+        """Publish snapshot ``latest.id + 1`` (COMPACT, no change rows) whose base manifest list holds ``live``
+        in new manifest files and whose delta list is empty; returns its id and the manifests written."""
         metas = self.files.write_merged_manifests(live, self.policy.manifest_target_size)
         written = [m.file_name for m in metas]
         try:
@@ -401,14 +463,13 @@ class _Upkeep:
             snapshot_id = self.files.commit_snapshot(
                 latest, base=base, delta=delta, total_record_count=sum(r.row_count for r in live),
                 commit_user=self.sink.commit_user, commit_kind="COMPACT",
-                properties={**(latest.properties or {}), UPKEEP_PROPERTY: MERGE_MANIFESTS})
+                properties={**(latest.properties or {}), UPKEEP_PROPERTY: step})
         except BaseException:
             for name in written:  # never referenced: safe to drop (orphan removal would, later)
                 self.files.remove(self.files.manifest_dir / name)
             raise
         self.sink.note_commit(self.table_id, snapshot_id, latest.id)
-        self.result.manifest_snapshot_id = snapshot_id
-        self.result.manifests_after = len(metas)
+        return snapshot_id, metas
 
     # ----------------------------------------------------------- expiry
     def _expire_until(self, ids: list[int], now_ms: int) -> int:
@@ -488,6 +549,13 @@ class _Upkeep:
                         self.failpoint(FAILPOINT_DELETE)
         self.files.remove_empty_dirs(directories)
         return deleted
+
+
+def _at_level(record: ManifestRecord, level: int) -> ManifestRecord:
+    """``record`` naming the same data file at ``level``."""
+    raw = {**record.record, "_FILE": {**record.record["_FILE"], "_LEVEL": level}}
+    return dataclasses.replace(record, level=level, identifier=record.identifier[:2] + (level,) +
+                               record.identifier[3:], record=raw)
 
 
 def _sorted_runs(records: list[ManifestRecord]) -> int:
