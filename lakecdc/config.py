@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from lakecdc.errors import PipelineConfigError
-from lakecdc.model import TableId
-from lakecdc.options import check_zone, describe, option_text
+from lakecdc.options import (ANY, BOOL, DURATION, INT, STRING, Option, Prefix, Where, check_keys, check_zone,
+                             declarations, describe, nested, option, read)
+from lakecdc.sink.sink_options import OPTIONS as SINK_OPTIONS
+from lakecdc.sink.sink_options import PaimonSinkOptions
+from lakecdc.sink.sink_options import from_yaml as sink_options_from_yaml
 from lakecdc.source.options import OPTIONS as SOURCE_OPTIONS
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.options import from_yaml as source_options_from_yaml
@@ -27,46 +30,62 @@ from lakecdc.transform.metadata_columns import parse_metadata_columns
 
 # --- known keys -----------------------------------------------------------------------------------------------
 
-_SINK_KEYS = {"type", "name", "partition.key", "commit.user-prefix", "commit.user", "include.schema.changes",
-              "exclude.schema.changes"}
-_SINK_PREFIXES = ("catalog.properties.", "table.properties.")
 _TRANSFORM_KEYS = {"source-table", "projection", "filter", "primary-keys", "partition-keys", "table-options",
                    "table-options.delimiter", "converter-after-transform", "description"}
 _ROUTE_KEYS = {"source-table", "sink-table", "replace-symbol", "description"}
-_PIPELINE_KEYS = {
-    "name", "parallelism", "local-time-zone", "schema.change.behavior", "execution.runtime-mode", "route-mode",
-    "transform.decimal.precision.mode", "sink.partitioning.strategy", "schema-operator.rpc-timeout",
-    "operator.uid.prefix", "schema.operator.uid", "user-defined-function", "checkpoint-interval",
-    # lakecdc's own keys
-    "lakecdc.sensor.interval", "lakecdc.sensor.default-status",
-    "lakecdc.schedule", "lakecdc.schedule.default-status", "lakecdc.retry.max-retries", "lakecdc.retry.delay",
-    "lakecdc.pool", "lakecdc.resource.mysql", "lakecdc.resource.paimon", "lakecdc.alert.webhook",
-    "lakecdc.metadata-columns",
-    "lakecdc.snapshot.commit-rows",
-    "lakecdc.upkeep.enabled", "lakecdc.upkeep.every-commits", "lakecdc.upkeep.orphan-files.older-than",
-    "lakecdc.upkeep.schedule",
-}
 _SCHEMA_CHANGE_BEHAVIORS = {"exception", "evolve", "try_evolve", "lenient", "ignore"}
 
-# the declared options of each block, as docs/pipeline-yaml.md shows them (scripts/options_doc.py renders them)
-OPTION_TABLES = {"source": list(SOURCE_OPTIONS)}
-
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m|h|d)?\s*$")
 
 
-# --- the parsed pipeline ---------------------------------------------------------------------------------------
+# --- the pipeline block's options ------------------------------------------------------------------------------
 
-@dataclass
-class SinkConfig:
-    catalog_options: dict[str, str] = field(repr=False)  # may hold S3 keys (from ${VAR})
-    table_properties: dict[str, str]
-    partition_keys: dict[TableId, list[str]]
-    commit_user_prefix: str
-    name: str | None = None
-    # include.schema.changes / exclude.schema.changes, expanded to event types (None: the option is absent)
-    include_schema_changes: tuple[str, ...] | None = None
-    exclude_schema_changes: tuple[str, ...] | None = None
+def _cron(example: str):
+    def check(schedule: str) -> str | None:
+        if len(schedule.split()) in (5, 6):
+            return None
+        return f"expected a cron expression like '{example}' (minute hour day month weekday), got {schedule!r}"
+    return check
+
+
+def _running(status: str, where: Where) -> bool:
+    if status.lower() not in ("running", "stopped"):
+        raise where.error(f"expected running or stopped, got {status!r}")
+    return status.lower() == "running"
+
+
+def _resource_key(key: str) -> str | None:
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        return None
+    return f"a Dagster resource key must be a Python identifier, got {key!r}"
+
+
+def _one_of(*choices: str, message: str | None = None):
+    """A converter to one of ``choices`` (case-insensitive), or an error listing them."""
+    def convert(value: str, where: Where) -> str:
+        for choice in choices:
+            if value.lower() == choice.lower():
+                return choice
+        raise where.error((message or "expected {choices}, got {value!r}").format(
+            choices=" or ".join(choices), value=value))
+    return convert
+
+
+def _local_time_zone(zone: str, where: Where) -> str:
+    if zone == "systemDefault":
+        from lakecdc.transform.types import system_zone
+
+        zone = system_zone()
+    problem = check_zone(zone)
+    if problem:
+        raise where.error(problem)
+    return zone
+
+
+def _udfs(value: Any, where: Where) -> tuple:
+    from lakecdc.transform.udf import parse_udfs
+
+    return parse_udfs(value, file=where.file, path=where.path)
 
 
 @dataclass
@@ -82,14 +101,28 @@ class RouteConfig:
 class AutomationConfig:
     """lakecdc's own Dagster settings (``pipeline.lakecdc.*``): schedule, retries, pool, resource keys, alerts."""
 
-    schedule: str | None = None  # cron; None = no schedule
-    schedule_running: bool = True
-    max_retries: int = 3  # retries of transient source errors, with exponential backoff from retry_delay
-    retry_delay_seconds: float = 10.0
-    pool: str = "per-table"  # "per-table" = one Dagster pool per Paimon table, else one named pool
-    mysql_resource: str = "mysql"
-    paimon_resource: str = "paimon"
-    alert_webhook: str | None = field(default=None, repr=False)
+    schedule: str | None = option("lakecdc.schedule", STRING, None, check=_cron("0 2 * * *"), default_doc="none",
+                                  doc="cron expression of an optional schedule (a micro-batch of every table)")
+    schedule_running: bool = option("lakecdc.schedule.default-status", STRING, True, convert=_running,
+                                    default_doc="`running`", doc="`running` or `stopped`")
+    # retries of transient source errors, with exponential backoff from retry_delay
+    max_retries: int = option("lakecdc.retry.max-retries", INT, 3, minimum=0,
+                              doc="retries of transient source errors (exponential backoff); others fail at once")
+    retry_delay_seconds: float = option("lakecdc.retry.delay", DURATION, 10.0, default_doc="`10s`",
+                                        doc="delay before the first retry")
+    # "per-table" = one Dagster pool per Paimon table, else one named pool
+    pool: str = option("lakecdc.pool", STRING, "per-table",
+                       check=lambda pool: f"a pool name cannot contain spaces, got {pool!r}"
+                       if any(c.isspace() for c in pool) else None,
+                       doc="Dagster concurrency pool: `per-table` (`lakecdc/<db>.<table>`) or one shared name")
+    mysql_resource: str = option("lakecdc.resource.mysql", STRING, "mysql", check=_resource_key,
+                                 doc="Dagster resource key that overrides the `source:` connection")
+    paimon_resource: str = option("lakecdc.resource.paimon", STRING, "paimon", check=_resource_key,
+                                  doc="Dagster resource key that overrides the `sink:` catalog")
+    alert_webhook: str | None = option("lakecdc.alert.webhook", STRING, None, repr=False, default_doc="none",
+                                       check=lambda url: None if re.match(r"https?://", url) else
+                                       "expected an http:// or https:// URL",
+                                       doc="URL the failure sensor posts failed runs to (see [dagster.md](dagster.md))")
 
 
 @dataclass
@@ -97,10 +130,20 @@ class UpkeepConfig:
     """``pipeline.lakecdc.upkeep.*``: table upkeep (compaction, manifest merging, snapshot expiry, orphan files;
     lakecdc.sink.upkeep) after a run's commits, and the schedule of the Dagster upkeep job."""
 
-    enabled: bool = True  # in the pipeline's runs (the CLI and the Dagster job run it regardless)
-    every_commits: int = 1  # upkeep of a table once this many snapshots were committed since its last upkeep
-    orphan_older_than_seconds: float = 86400.0  # orphan files younger than this are kept (Paimon: 1 day)
-    schedule: str | None = None  # cron of the Dagster upkeep job; None = no schedule
+    # in the pipeline's runs (the CLI and the Dagster job run it regardless)
+    enabled: bool = option("lakecdc.upkeep.enabled", BOOL, True,
+                           doc="table upkeep (compaction, manifest merging, snapshot expiry, orphan files) after a "
+                               "run's commits ([operations.md](operations.md#table-upkeep))")
+    every_commits: int = option("lakecdc.upkeep.every-commits", INT, 1, minimum=1,
+                                doc="a table's upkeep runs once it has this many new snapshots since its last upkeep")
+    # orphan files younger than this are kept (Paimon: 1 day)
+    orphan_older_than_seconds: float = option(
+        "lakecdc.upkeep.orphan-files.older-than", DURATION, 86400.0, default_doc="`1d`",
+        doc="unreferenced files younger than this are never removed (also the default of `lakecdc upkeep` and the "
+            "Dagster upkeep job)")
+    schedule: str | None = option("lakecdc.upkeep.schedule", STRING, None, check=_cron("0 3 * * *"),
+                                  default_doc="none",
+                                  doc="cron expression of a schedule for the Dagster job `<pipeline>_upkeep`")
 
 
 # Flink checkpointing has no default interval (it is off until set); Flink CDC's tutorial sets 3 s
@@ -109,37 +152,85 @@ DEFAULT_CHECKPOINT_INTERVAL_SECONDS = 3.0
 
 @dataclass
 class PipelineConfig:
-    name: str
+    """A validated pipeline: the connectors' options, the transform and route rules, and the ``pipeline:`` block's
+    options, each declared on the field it fills."""
+
     source: MySqlSourceOptions
-    sink: SinkConfig
+    sink: PaimonSinkOptions
     transforms: list  # list[lakecdc.transform.TransformRuleConfig]
     routes: list[RouteConfig]
-    local_time_zone: str
-    schema_change_behavior: str
-    parallelism: int
-    sensor_interval_seconds: float
-    sensor_running: bool
-    route_mode: str = "ALL_MATCH"
+    name: str = option("name", STRING, "Flink CDC Pipeline Job",
+                       doc="names the Dagster job, sensor and asset group")
+    parallelism: int = option("parallelism", INT, 1, minimum=1, doc="validated; a micro-batch runs in one process")
+    local_time_zone: str = option("local-time-zone", STRING, "UTC", convert=_local_time_zone,
+                                  doc="zone for temporal functions (`systemDefault` = the machine's zone)")
+    schema_change_behavior: str = option(
+        "schema.change.behavior", STRING, "lenient",
+        convert=_one_of(*sorted(_SCHEMA_CHANGE_BEHAVIORS), message="unknown value {value!r}; use one of "
+                        + ", ".join(sorted(_SCHEMA_CHANGE_BEHAVIORS))),
+        doc="`exception`, `evolve`, `try_evolve`, `lenient` or `ignore`: what DDL in the binlog does to the Paimon "
+            "tables ([schema-changes.md](schema-changes.md))")
+    route_mode: str = option("route-mode", STRING, "ALL_MATCH", convert=_one_of("ALL_MATCH", "FIRST_MATCH"),
+                             doc="`ALL_MATCH` or `FIRST_MATCH` (see *route*)")
+    runtime_mode: str = option("execution.runtime-mode", STRING, "STREAMING", convert=_one_of("STREAMING", "BATCH"),
+                               doc="validated; `BATCH` needs the source's `scan.startup.mode: snapshot`")
+    # how often follow mode (lakecdc run --follow, the Dagster follow job) commits
+    checkpoint_interval_seconds: float = option(
+        "checkpoint-interval", DURATION, DEFAULT_CHECKPOINT_INTERVAL_SECONDS, default_doc="`3s`",
+        check=lambda seconds: None if seconds > 0 else "expected a positive duration like 3s or 3000 (ms)",
+        doc="follow mode (`lakecdc run --follow`, the Dagster follow job) commits this often; Flink's duration "
+            "syntax (`3s`, `3000ms`, `3000` = milliseconds, `1min`); Flink checkpointing has no default, Flink "
+            "CDC's tutorial uses 3 s ([operations.md](operations.md#follow-mode))")
+    # lakecdc.transform.udf.UdfConfig items, callables loaded
+    udfs: tuple = option(
+        "user-defined-function", ANY, (), convert=_udfs,
+        doc="list of `{name, classpath[, options]}`: `classpath: package.module:function` names a Python callable "
+            "that takes one pyarrow array per argument and returns an array of the batch's length (a class is "
+            "instantiated; `options`, a mapping, go to its `open(options)` method); its `result_type` attribute (a "
+            "pyarrow type, or a function of the argument types) is the column type, STRING by default. A UDF wins "
+            "over a built-in of the same name. Imported and checked when the file is loaded; Flink CDC's Java "
+            "classes and inline `python-code` are refused")
+    # 19 (UP_TO_19, default) or 38 (UP_TO_38)
+    decimal_precision: int = option(
+        "transform.decimal.precision.mode", STRING, 19, default_doc="`UP_TO_19`",
+        convert=lambda mode, where: 38 if _one_of("UP_TO_19", "UP_TO_38")(mode, where) == "UP_TO_38" else 19,
+        doc="`UP_TO_38` lets DECIMAL results of expressions (and CAST targets) have up to 38 digits instead of 19")
+    upkeep: UpkeepConfig = nested(UpkeepConfig)
+    # a chunked snapshot commits its progress after this many rows
+    snapshot_commit_rows: int = option(
+        "lakecdc.snapshot.commit-rows", INT, 250_000, minimum=1,
+        doc="a chunked snapshot commits its rows and progress after at least this many rows (memory bound; resume "
+            "point)")
+    sensor_interval_seconds: float = option("lakecdc.sensor.interval", DURATION, 30.0, default_doc="`30s`",
+                                            doc="how often the Dagster sensor checks the binlog head")
+    sensor_running: bool = option("lakecdc.sensor.default-status", STRING, True, convert=_running,
+                                  default_doc="`running`", doc="`running` or `stopped`")
+    automation: AutomationConfig = nested(AutomationConfig)
+    # FLIP-107 metadata columns (lakecdc.transform.metadata_columns)
+    metadata_columns: tuple = option(
+        "lakecdc.metadata-columns", ANY, (),
+        convert=lambda value, where: parse_metadata_columns(value, file=where.file, path=where.path),
+        doc="FLIP-107 metadata columns for every captured table: `change_time TIMESTAMP_LTZ(3) METADATA FROM "
+            "'op_ts'` (persisted, part of `*`), `... VIRTUAL` (only for expressions); keys `op_ts`, "
+            "`database_name`, `table_name`, `row_kind`; see "
+            "[python-api.md](python-api.md#pipelines-table-options-and-metadata-columns)")
     path: str | None = None
-    automation: AutomationConfig = field(default_factory=AutomationConfig)
-    # pipeline.lakecdc.metadata-columns: FLIP-107 metadata columns (lakecdc.transform.metadata_columns)
-    metadata_columns: tuple = ()
-    # pipeline.lakecdc.snapshot.commit-rows: a chunked snapshot commits its progress after this many rows
-    snapshot_commit_rows: int = 250_000
-    # pipeline.user-defined-function (lakecdc.transform.udf.UdfConfig items, callables loaded)
-    udfs: tuple = ()
-    # pipeline.transform.decimal.precision.mode: 19 (UP_TO_19, default) or 38 (UP_TO_38)
-    decimal_precision: int = 19
-    # pipeline.lakecdc.upkeep.*
-    upkeep: UpkeepConfig = field(default_factory=UpkeepConfig)
-    # pipeline.checkpoint-interval: how often follow mode (lakecdc run --follow, the Dagster follow job) commits
-    checkpoint_interval_seconds: float = DEFAULT_CHECKPOINT_INTERVAL_SECONDS
 
     @property
     def slug(self) -> str:
         """A Dagster-safe identifier for the pipeline (job, sensor and group names)."""
         slug = re.sub(r"[^A-Za-z0-9_]+", "_", self.name).strip("_").lower()
         return slug or "pipeline"
+
+
+# Flink operator settings a single-process micro-batch does not have: accepted, as written
+_FLINK_ONLY = "accepted; a Flink operator setting that changes nothing here"
+PIPELINE_ACCEPTED = tuple(Option(key, ANY, None, doc=_FLINK_ONLY) for key in (
+    "sink.partitioning.strategy", "schema-operator.rpc-timeout", "operator.uid.prefix", "schema.operator.uid"))
+PIPELINE_OPTIONS: tuple[Option | Prefix, ...] = (*declarations(PipelineConfig), *PIPELINE_ACCEPTED)
+
+# the declared options of each block, as docs/pipeline-yaml.md shows them (scripts/options_doc.py renders them)
+OPTION_TABLES = {"source": list(SOURCE_OPTIONS), "sink": list(SINK_OPTIONS), "pipeline": list(PIPELINE_OPTIONS)}
 
 
 # --- loading ---------------------------------------------------------------------------------------------------
@@ -290,64 +381,12 @@ class _Parser:
             raise self.error(path, f"expected a mapping of options, got {describe(raw)}")
         return raw
 
-    def check_keys(self, raw: dict, path: str, known: set[str], prefixes: tuple[str, ...] = ()) -> None:
-        for key in raw:
-            if not isinstance(key, str):
-                raise self.error(path, f"option names must be strings, got {key!r}")
-            if key in known or any(key.startswith(p) and len(key) > len(p) for p in prefixes):
-                continue
-            hint = _closest(key, known)
-            raise self.error(_join(path, key), "unknown option" + (f" (did you mean '{hint}'?)" if hint else ""))
+    def check_keys(self, raw: dict, path: str, known: set[str]) -> None:
+        check_keys(raw, path, self.file, known)
 
     def string(self, raw: dict, path: str, key: str, *, required: bool = False, default: str | None = None,
                allow_empty: bool = False) -> str | None:
-        if key not in raw or raw[key] is None:
-            if required:
-                raise self.error(_join(path, key), "required option is missing")
-            return default
-        value = raw[key]
-        if isinstance(value, bool) or isinstance(value, (dict, list)):
-            raise self.error(_join(path, key), f"expected a string, got {describe(value)}")
-        value = str(value)
-        if not allow_empty and not value.strip():
-            if required:
-                raise self.error(_join(path, key), "must not be empty")
-            return default
-        return value
-
-    def integer(self, raw: dict, path: str, key: str, default: int, *, minimum: int | None = None) -> int:
-        if key not in raw or raw[key] is None:
-            return default
-        value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise self.error(_join(path, key), f"expected an integer, got {describe(value)}")
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            raise self.error(_join(path, key), f"expected an integer, got {value!r}") from None
-        if minimum is not None and number < minimum:
-            raise self.error(_join(path, key), f"must be at least {minimum}, got {number}")
-        return number
-
-    def boolean(self, raw: dict, path: str, key: str, default: bool) -> bool:
-        if key not in raw or raw[key] is None:
-            return default
-        value = raw[key]
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        raise self.error(_join(path, key), f"expected true or false, got {value!r}")
-
-    def duration_seconds(self, raw: dict, path: str, key: str, default: float) -> float:
-        if key not in raw or raw[key] is None:
-            return default
-        match = _DURATION.match(str(raw[key]))
-        if not match:
-            raise self.error(_join(path, key), f"expected a duration like 30s, 500ms or 2min, got {raw[key]!r}")
-        number, unit = float(match.group(1)), (match.group(2) or "ms")
-        factor = {"ms": 0.001, "s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600, "d": 86400}[unit]
-        return number * factor
+        return Option(key, STRING, default, required=required, allow_empty=allow_empty).read(raw, path, self.file)
 
     # sections
     def pipeline(self, raw: dict) -> PipelineConfig:
@@ -359,201 +398,31 @@ class _Parser:
         if pipeline_raw is None:
             raise self.error("pipeline", "required section is missing (it needs at least a name)")
         pipeline_raw = self.mapping(pipeline_raw, "pipeline")
-        self.check_keys(pipeline_raw, "pipeline", _PIPELINE_KEYS)
+        check_keys(pipeline_raw, "pipeline", self.file, PIPELINE_OPTIONS)
 
         source = source_options_from_yaml(self.mapping(raw["source"], "source"), self.file)
-        sink = self.sink(self.mapping(raw["sink"], "sink"))
+        sink = sink_options_from_yaml(self.mapping(raw["sink"], "sink"), self.file)
         transforms = self.transforms(raw.get("transform"))
         routes = self.routes(raw.get("route"))
 
-        name = self.string(pipeline_raw, "pipeline", "name", default="Flink CDC Pipeline Job")
-        local_tz = self.string(pipeline_raw, "pipeline", "local-time-zone", default="UTC")
-        if local_tz == "systemDefault":
-            from lakecdc.transform.types import system_zone
-
-            local_tz = system_zone()
-        problem = check_zone(local_tz)
-        if problem:
-            raise self.error("pipeline.local-time-zone", problem)
-        behavior = (self.string(pipeline_raw, "pipeline", "schema.change.behavior", default="lenient") or "").lower()
-        if behavior not in _SCHEMA_CHANGE_BEHAVIORS:
-            raise self.error("pipeline.schema.change.behavior",
-                             f"unknown value {behavior!r}; use one of {', '.join(sorted(_SCHEMA_CHANGE_BEHAVIORS))}")
+        for spec in PIPELINE_ACCEPTED:
+            spec.read(pipeline_raw, "pipeline", self.file)
+        values = read(PipelineConfig, pipeline_raw, "pipeline", self.file)
         if not source.schema_change_enabled:
             # Flink CDC's MySQL source then emits no schema change event at all: the Paimon tables keep the
             # schema they were created with, which is what the ignore behaviour does with every change
-            behavior = "ignore"
-        runtime_mode = (self.string(pipeline_raw, "pipeline", "execution.runtime-mode", default="STREAMING") or "")
-        if runtime_mode.upper() not in ("STREAMING", "BATCH"):
-            raise self.error("pipeline.execution.runtime-mode", f"expected STREAMING or BATCH, got {runtime_mode!r}")
-        if runtime_mode.upper() == "BATCH" and source.startup_mode != "snapshot":
+            values["schema_change_behavior"] = "ignore"
+        if values["runtime_mode"] == "BATCH" and source.startup_mode != "snapshot":
             raise self.error("pipeline.execution.runtime-mode", "BATCH needs source scan.startup.mode: snapshot "
                                                                 "(as in Flink CDC)")
-        route_mode = (self.string(pipeline_raw, "pipeline", "route-mode", default="ALL_MATCH") or "").upper()
-        if route_mode != "ALL_MATCH" and route_mode != "FIRST_MATCH":
-            raise self.error("pipeline.route-mode", f"expected ALL_MATCH or FIRST_MATCH, got {route_mode!r}")
-        from lakecdc.transform.udf import parse_udfs
-
-        udfs = parse_udfs(pipeline_raw.get("user-defined-function"), file=self.file,
-                          path="pipeline.user-defined-function")
-        precision_mode = (self.string(pipeline_raw, "pipeline", "transform.decimal.precision.mode",
-                                      default="UP_TO_19") or "").upper()
-        if precision_mode not in ("UP_TO_19", "UP_TO_38"):
-            raise self.error("pipeline.transform.decimal.precision.mode",
-                             f"expected UP_TO_19 or UP_TO_38, got {precision_mode!r}")
-        parallelism = self.integer(pipeline_raw, "pipeline", "parallelism", 1, minimum=1)
-        interval = self.duration_seconds(pipeline_raw, "pipeline", "lakecdc.sensor.interval", 30.0)
-        checkpoint_interval = self.duration_seconds(pipeline_raw, "pipeline", "checkpoint-interval",
-                                                    DEFAULT_CHECKPOINT_INTERVAL_SECONDS)
-        if checkpoint_interval <= 0:
-            raise self.error("pipeline.checkpoint-interval", f"expected a positive duration like 3s or 3000 (ms), "
-                                                             f"got {pipeline_raw['checkpoint-interval']!r}")
-        status = (self.string(pipeline_raw, "pipeline", "lakecdc.sensor.default-status", default="running") or "")
-        if status.lower() not in ("running", "stopped"):
-            raise self.error("pipeline.lakecdc.sensor.default-status", f"expected running or stopped, got {status!r}")
-
-        config = PipelineConfig(
-            name=name, source=source, sink=sink, transforms=transforms, routes=routes,
-            local_time_zone=local_tz, schema_change_behavior=behavior, parallelism=parallelism,
-            sensor_interval_seconds=interval, sensor_running=status.lower() == "running", route_mode=route_mode,
-            path=self.file, automation=self.automation(pipeline_raw),
-            snapshot_commit_rows=self.integer(pipeline_raw, "pipeline", "lakecdc.snapshot.commit-rows", 250_000,
-                                              minimum=1),
-            metadata_columns=parse_metadata_columns(pipeline_raw.get("lakecdc.metadata-columns"), file=self.file,
-                                                    path="pipeline.lakecdc.metadata-columns"),
-            udfs=udfs, decimal_precision=38 if precision_mode == "UP_TO_38" else 19,
-            upkeep=self.upkeep(pipeline_raw), checkpoint_interval_seconds=checkpoint_interval)
+        config = PipelineConfig(source=source, sink=sink, transforms=transforms, routes=routes, path=self.file,
+                                **values)
         self.validate_transforms(config)
         self.validate_table_options(config)
         from lakecdc.transform.routes import Router
 
         Router(config.routes, mode=config.route_mode, file=self.file)  # route patterns, before any connection
         return config
-
-    def upkeep(self, raw: dict) -> UpkeepConfig:
-        path = "pipeline"
-        schedule = self.string(raw, path, "lakecdc.upkeep.schedule")
-        if schedule is not None and len(schedule.split()) not in (5, 6):
-            raise self.error("pipeline.lakecdc.upkeep.schedule",
-                             f"expected a cron expression like '0 3 * * *' (minute hour day month weekday), got "
-                             f"{schedule!r}")
-        return UpkeepConfig(
-            enabled=self.boolean(raw, path, "lakecdc.upkeep.enabled", True),
-            every_commits=self.integer(raw, path, "lakecdc.upkeep.every-commits", 1, minimum=1),
-            orphan_older_than_seconds=self.duration_seconds(raw, path, "lakecdc.upkeep.orphan-files.older-than",
-                                                            86400.0),
-            schedule=schedule)
-
-    def automation(self, raw: dict) -> AutomationConfig:
-        path = "pipeline"
-        schedule = self.string(raw, path, "lakecdc.schedule")
-        if schedule is not None and len(schedule.split()) not in (5, 6):
-            raise self.error("pipeline.lakecdc.schedule",
-                             f"expected a cron expression like '0 2 * * *' (minute hour day month weekday), got "
-                             f"{schedule!r}")
-        status = (self.string(raw, path, "lakecdc.schedule.default-status", default="running") or "").lower()
-        if status not in ("running", "stopped"):
-            raise self.error("pipeline.lakecdc.schedule.default-status", f"expected running or stopped, got {status!r}")
-        pool = self.string(raw, path, "lakecdc.pool", default="per-table") or "per-table"
-        if any(c.isspace() for c in pool):
-            raise self.error("pipeline.lakecdc.pool", f"a pool name cannot contain spaces, got {pool!r}")
-        keys = {}
-        for kind in ("mysql", "paimon"):
-            key = self.string(raw, path, f"lakecdc.resource.{kind}", default=kind) or kind
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-                raise self.error(f"pipeline.lakecdc.resource.{kind}",
-                                 f"a Dagster resource key must be a Python identifier, got {key!r}")
-            keys[kind] = key
-        webhook = self.string(raw, path, "lakecdc.alert.webhook")
-        if webhook is not None and not re.match(r"https?://", webhook):
-            raise self.error("pipeline.lakecdc.alert.webhook", "expected an http:// or https:// URL")
-        return AutomationConfig(
-            schedule=schedule, schedule_running=status == "running",
-            max_retries=self.integer(raw, path, "lakecdc.retry.max-retries", 3, minimum=0),
-            retry_delay_seconds=self.duration_seconds(raw, path, "lakecdc.retry.delay", 10.0),
-            pool=pool, mysql_resource=keys["mysql"], paimon_resource=keys["paimon"], alert_webhook=webhook)
-
-    def sink(self, raw: dict) -> SinkConfig:
-        path = "sink"
-        kind = self.string(raw, path, "type", required=True)
-        if kind.lower() != "paimon":
-            raise self.error("sink.type", f"only the 'paimon' sink is supported, got {kind!r}")
-        self.check_keys(raw, path, _SINK_KEYS, _SINK_PREFIXES)
-        catalog = {k[len("catalog.properties."):]: option_text(v) for k, v in raw.items()
-                   if k.startswith("catalog.properties.")}
-        table_props = {k[len("table.properties."):]: option_text(v) for k, v in raw.items()
-                       if k.startswith("table.properties.")}
-        metastore = catalog.get("metastore")
-        if not metastore:
-            raise self.error("sink.catalog.properties.metastore", "required option is missing (use: filesystem)")
-        if metastore != "filesystem":
-            raise self.error("sink.catalog.properties.metastore",
-                             f"only the 'filesystem' metastore is supported, got {metastore!r}")
-        if not catalog.get("warehouse"):
-            raise self.error("sink.catalog.properties.warehouse", "required option is missing")
-        self._check_warehouse(catalog)
-        include = self._schema_change_types(raw, "include.schema.changes")
-        exclude = self._schema_change_types(raw, "exclude.schema.changes")
-        prefix = raw.get("commit.user-prefix", raw.get("commit.user", "admin"))
-        return SinkConfig(
-            catalog_options=catalog, table_properties=table_props,
-            partition_keys=self._partition_keys(self.string(raw, path, "partition.key", default="") or ""),
-            commit_user_prefix=str(prefix), name=self.string(raw, path, "name"),
-            include_schema_changes=include, exclude_schema_changes=exclude)
-
-    def _check_warehouse(self, catalog: dict[str, str]) -> None:
-        """Local paths, file:// and s3:// warehouses (docs/operations.md, "Object-store warehouses"); S3 options
-        under Paimon's names or their aliases."""
-        from lakecdc.errors import SinkError
-        from lakecdc.sink import object_store
-
-        warehouse = catalog["warehouse"].strip()
-        problem = object_store.warehouse_problem(warehouse)
-        if problem:
-            raise self.error("sink.catalog.properties.warehouse", problem)
-        if object_store.is_object_store(warehouse):
-            try:
-                object_store.S3Settings.from_options(catalog)
-            except SinkError as exc:
-                raise self.error("sink", str(exc)) from None
-
-    def _schema_change_types(self, raw: dict, key: str) -> tuple[str, ...] | None:
-        """A list of schema change event types or families (Flink CDC: ``[column, drop.table]``), expanded."""
-        from lakecdc.source.ddl import EVENT_FAMILIES, EVENT_TYPES
-
-        if key not in raw or raw[key] is None:
-            return None
-        value = raw[key]
-        items = value if isinstance(value, list) else str(value).strip("[]").split(",")
-        expanded: list[str] = []
-        for item in items:
-            tag = str(item).strip().strip("'\"").lower()
-            if not tag:
-                continue
-            if tag in EVENT_TYPES:
-                expanded.append(tag)
-            elif tag in EVENT_FAMILIES:
-                expanded += EVENT_FAMILIES[tag]
-            else:
-                raise self.error(f"sink.{key}", f"unknown schema change type {item!r}; use event types "
-                                                f"({', '.join(EVENT_TYPES)}) or families "
-                                                f"({', '.join(sorted(EVENT_FAMILIES))})")
-        return tuple(dict.fromkeys(expanded))
-
-    def _partition_keys(self, text: str) -> dict[TableId, list[str]]:
-        result: dict[TableId, list[str]] = {}
-        for item in (p.strip() for p in text.split(";")):
-            if not item:
-                continue
-            if item.count(":") != 1:
-                raise self.error("sink.partition.key", f"expected 'db.table:col1,col2' items, got {item!r}")
-            table, columns = item.split(":")
-            try:
-                table_id = TableId.parse(table.strip())
-            except ValueError as exc:
-                raise self.error("sink.partition.key", str(exc)) from None
-            result[table_id] = [c.strip() for c in columns.split(",") if c.strip()]
-        return result
 
     def transforms(self, raw: Any) -> list:
         from lakecdc.transform import TransformRuleConfig
@@ -645,10 +514,3 @@ def transform_context(config: PipelineConfig):
     return TransformContext(local_time_zone=config.local_time_zone, metadata_list=config.source.metadata_list,
                             source_file=config.path, metadata_columns=config.metadata_columns,
                             udfs=udf_functions(config.udfs), decimal_precision=config.decimal_precision)
-
-
-def _closest(key: str, known: set[str]) -> str | None:
-    import difflib
-
-    matches = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
-    return matches[0] if matches else None

@@ -94,7 +94,7 @@ class Option:
             return self.default_doc
         if self.required:
             return "required"
-        if self.default is None or self.default in ("", (), frozenset()):
+        if self.default is None or (not self.default and not isinstance(self.default, (bool, int, float))):
             return "—"
         return f"`{option_text(self.default)}`"
 

@@ -32,14 +32,14 @@ import pyarrow as pa
 
 from lakecdc.config import PipelineConfig, transform_context
 from lakecdc.errors import LakeCdcError, SinkError
-from lakecdc.model import DECLARED_TYPE_KEY, TableId
+from lakecdc.model import DECLARED_TYPE_KEY, EVENT_TYPES, TableId
 from lakecdc.runtime.plan import PipelinePlan, SourcePlan
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.evolution import (ADD, ALTER_TYPE, COMMENT, DROP, NULLABLE, RENAME, ColumnChange,
                                     apply_column_changes)
 from lakecdc.source import TableSchemaChange
 from lakecdc.source.ddl import (ADD_COLUMN, ALTER_COLUMN_TYPE, ALTER_TABLE_COMMENT, CREATE_TABLE, DROP_COLUMN,
-                                DROP_TABLE, EVENT_TYPES, RENAME_COLUMN, TRUNCATE_TABLE, UNPARSED_DDL,
+                                DROP_TABLE, RENAME_COLUMN, TRUNCATE_TABLE, UNPARSED_DDL,
                                 SchemaChangeEvent)
 from lakecdc.transform import compile_transform, select_rule
 from lakecdc.transform.routes import CoercedTransform

@@ -19,32 +19,12 @@ import sqlglot
 from sqlglot import exp
 
 from lakecdc.errors import SourceError
-from lakecdc.model import SourceColumn, SourceTable, TableId
+from lakecdc.model import (ADD_COLUMN, ALTER_COLUMN_TYPE, ALTER_TABLE_COMMENT, CREATE_TABLE, DROP_COLUMN, DROP_TABLE,
+                           RENAME_COLUMN, TRUNCATE_TABLE, UNPARSED_DDL, SourceColumn, SourceTable, TableId)
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.types import source_column
 
 log = logging.getLogger(__name__)
-
-# Tags of the include.schema.changes / exclude.schema.changes options
-CREATE_TABLE, ADD_COLUMN, DROP_COLUMN, RENAME_COLUMN = "create.table", "add.column", "drop.column", "rename.column"
-ALTER_COLUMN_TYPE, TRUNCATE_TABLE, DROP_TABLE = "alter.column.type", "truncate.table", "drop.table"
-ALTER_TABLE_COMMENT = "alter.table.comment"
-# A statement on a captured table that lakecdc cannot interpret (not a Flink CDC event type: the schema history stays
-# as it was, and lakecdc.runtime.schema_evolution decides per schema.change.behavior whether the run may go on)
-UNPARSED_DDL = "unparsed.ddl"
-EVENT_TYPES = (CREATE_TABLE, ADD_COLUMN, DROP_COLUMN, RENAME_COLUMN, ALTER_COLUMN_TYPE, TRUNCATE_TABLE, DROP_TABLE,
-               ALTER_TABLE_COMMENT)
-EVENT_FAMILIES = {
-    "all": EVENT_TYPES,
-    "add": (ADD_COLUMN,),
-    "alter": (ALTER_COLUMN_TYPE, ALTER_TABLE_COMMENT),
-    "create": (CREATE_TABLE,),
-    "drop": (DROP_COLUMN, DROP_TABLE),
-    "rename": (RENAME_COLUMN,),
-    "table": (CREATE_TABLE, DROP_TABLE, TRUNCATE_TABLE, ALTER_TABLE_COMMENT),
-    "column": (ADD_COLUMN, ALTER_COLUMN_TYPE, DROP_COLUMN, RENAME_COLUMN),
-    "truncate": (TRUNCATE_TABLE,),
-}
 
 FIRST, AFTER, BEFORE, LAST = "FIRST", "AFTER", "BEFORE", "LAST"
 
