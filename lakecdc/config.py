@@ -33,7 +33,9 @@ from lakecdc.transform.metadata_columns import parse_metadata_columns
 _TRANSFORM_KEYS = {"source-table", "projection", "filter", "primary-keys", "partition-keys", "table-options",
                    "table-options.delimiter", "converter-after-transform", "description"}
 _ROUTE_KEYS = {"source-table", "sink-table", "replace-symbol", "description"}
-_SCHEMA_CHANGE_BEHAVIORS = {"exception", "evolve", "try_evolve", "lenient", "ignore"}
+# pipeline.schema.change.behavior (lakecdc.runtime.schema_evolution applies them)
+EXCEPTION, EVOLVE, TRY_EVOLVE, LENIENT, IGNORE = "exception", "evolve", "try_evolve", "lenient", "ignore"
+SCHEMA_CHANGE_BEHAVIORS = (EXCEPTION, EVOLVE, TRY_EVOLVE, LENIENT, IGNORE)
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -165,9 +167,9 @@ class PipelineConfig:
     local_time_zone: str = option("local-time-zone", STRING, "UTC", convert=_local_time_zone,
                                   doc="zone for temporal functions (`systemDefault` = the machine's zone)")
     schema_change_behavior: str = option(
-        "schema.change.behavior", STRING, "lenient",
-        convert=_one_of(*sorted(_SCHEMA_CHANGE_BEHAVIORS), message="unknown value {value!r}; use one of "
-                        + ", ".join(sorted(_SCHEMA_CHANGE_BEHAVIORS))),
+        "schema.change.behavior", STRING, LENIENT,
+        convert=_one_of(*SCHEMA_CHANGE_BEHAVIORS, message="unknown value {value!r}; use one of "
+                        + ", ".join(sorted(SCHEMA_CHANGE_BEHAVIORS))),
         doc="`exception`, `evolve`, `try_evolve`, `lenient` or `ignore`: what DDL in the binlog does to the Paimon "
             "tables ([schema-changes.md](schema-changes.md))")
     route_mode: str = option("route-mode", STRING, "ALL_MATCH", convert=_one_of("ALL_MATCH", "FIRST_MATCH"),
@@ -411,7 +413,7 @@ class _Parser:
         if not source.schema_change_enabled:
             # Flink CDC's MySQL source then emits no schema change event at all: the Paimon tables keep the
             # schema they were created with, which is what the ignore behaviour does with every change
-            values["schema_change_behavior"] = "ignore"
+            values["schema_change_behavior"] = IGNORE
         if values["runtime_mode"] == "BATCH" and source.startup_mode != "snapshot":
             raise self.error("pipeline.execution.runtime-mode", "BATCH needs source scan.startup.mode: snapshot "
                                                                 "(as in Flink CDC)")

@@ -15,7 +15,6 @@ from lakecdc.config import parse_pipeline
 from lakecdc.dagster import build_pipeline_definitions
 from lakecdc.model import TableId
 from lakecdc.runtime import pipeline_status, run_micro_batch
-from lakecdc.runtime.plan import source_options
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
 from lakecdc.source import MySqlSource
@@ -115,7 +114,7 @@ def test_other_databases_start_nothing_and_a_change_starts_exactly_its_table(mar
         cursor = result.cursor
         noise(mariadb, 5)
         quiet = pipeline_status(config, activity=_activity(cursor))
-        since_last_tick = bytes_between(binlog_sizes(source_options(config)), _activity(cursor).stop, quiet.head)
+        since_last_tick = bytes_between(binlog_sizes(config.source), _activity(cursor).stop, quiet.head)
         fresh = pipeline_status(config)
         assert 0 < quiet.scanned_bytes <= since_last_tick < fresh.scanned_bytes
 
@@ -164,7 +163,7 @@ def _activity(cursor: str):
 
 def test_statement_logged_dml_and_xa_count_when_committed(mariadb, pipeline):
     config, _, a, b = pipeline
-    source = MySqlSource(source_options(config))
+    source = MySqlSource(config.source)
     start = source.head_offset()
     conn = mariadb.connect()
     conn.autocommit(True)
@@ -241,9 +240,9 @@ def test_an_idle_table_survives_a_purge_of_its_checkpoints_binlog(mariadb, other
         cursor = result.cursor
 
         # The file b's old checkpoint was in is purged; b keeps working.
-        current = MySqlSource(source_options(config)).head_offset().file
+        current = MySqlSource(config.source).head_offset().file
         mariadb.execute(f"PURGE BINARY LOGS TO '{current}'")
-        assert MySqlSource(source_options(config)).binary_logs()[0] == current
+        assert MySqlSource(config.source).binary_logs()[0] == current
         mariadb.execute(f"INSERT INTO `{b.database}`.b VALUES (3, 'three')")
         result = tick(defs, config, instance, cursor)
         assert requested(result) == [[key(b)]]
@@ -257,7 +256,7 @@ def test_a_scan_cut_by_its_time_limit_goes_on_from_where_it_stopped(mariadb, oth
     import lakecdc.runtime.status as status_module
 
     config, _, a, b = pipeline
-    source = MySqlSource(source_options(config))
+    source = MySqlSource(config.source)
     start = source.head_offset()
     mariadb.execute("CREATE PROCEDURE behind_other.fill(n INT) BEGIN DECLARE i INT DEFAULT 0; WHILE i < n DO "
                     "INSERT INTO behind_other.noise (payload) VALUES ('y'); SET i = i + 1; END WHILE; END")
@@ -287,7 +286,7 @@ def test_a_scan_cut_by_its_time_limit_goes_on_from_where_it_stopped(mariadb, oth
 def test_compressed_statements_are_read(mariadb, pipeline):
     """MariaDB's log_bin_compress writes long statements as compressed query events."""
     config, _, a, b = pipeline
-    source = MySqlSource(source_options(config))
+    source = MySqlSource(config.source)
     start = source.head_offset()
     comment = "c" * 400  # longer than log_bin_compress_min_len (256)
     mariadb.execute("SET GLOBAL log_bin_compress = ON")

@@ -757,7 +757,6 @@ def test_functions_through_pipeline_runs(mariadb, fresh_db, tmp_path, frozen_clo
     """Each time zone's cases as the columns of one projection, one micro-batch per time zone."""
     from lakecdc.config import parse_pipeline
     from lakecdc.runtime import run_micro_batch
-    from lakecdc.runtime.plan import source_options
     from lakecdc.sink.sql import run_sql
     from lakecdc.source import MySqlSource
 
@@ -774,7 +773,7 @@ def test_functions_through_pipeline_runs(mariadb, fresh_db, tmp_path, frozen_clo
                                                                         for line in projection.splitlines()))
         config = parse_pipeline(text, path=str(tmp_path / f"{group}.yaml"))
         if index == 0:  # the engine cases read exactly what the MySQL source produces
-            described = MySqlSource(source_options(config)).describe_table(TableId(fresh_db, "fn_inputs"))
+            described = MySqlSource(config.source).describe_table(TableId(fresh_db, "fn_inputs"))
             assert [(f.name, str(f.type)) for f in described.arrow_schema()] == \
                 [(f.name, str(f.type)) for f in input_table().arrow_schema()]
         result = run_micro_batch(config)

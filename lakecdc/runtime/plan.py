@@ -13,7 +13,7 @@ from lakecdc.config import PipelineConfig, transform_context
 from lakecdc.errors import PipelineConfigError
 from lakecdc.model import SourceTable, TableId
 from lakecdc.selectors import TableSelector
-from lakecdc.source import MySqlSource, MySqlSourceOptions
+from lakecdc.source import MySqlSource
 from lakecdc.transform import CompiledTransform, compile_transform, select_rule
 from lakecdc.transform.routes import Router
 
@@ -57,11 +57,6 @@ class PipelinePlan:
             if wanted:
                 kept_sources[source_id] = SourcePlan(plan.source, plan.transform, wanted)
         return PipelinePlan(kept_sources, kept_targets)
-
-
-def source_options(config: PipelineConfig) -> MySqlSourceOptions:
-    """The MySQL source options of a pipeline (its ``source:`` block, read by lakecdc.source.options)."""
-    return config.source
 
 
 def planned_targets(config: PipelineConfig, source: MySqlSource) -> set[TableId]:

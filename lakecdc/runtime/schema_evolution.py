@@ -30,7 +30,7 @@ from typing import Callable
 
 import pyarrow as pa
 
-from lakecdc.config import PipelineConfig, transform_context
+from lakecdc.config import EVOLVE, EXCEPTION, IGNORE, LENIENT, TRY_EVOLVE, PipelineConfig, transform_context
 from lakecdc.errors import LakeCdcError, SinkError
 from lakecdc.model import DECLARED_TYPE_KEY, EVENT_TYPES, TableId
 from lakecdc.runtime.plan import PipelinePlan, SourcePlan
@@ -46,7 +46,6 @@ from lakecdc.transform.routes import CoercedTransform
 
 logger = logging.getLogger("lakecdc.runtime")
 
-EXCEPTION, EVOLVE, TRY_EVOLVE, LENIENT, IGNORE = "exception", "evolve", "try_evolve", "lenient", "ignore"
 
 
 class SchemaChangeError(LakeCdcError):
