@@ -123,7 +123,7 @@ def option(key: str, kind: str = STRING, default: Any = dataclasses.MISSING, *, 
            **declaration: Any) -> Any:
     """A dataclass field declared as the YAML option ``key`` (see :class:`Option`). Without ``default`` the field
     must be given when the dataclass is built in code, as the option must be in YAML."""
-    required = default is dataclasses.MISSING or declaration.pop("required", False)
+    required = declaration.pop("required", False) or default is dataclasses.MISSING
     spec = Option(key, kind, None if default is dataclasses.MISSING else default, required=required, **declaration)
     if isinstance(default, (list, dict, set)):
         return dataclasses.field(default_factory=lambda: type(default)(default), repr=repr,
