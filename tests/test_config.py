@@ -140,10 +140,11 @@ def test_schema_change_disabled_means_no_schema_change_reaches_the_sink():
     assert parse(BASE).schema_change_behavior == "lenient"
 
 
-def test_include_comments_enabled_is_accepted():
+def test_include_comments_enabled_defaults_to_false():
     config = parse(BASE.replace("  tables: inventory.orders", "  tables: inventory.orders\n"
                                                               "  include-comments.enabled: true"))
-    assert config.source.tables == "inventory.orders"
+    assert config.source.include_comments is True
+    assert parse(BASE).source.include_comments is False
 
 
 def test_sink_level_merge_engine_that_cannot_take_updates_fails_validation():

@@ -435,7 +435,8 @@ def test_definitions_check_the_pipeline_against_mysql(mariadb, tutorial, monkeyp
 
 
 TYPES_PIPELINE = """
-source: {{type: mysql, hostname: 127.0.0.1, port: {port}, username: root, password: "", tables: {db}.kinds}}
+source: {{type: mysql, hostname: 127.0.0.1, port: {port}, username: root, password: "", tables: {db}.kinds,
+          include-comments.enabled: true}}
 sink: {{type: paimon, catalog.properties.metastore: filesystem, catalog.properties.warehouse: {warehouse}}}
 pipeline: {{name: kinds {db}}}
 """

@@ -4,6 +4,7 @@ reference scenario of flink-cdc-semantics.md §4.2 in every schema.change.behavi
 micro-batch, and a restart right after a DDL. Every evolved table is also read by pypaimon-rust's standalone
 DataFusion reader, which must agree with pypaimon."""
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -31,6 +32,7 @@ source:
   password: ""
   tables: {db}.\\.*
   server-id: 5601
+{source_extra}
 {transform}
 sink:
   type: paimon
@@ -62,9 +64,12 @@ BATCH_TRUNCATE = [
 BATCH_DROP = ["DROP TABLE `{db}`.members"]
 
 
-def make_config(mariadb, db, tmp_path, mode, transform="", sink_extra=""):
+COMMENTS = "  include-comments.enabled: true"
+
+
+def make_config(mariadb, db, tmp_path, mode, transform="", sink_extra="", source_extra=""):
     text = PIPELINE.format(port=mariadb.port, db=db, warehouse=tmp_path / "warehouse", mode=mode,
-                           transform=transform, sink_extra=sink_extra)
+                           transform=transform, sink_extra=sink_extra, source_extra=source_extra)
     path = tmp_path / "pipeline.yaml"
     path.write_text(text)
     return parse_pipeline(text, path=str(path))
@@ -97,7 +102,7 @@ INITIAL_TYPES = {"id": "INT NOT NULL", "name": "VARCHAR(17)", "age": "INT"}
 
 
 def test_evolve_follows_every_change(mariadb, fresh_db, members, tmp_path):
-    config = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve", source_extra=COMMENTS)
     run_micro_batch(config)
     assert paimon_state(config, members)[0] == INITIAL_TYPES
 
@@ -215,24 +220,35 @@ def test_exception_fails_at_the_first_change_after_committing_the_rows_before_it
         run_micro_batch(config)
 
 
-def test_try_evolve_tolerates_what_paimon_cannot_read_back(mariadb, fresh_db, members, tmp_path):
+# MySQL rounds 20.5 to 21 when the column becomes INT; the readers would truncate the stored 20.5 to 20
+DOUBLE_THEN_INT = [
+    "ALTER TABLE `{db}`.members MODIFY COLUMN age DOUBLE",
+    "UPDATE `{db}`.members SET age = 20.5 WHERE id = 1009",
+    "ALTER TABLE `{db}`.members MODIFY COLUMN age INT",
+]
+
+
+def test_try_evolve_tolerates_what_readers_could_not_read_as_mysql(mariadb, fresh_db, members, tmp_path):
     config = make_config(mariadb, fresh_db, tmp_path, "try_evolve")
     run_micro_batch(config)
     run(mariadb, fresh_db, config, [
-        "ALTER TABLE `{db}`.members MODIFY COLUMN name VARCHAR(5)",  # narrowing: not readable, tolerated
-        "ALTER TABLE `{db}`.members MODIFY COLUMN age BIGINT",  # widening: applied
-        "INSERT INTO `{db}`.members VALUES (1015, 'Zed', 5000000000)",
+        "ALTER TABLE `{db}`.members MODIFY COLUMN name VARCHAR(5)",  # narrowing, every name fits: applied
+        *DOUBLE_THEN_INT,  # INT → DOUBLE applied, DOUBLE → INT tolerated: the column stays DOUBLE
+        "INSERT INTO `{db}`.members VALUES (1015, 'Zed', 5)",
     ])
     types, rows = paimon_state(config, members)
-    assert types == {"id": "INT NOT NULL", "name": "VARCHAR(17)", "age": "BIGINT"}
-    assert rows[-1] == (1015, "Zed", 5000000000)
+    assert types == {"id": "INT NOT NULL", "name": "VARCHAR(5)", "age": "DOUBLE"}
+    assert rows == [(1008, "Alice", 21.0), (1009, "Bob", 20.5), (1010, "Carol", 19.0), (1015, "Zed", 5.0)]
 
 
-def test_evolve_refuses_what_paimon_cannot_read_back(mariadb, fresh_db, members, tmp_path):
+def test_evolve_refuses_what_readers_could_not_read_as_mysql(mariadb, fresh_db, members, tmp_path):
     config = make_config(mariadb, fresh_db, tmp_path, "evolve")
     run_micro_batch(config)
-    with pytest.raises(SchemaChangeError, match="column 'age' cannot change from INT to SMALLINT"):
-        run(mariadb, fresh_db, config, ["ALTER TABLE `{db}`.members MODIFY COLUMN age SMALLINT"])
+    with pytest.raises(SchemaChangeError, match=r"table \S+members: column 'age' cannot change from DOUBLE to INT: "
+                                                r"stored values such as 20.5 would be truncated"):
+        run(mariadb, fresh_db, config, DOUBLE_THEN_INT)
+    types, rows = paimon_state(config, members)  # committed up to the statement before
+    assert types == {**INITIAL_TYPES, "age": "DOUBLE"} and rows[1] == (1009, "Bob", 20.5)
 
 
 def test_evolve_with_excluded_drops(mariadb, fresh_db, members, tmp_path):
@@ -375,7 +391,7 @@ EXPECTED_TYPES = {
 def test_type_mapping_table_and_comments(mariadb, fresh_db, tmp_path):
     mariadb.execute(TYPES_DDL.format(db=fresh_db))
     mariadb.execute(f"INSERT INTO `{fresh_db}`.types (id, c_varchar, c_char) VALUES (1, 'v', 'c')")
-    config = make_config(mariadb, fresh_db, tmp_path, "lenient")
+    config = make_config(mariadb, fresh_db, tmp_path, "lenient", source_extra=COMMENTS)
     run_micro_batch(config)
     table = TableId(fresh_db, "types")
     sink = PaimonSink(config.sink.catalog_options)
@@ -389,11 +405,35 @@ def test_type_mapping_table_and_comments(mariadb, fresh_db, tmp_path):
         {"id": 1, "c_varchar": "v", "c_char": "c"}]
 
 
+def test_comments_stay_out_without_include_comments(mariadb, fresh_db, members, tmp_path):
+    """include-comments.enabled defaults to false, as in Flink CDC's MySQL source: no table or column comment
+    reaches Paimon, neither at creation nor from later DDL (ALTER TABLE ... COMMENT gives no event, a column
+    comment changes nothing); the columns themselves still follow."""
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    assert config.source.include_comments is False
+    run_micro_batch(config)
+    sink = PaimonSink(config.sink.catalog_options)
+
+    def comments():
+        fields = sink._require(members, {}).table_schema.fields
+        return sink.describe(members).comment, {f.name: f.description for f in fields}
+
+    assert comments() == ("", {"id": None, "name": None, "age": None})
+    run(mariadb, fresh_db, config, [
+        "ALTER TABLE `{db}`.members COMMENT 'renamed club'",
+        "ALTER TABLE `{db}`.members MODIFY COLUMN name VARCHAR(20) COMMENT 'longer name'",
+        "ALTER TABLE `{db}`.members ADD COLUMN city VARCHAR(9) COMMENT 'home town'",
+        "INSERT INTO `{db}`.members VALUES (1011, 'Dan', 30, 'Bern')",
+    ])
+    assert comments() == ("", {"id": None, "name": None, "age": None, "city": None})
+    types, rows = paimon_state(config, members)
+    assert types == {**INITIAL_TYPES, "name": "VARCHAR(20)", "city": "VARCHAR(9)"}
+    assert rows[-1] == (1011, "Dan", 30, "Bern")
+
+
 def test_every_time_precision_is_kept(mariadb, fresh_db, tmp_path):
     """DATETIME(p)/TIMESTAMP(p)/TIME(p) keep p in Paimon, as Flink CDC's Paimon sink does, also for a column
     added later; the values keep their digits."""
-    import datetime as dt
-
     mariadb.execute(f"CREATE TABLE `{fresh_db}`.prec (id INT PRIMARY KEY, d2 DATETIME(2), t4 TIMESTAMP(4) NULL, "
                     f"tm1 TIME(1), d6 DATETIME(6))")
     mariadb.execute(f"INSERT INTO `{fresh_db}`.prec VALUES (1, '2024-01-02 03:04:05.67', '2024-01-02 03:04:05.1234', "
@@ -498,38 +538,173 @@ def test_sink_schema_change_table(tmp_path):
     assert not sink.table_exists(table)
 
 
-TYPE_CHANGES = [
-    ("TINYINT", pa.int8(), 7, "INT", pa.int32(), True),
-    ("INT", pa.int32(), 7, "BIGINT", pa.int64(), True),
-    ("INT", pa.int32(), 7, "DOUBLE", pa.float64(), True),
-    ("INT", pa.int32(), 7, "DECIMAL(12, 2)", pa.decimal128(12, 2), True),
-    ("INT", pa.int32(), 7, "STRING", pa.string(), True),
-    ("FLOAT", pa.float32(), 1.5, "DOUBLE", pa.float64(), True),
-    ("DECIMAL(5, 2)", pa.decimal128(5, 2), Decimal("1.25"), "DECIMAL(8, 3)", pa.decimal128(8, 3), True),
-    ("STRING", pa.string(), "x", "STRING", pa.string(), True),
-    ("TIMESTAMP(0)", pa.timestamp("s"), 0, "TIMESTAMP(6)", pa.timestamp("us"), True),
-    ("BIGINT", pa.int64(), 7, "INT", pa.int32(), False),
-    ("STRING", pa.string(), "x", "INT", pa.int32(), False),
-    ("DOUBLE", pa.float64(), 1.5, "STRING", pa.string(), False),
+def _field(arrow_type, declared=None):
+    from lakecdc.model import DECLARED_TYPE_KEY
+
+    return pa.field("v", arrow_type, metadata={DECLARED_TYPE_KEY: declared.encode()} if declared else None)
+
+
+_TYPES = {
+    "TINYINT": _field(pa.int8()), "SMALLINT": _field(pa.int16()), "INT": _field(pa.int32()),
+    "BIGINT": _field(pa.int64()), "FLOAT": _field(pa.float32()), "DOUBLE": _field(pa.float64()),
+    "DECIMAL(12, 2)": _field(pa.decimal128(12, 2)), "DECIMAL(5, 1)": _field(pa.decimal128(5, 1)),
+    "BOOLEAN": _field(pa.bool_()), "CHAR(3)": _field(pa.string(), "CHAR(3)"),
+    "VARCHAR(20)": _field(pa.string(), "VARCHAR(20)"), "VARCHAR(5)": _field(pa.string(), "VARCHAR(5)"),
+    "STRING": _field(pa.string()), "BINARY(2)": _field(pa.binary(), "BINARY(2)"),
+    "VARBINARY(9)": _field(pa.binary(), "VARBINARY(9)"), "BYTES": _field(pa.binary()), "DATE": _field(pa.date32()),
+    "TIME(0)": _field(pa.time32("ms"), "TIME(0)"), "TIME(3)": _field(pa.time32("ms"), "TIME(3)"),
+    "TIMESTAMP(0)": _field(pa.timestamp("us"), "TIMESTAMP(0)"),
+    "TIMESTAMP(6)": _field(pa.timestamp("us"), "TIMESTAMP(6)"),
+    "TIMESTAMP_LTZ(3)": _field(pa.timestamp("us", tz="UTC"), "TIMESTAMP_LTZ(3)"),
+    "TIMESTAMP_LTZ(6)": _field(pa.timestamp("us", tz="UTC"), "TIMESTAMP_LTZ(6)"),
+}
+_TS = dt.datetime(2024, 1, 2, 10, 11, 12)
+_TS6 = dt.datetime(2024, 1, 2, 10, 11, 12, 345678)
+
+# (old type, stored values, new type, values both readers must return after the change, a row written after it)
+# -- every kind of change lakecdc applies, each checked with pypaimon and pypaimon-rust (docs/schema-changes.md)
+APPLIED_TYPE_CHANGES = [
+    ("TINYINT", [7, -3], "INT", [7, -3], 70000),
+    ("INT", [7, -3], "BIGINT", [7, -3], 5000000000),
+    ("BIGINT", [7, -3], "INT", [7, -3], 8),  # narrowing: every stored value fits
+    ("INT", [7, -3], "TINYINT", [7, -3], 8),
+    ("SMALLINT", [7, 0], "BOOLEAN", [True, False], True),
+    ("BOOLEAN", [True, False], "INT", [1, 0], 9),
+    ("INT", [7, -3], "DOUBLE", [7.0, -3.0], 1.5),
+    ("BIGINT", [7, -3], "FLOAT", [7.0, -3.0], 1.5),
+    ("INT", [7, -3], "DECIMAL(12, 2)", [Decimal("7.00"), Decimal("-3.00")], Decimal("1.25")),
+    ("INT", [7, -3], "VARCHAR(20)", ["7", "-3"], "x"),
+    ("INT", [7, -3], "STRING", ["7", "-3"], "x"),
+    ("FLOAT", [1.5, -2.25], "DOUBLE", [1.5, -2.25], 0.1),
+    ("DOUBLE", [1.5, -2.25], "FLOAT", [1.5, -2.25], 3.5),
+    ("DOUBLE", [3.0, -2.0], "INT", [3, -2], 4),  # integral values only
+    ("DOUBLE", [1.25, -1.25], "DECIMAL(5, 1)", [Decimal("1.3"), Decimal("-1.3")], Decimal("2.5")),
+    ("DECIMAL(12, 2)", [Decimal("7.25"), Decimal("-7.25")], "DECIMAL(5, 1)", [Decimal("7.3"), Decimal("-7.3")],
+     Decimal("1.5")),  # rounded half up, as MySQL does
+    ("DECIMAL(5, 1)", [Decimal("7.2"), None], "DECIMAL(12, 2)", [Decimal("7.20"), None], Decimal("1.25")),
+    ("DECIMAL(12, 2)", [Decimal("7.00"), Decimal("-3.00")], "INT", [7, -3], 4),
+    ("DECIMAL(12, 2)", [Decimal("7.25"), Decimal("-0.50")], "DOUBLE", [7.25, -0.5], 1.5),
+    ("DECIMAL(12, 2)", [Decimal("7.00"), Decimal("-0.50")], "VARCHAR(20)", ["7.00", "-0.50"], "x"),
+    ("VARCHAR(20)", ["7", "-3"], "INT", [7, -3], 4),
+    ("STRING", ["7.25", "-1"], "DECIMAL(5, 1)", [Decimal("7.3"), Decimal("-1.0")], Decimal("2.5")),
+    ("VARCHAR(20)", ["1.5", "-2"], "DOUBLE", [1.5, -2.0], 0.5),
+    ("VARCHAR(20)", ["0", "1"], "BOOLEAN", [False, True], True),
+    ("VARCHAR(20)", ["2024-01-02", "1999-12-31"], "DATE", [dt.date(2024, 1, 2), dt.date(1999, 12, 31)],
+     dt.date(2000, 1, 1)),
+    ("STRING", ["2024-01-02 10:11:12", "2024-01-02 10:11:12.345678"], "TIMESTAMP(6)", [_TS, _TS6], _TS),
+    ("VARCHAR(20)", ["ab", "abcde"], "VARCHAR(5)", ["ab", "abcde"], "xyz"),  # narrowing: every value fits
+    ("VARCHAR(20)", ["ab", "abc"], "CHAR(3)", ["ab", "abc"], "xyz"),
+    ("CHAR(3)", ["ab", "abc"], "STRING", ["ab", "abc"], "longer"),
+    ("STRING", ["é", "ab"], "VARBINARY(9)", ["é".encode(), b"ab"], b"\x00\x01"),
+    ("VARBINARY(9)", [b"ab", b"xy"], "BINARY(2)", [b"ab", b"xy"], b"cd"),  # every value is 2 bytes long
+    ("BINARY(2)", [b"ab", b"xy"], "VARCHAR(20)", ["ab", "xy"], "x"),
+    ("BINARY(2)", [b"ab", None], "BYTES", [b"ab", None], b"longer"),
+    ("DATE", [dt.date(2024, 1, 2), None], "TIMESTAMP(6)", [dt.datetime(2024, 1, 2), None], _TS6),
+    ("DATE", [dt.date(2024, 1, 2), None], "STRING", ["2024-01-02", None], "x"),
+    ("TIME(3)", [dt.time(10, 11, 12, 345000), None], "STRING", ["10:11:12.345", None], "x"),
+    ("TIMESTAMP(0)", [_TS, None], "TIMESTAMP(6)", [_TS, None], _TS6),
+    ("TIMESTAMP(6)", [_TS, None], "TIMESTAMP(0)", [_TS, None], _TS),  # no fractional second to round
+    ("TIMESTAMP(6)", [_TS6, dt.datetime(1960, 5, 6, 23, 59, 59)], "DATE",
+     [dt.date(2024, 1, 2), dt.date(1960, 5, 6)], dt.date(2000, 1, 1)),
+    ("TIMESTAMP(6)", [_TS, None], "TIME(0)", [dt.time(10, 11, 12), None], dt.time(1, 2, 3)),
+    ("TIMESTAMP_LTZ(3)", [_TS.replace(microsecond=345000, tzinfo=dt.timezone.utc), None], "TIMESTAMP_LTZ(6)",
+     [_TS.replace(microsecond=345000, tzinfo=dt.timezone.utc), None], _TS6.replace(tzinfo=dt.timezone.utc)),
+]
+
+# (old type, stored values, new type, the reason in the error) -- refused, before anything is committed
+REFUSED_TYPE_CHANGES = [
+    ("INT", [7], "DATE", "Paimon has no cast from INT to DATE"),
+    ("INT", [7], "BINARY(2)", "Paimon has no cast from INT to BINARY"),
+    ("DOUBLE", [1.5], "BOOLEAN", "Paimon has no cast from DOUBLE to BOOLEAN"),
+    ("TIMESTAMP(6)", [_TS], "VARCHAR(20)", "Paimon has no cast from TIMESTAMP to VARCHAR(20)"),
+    ("TIME(0)", [dt.time(1, 2, 3)], "TIME(3)", "Paimon has no cast between TIME precisions"),
+    ("INT", [7], "DECIMAL(5, 1)", "the readers cannot convert the stored INT values to DECIMAL(5, 1)"),
+    ("VARCHAR(20)", ["10:11:12"], "TIME(0)", "the readers cannot convert the stored VARCHAR values"),
+    ("DOUBLE", [3.0], "STRING", "3.0 where MySQL has '3'"),
+    ("BOOLEAN", [True], "VARCHAR(20)", "'true'/'false' where MySQL has '1'/'0'"),
+    ("BIGINT", [20240102101112], "TIMESTAMP(0)", "seconds or microseconds since 1970"),
+    ("TIMESTAMP(0)", [_TS], "BIGINT", "milliseconds or microseconds since 1970"),
+    ("TIMESTAMP(0)", [_TS], "STRING", "ISO form"),
+    ("TIMESTAMP(6)", [_TS], "TIMESTAMP_LTZ(6)", "time zone of the session"),
+    ("DOUBLE", [1.5], "INT", "1.5 would be truncated or wrapped where MySQL rounds"),
+    ("DECIMAL(12, 2)", [Decimal("7.50")], "INT", "Decimal('7.50') would be truncated"),
+    ("BIGINT", [5000000000], "INT", "5000000000 would be truncated or wrapped"),
+    ("DOUBLE", [1e300], "FLOAT", "beyond FLOAT's range"),
+    ("DOUBLE", [123456.0], "DECIMAL(5, 1)", "do not fit DECIMAL(5, 1)"),
+    ("VARCHAR(20)", [" 7"], "INT", "would read NULL for it (Failed to parse string: ' 7'"),
+    ("VARCHAR(20)", ["2"], "BOOLEAN", "would read NULL for it (Failed to parse value: 2)"),
+    ("VARCHAR(20)", ["abcdef"], "VARCHAR(5)", "longer than 5 characters"),
+    ("VARCHAR(20)", ["ab "], "CHAR(3)", "end with spaces"),
+    ("VARCHAR(20)", ["a"], "BINARY(2)", "MySQL pads BINARY(2)"),
+    ("BYTES", [b"\xff"], "STRING", "would read NULL for it (Invalid UTF8"),
+    ("TIMESTAMP(6)", [_TS6], "TIMESTAMP(0)", "fractional seconds MySQL rounds"),
+    ("TIMESTAMP(6)", [dt.datetime(2024, 1, 2, 23, 59, 59, 600000)], "DATE", "fractional seconds MySQL rounds"),
 ]
 
 
-@pytest.mark.parametrize("old_name,old,value,new_name,new,readable", TYPE_CHANGES)
-def test_type_changes_are_applied_only_when_readers_read_them_back(tmp_path, old_name, old, value, new_name, new,
-                                                                   readable):
-    from lakecdc.sink.evolution import ALTER_TYPE
-
-    assert readable_type_change(old_name, new_name) is readable
-    if not readable:
-        return
+def _typed_table(tmp_path, old: str, values: list):
     sink = PaimonSink({"metastore": "filesystem", "warehouse": str(tmp_path / "wh")})
     table = TableId("db", "t")
-    sink.ensure_table(table, pa.schema([pa.field("id", pa.int32(), False), pa.field("v", old)]), ["id"], [],
-                      {"bucket": "1"}, "")
+    field = _TYPES[old]
+    sink.ensure_table(table, pa.schema([pa.field("id", pa.int32(), False), field]), ["id"], [], {"bucket": "1"}, "")
     writer = sink.open_writer(table)
-    writer.write(pa.table({"id": [1], "v": pa.array([value], old), "__lakecdc_op__": ["+I"]}))
+    writer.write(pa.table({"id": list(range(1, len(values) + 1)), "v": pa.array(values, field.type),
+                           "__lakecdc_op__": ["+I"] * len(values)}))
     writer.commit({})
-    apply_column_changes(sink, table, [ColumnChange(ALTER_TYPE, "v", pa.field("v", new))])
-    expected = pa.array([value], old).cast(new).to_pylist() if new != pa.string() else [str(value)]
-    assert [r["v"] for r in sink.read_table(table).to_pylist()] == expected
-    assert [r["v"] for r in run_sql(sink.catalog_options, "SELECT v FROM db.t").to_pylist()] == expected
+    return sink, table
+
+
+def _both_readers(sink, table) -> list:
+    rows = [r["v"] for r in sorted(sink.read_table(table).to_pylist(), key=lambda r: r["id"])]
+    assert [r["v"] for r in run_sql(sink.catalog_options, "SELECT id, v FROM db.t ORDER BY id").to_pylist()] == rows
+    return rows
+
+
+@pytest.mark.parametrize("old,values,new,expected,later", APPLIED_TYPE_CHANGES,
+                         ids=[f"{c[0]}->{c[2]}" for c in APPLIED_TYPE_CHANGES])
+def test_type_changes_are_applied_when_readers_read_what_mysql_converted(tmp_path, old, values, new, expected,
+                                                                         later):
+    """Both readers read the files written before the change as MySQL converted the rows, and the rows written
+    after it."""
+    from lakecdc.sink.evolution import ALTER_TYPE
+
+    sink, table = _typed_table(tmp_path, old, values)
+    assert len(apply_column_changes(sink, table, [ColumnChange(ALTER_TYPE, "v", _TYPES[new])])) == 1
+    assert sink.paimon_types(table)["v"] == new
+    assert _both_readers(sink, table) == expected
+    writer = sink.open_writer(table)
+    writer.write(pa.table({"id": [99], "v": pa.array([later], _TYPES[new].type), "__lakecdc_op__": ["+I"]}))
+    writer.commit({})
+    assert _both_readers(sink, table) == [*expected, later]
+
+
+@pytest.mark.parametrize("old,values,new,reason", REFUSED_TYPE_CHANGES,
+                         ids=[f"{c[0]}->{c[2]}" for c in REFUSED_TYPE_CHANGES])
+def test_type_changes_readers_could_not_read_as_mysql_are_refused(tmp_path, old, values, new, reason):
+    """The error names the table, the column, both types, why and what to do; the table stays as it was
+    (``try_evolve`` skips the change with a warning instead)."""
+    from lakecdc.sink.evolution import ALTER_TYPE, UnsupportedSchemaChange
+
+    sink, table = _typed_table(tmp_path, old, values)
+    schemas = len(list((tmp_path / "wh" / "db.db" / "t" / "schema").iterdir()))
+    change = ColumnChange(ALTER_TYPE, "v", _TYPES[new])
+    with pytest.raises(UnsupportedSchemaChange) as error:
+        apply_column_changes(sink, table, [change])
+    message = str(error.value)
+    assert reason in message, message
+    assert message.startswith(f"table db.t: column 'v' cannot change from {old} to {new}: ")
+    assert "lakecdc resnapshot" in message and "try_evolve" in message
+    assert sink.paimon_types(table)["v"] == old
+    assert len(list((tmp_path / "wh" / "db.db" / "t" / "schema").iterdir())) == schemas
+    warnings = []
+    assert apply_column_changes(sink, table, [change], tolerate_unsupported=True,
+                                warn=lambda *args: warnings.append(args[0] % args[1:])) == []
+    assert warnings and "keeps running in tolerant mode" in warnings[0]
+
+
+def test_static_type_change_rules():
+    """readable_type_change (used by the schema check) agrees with the tables above where no stored value is
+    involved."""
+    for old, _, new, *_ in APPLIED_TYPE_CHANGES:
+        assert readable_type_change(old, new), (old, new)
+    assert not readable_type_change("INT", "DATE") and not readable_type_change("TIME(0)", "TIME(3)")

@@ -258,7 +258,7 @@ def align_schema(config: PipelineConfig, sink: PaimonSink, plan: TargetPlan,
 
 
 def _replace_column(sink: PaimonSink, target: TableId, change: ColumnChange, names: list[str]) -> list[ColumnChange]:
-    """A type change readers could not read back: drop the column and add it with the new type in its place (the
+    """A type change lakecdc refuses: drop the column and add it with the new type in its place (the
     re-snapshot rewrites every row, so no old value is needed)."""
     index = names.index(change.name)
     position = ("FIRST", "") if index == 0 else ("AFTER", names[index - 1])

@@ -12,7 +12,7 @@ For each DDL of a captured table the micro-batch (lakecdc.runtime.micro_batch) c
    placed inside the ``*`` block), keeps the ones ``include.schema.changes`` / ``exclude.schema.changes`` select,
    then follows the behaviour: ``exception`` fails, ``ignore`` drops them, ``lenient`` rewrites them (adds become
    nullable and LAST, drops make the column nullable, renames add the new column), ``evolve`` applies them and
-   ``try_evolve`` applies them but tolerates the ones Paimon readers could not read back;
+   ``try_evolve`` applies them but tolerates the type changes lakecdc refuses;
 4. applies them to Paimon (idempotently, so a replay after a crash converges), truncates or drops the table;
 5. coerces the table's rows from then on into the Paimon table's actual schema by column name (missing columns
    NULL, extra ones dropped), which is what ``ignore``, ``lenient`` and ``try_evolve`` need. The extra ones can

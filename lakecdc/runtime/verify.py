@@ -352,7 +352,7 @@ _NEXT_RUN = {
 def kept_by_design(config: PipelineConfig, drift: SchemaDrift) -> SchemaDrift:
     """The part of ``drift`` that the runs never close because ``schema.change.behavior`` or
     ``include/exclude.schema.changes`` keep those changes out of the table (ignore: all of it; excluded add, drop,
-    rename or type changes; try_evolve: type changes Paimon readers could not read back)."""
+    rename or type changes; try_evolve: type changes lakecdc refuses whatever the stored values)."""
     from lakecdc.runtime.schema_evolution import TRY_EVOLVE, included_types
     from lakecdc.sink.evolution import readable_type_change
     from lakecdc.source.ddl import ADD_COLUMN, ALTER_COLUMN_TYPE, DROP_COLUMN, RENAME_COLUMN

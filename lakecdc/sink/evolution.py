@@ -3,10 +3,12 @@ add column at a position (skipped when the column exists), drop column (skipped 
 column type (with its comment), make a column nullable, table comment. Truncate and drop table are PaimonSink
 methods.
 
-Only type changes that every Paimon reader lakecdc supports reads back exactly (pypaimon and pypaimon-rust read
-older data files in the new type) are applied: widening within a family, integers into wider decimals, DOUBLE or
-STRING, longer strings and binaries, finer timestamps. Others raise UnsupportedSchemaChange, which the
-``try_evolve`` behaviour tolerates. Every change is idempotent, so a run that replays a DDL after a crash
+Type changes: every change Paimon can make (what Flink CDC's Paimon sink applies: Paimon's DataTypeCasts with
+explicit casts, and a cast for its read path) is applied when both readers lakecdc supports (pypaimon and
+pypaimon-rust, which convert the older data files on read) give the values MySQL's ALTER gave the rows: widenings
+always, narrowings and conversions after the table's stored values pass :func:`check_stored_values`. Others raise
+UnsupportedSchemaChange before anything is committed, which the ``try_evolve`` behaviour tolerates (the list:
+docs/schema-changes.md#type-changes). Every change is idempotent, so a run that replays a DDL after a crash
 converges to the same schema.
 """
 
@@ -27,7 +29,8 @@ ADD, DROP, RENAME, ALTER_TYPE, NULLABLE, COMMENT = "add", "drop", "rename", "alt
 
 
 class UnsupportedSchemaChange(SinkError):
-    """A schema change Paimon readers could not read back; ``try_evolve`` skips it, other modes fail."""
+    """A type change lakecdc refuses (docs/schema-changes.md#type-changes); ``try_evolve`` skips it, other modes
+    fail."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def apply_column_changes(sink, table_id: TableId, changes: list[ColumnChange], *
                          warn=log.warning) -> list[ColumnChange]:
     """Apply ``changes`` one by one (each a new schema version); returns those that changed the table (the others
     were already reflected in it, or were applied before by the DDL at ``applied_at``). UnsupportedSchemaChange
-    for a type change readers could not read back (nothing of that change is applied; with
+    for a type change lakecdc refuses (nothing of that change is applied; with
     ``tolerate_unsupported`` it is skipped with a warning); SinkError when a change cannot be made (primary-key
     or partition columns, a missing column)."""
     from pypaimon.schema.schema_change import SchemaChange
@@ -99,7 +102,9 @@ def apply_column_changes(sink, table_id: TableId, changes: list[ColumnChange], *
             continue
         types = sink.paimon_types(table_id)
         try:
-            schema_changes = _schema_changes(table_id, change, description, types, SchemaChange)
+            schema_changes = _schema_changes(table_id, change, description, types,
+                                             lambda name: sink.read_table(table_id, [name]).column(name),
+                                             SchemaChange)
         except UnsupportedSchemaChange as error:
             if not tolerate_unsupported:
                 raise
@@ -132,7 +137,8 @@ def _already_applied(marker: str | None, offset: BinlogOffset, index: int) -> bo
     return done > offset or (done.same_position(offset) and done_index_value >= index)
 
 
-def _schema_changes(table_id: TableId, change: ColumnChange, description, types: dict[str, str], SchemaChange):
+def _schema_changes(table_id: TableId, change: ColumnChange, description, types: dict[str, str], stored_values,
+                    SchemaChange):
     from pypaimon.schema.schema_change import Move
 
     columns = list(types)
@@ -184,12 +190,12 @@ def _schema_changes(table_id: TableId, change: ColumnChange, description, types:
             else []
     if change.kind == ALTER_TYPE:
         return _alter_type(table_id, change, types, keys, _stored_comment(description.schema, change.name),
-                           SchemaChange)
+                           stored_values, SchemaChange)
     raise SinkError(f"table {table_id}: unknown schema change {change.kind!r}")
 
 
 def _alter_type(table_id: TableId, change: ColumnChange, types: dict[str, str], keys: set[str],
-                stored_comment: str | None, SchemaChange):
+                stored_comment: str | None, stored_values, SchemaChange):
     if change.name not in types:
         raise SinkError(f"table {table_id}: cannot change the type of column {change.name!r}: no such column")
     old = types[change.name]
@@ -201,12 +207,16 @@ def _alter_type(table_id: TableId, change: ColumnChange, types: dict[str, str], 
             raise SinkError(f"table {table_id}: cannot change the type of column {change.name!r} from {old} to "
                             f"{new_type}: it is a primary-key or partition column of the Paimon table (Paimon "
                             "refuses)")
-        if not readable_type_change(old, str(new_type)):
+        reason = type_change_refusal(old, str(new_type), change.field.nullable)
+        if reason is None and needs_value_check(old, str(new_type)):
+            reason = check_stored_values(stored_values(change.name), old, new_type)
+        if reason is not None:
             raise UnsupportedSchemaChange(
-                f"table {table_id}: column {change.name!r} cannot change from {_base(old)} to {_base(str(new_type))}: "
-                "Paimon readers could not read the existing data files in the new type exactly (only widening "
-                "changes are applied: see docs/schema-changes.md). Use schema.change.behavior try_evolve to keep "
-                "the old type, or re-create the table")
+                f"table {table_id}: column {change.name!r} cannot change from {_base(old)} to "
+                f"{_base(str(new_type))}: {reason}. Nothing of this change was applied to Paimon "
+                "(docs/schema-changes.md lists the type changes lakecdc applies). Re-snapshot the table to take "
+                "the column in its new type (lakecdc resnapshot PIPELINE.yaml DB.TABLE, or the Dagster re-snapshot "
+                "job), or run with schema.change.behavior try_evolve to keep the old type")
         out.append(SchemaChange.update_column_type(change.name, new_type))
     if change.field.nullable and not nullable and change.name not in keys:
         out.append(SchemaChange.update_column_nullability(change.name, True))
@@ -274,13 +284,49 @@ def _parse(text: str) -> tuple[str, int | None, int | None]:
     return root, length, scale
 
 
-def readable_type_change(old: str, new: str) -> bool:
-    """True when Paimon readers read data written as ``old`` exactly as ``new`` (tests/test_schema_changes.py
-    checks each allowed pair with pypaimon and pypaimon-rust)."""
-    a_root, a_len, a_scale = _parse(old)
-    b_root, b_len, b_scale = _parse(new)
-    if (a_root, a_len, a_scale) == (b_root, b_len, b_scale):
-        return True
+def readable_type_change(old: str, new: str, new_nullable: bool = True) -> bool:
+    """True when lakecdc applies a change of a column from Paimon type ``old`` to ``new`` (subject to the check
+    of the stored values, for the changes that are not widenings)."""
+    return type_change_refusal(old, new, new_nullable) is None
+
+
+# Type roots as Paimon's DataTypeCasts / CastExecutors group them
+_APPROX = ("FLOAT", "DOUBLE")
+_NUMERIC = (*_INTEGERS, *_APPROX, "DECIMAL")
+_TEXT = ("CHAR", "VARCHAR")
+_BYTES = ("BINARY", "VARBINARY")
+_TIMESTAMPS = ("TIMESTAMP", "TIMESTAMP_LTZ")
+
+
+def _paimon_casts(a: str, b: str, string_target: bool, new_nullable: bool) -> bool:
+    """Whether Paimon (Java: DataTypeCasts.supportsCast with explicit casts, the SchemaManager default, and a
+    CastExecutor for the read path) changes a column of root ``a`` into root ``b``: what Flink CDC's Paimon sink
+    can apply. ``string_target``: ``b`` is STRING (VARCHAR of the maximal length), the only text type dates,
+    times and timestamps have an executor for (and only nullable)."""
+    if a == b:
+        return a != "TIME"  # no TIME → TIME executor: a precision change is refused
+    if b in _INTEGERS:
+        return a in (*_NUMERIC, *_TEXT, "BOOLEAN") or (a in _TIMESTAMPS and b in ("INT", "BIGINT"))
+    if b in (*_APPROX, "DECIMAL"):
+        return a in (*_NUMERIC, *_TEXT, "BOOLEAN")
+    if b == "BOOLEAN":
+        return a in (*_TEXT, *_INTEGERS)
+    if b in _TEXT:
+        return a in (*_NUMERIC, *_TEXT, *_BYTES, "BOOLEAN") or (
+            a in ("DATE", "TIME", *_TIMESTAMPS) and string_target and new_nullable)
+    if b in _BYTES:
+        return a in (*_TEXT, *_BYTES)
+    if b in ("DATE", "TIME"):
+        return a in (*_TIMESTAMPS, *_TEXT)
+    if b in _TIMESTAMPS:
+        return a in (*_TIMESTAMPS, "DATE", "TIME", *_TEXT, *_NUMERIC)
+    return False
+
+
+def _widening(a, b) -> bool:
+    """Every value of ``a`` reads back unchanged as ``b`` (no check of the stored values needed)."""
+    a_root, a_len, a_scale = a
+    b_root, b_len, b_scale = b
     if a_root in _INTEGERS:
         if b_root in _INTEGERS:
             return _INTEGERS.index(a_root) <= _INTEGERS.index(b_root)
@@ -293,10 +339,141 @@ def readable_type_change(old: str, new: str) -> bool:
         return b_root == "DOUBLE"
     if a_root == b_root == "DECIMAL":
         return b_scale >= a_scale and b_len - b_scale >= a_len - a_scale
-    if a_root in ("CHAR", "VARCHAR") and b_root in ("CHAR", "VARCHAR"):
-        return b_len >= a_len and not (a_root == "VARCHAR" and b_root == "CHAR")
-    if a_root in ("BINARY", "VARBINARY") and b_root == "VARBINARY":
+    if a_root in _TEXT and b_root == "VARCHAR":
         return b_len >= a_len
-    if a_root == b_root and a_root in ("TIMESTAMP", "TIMESTAMP_LTZ", "TIME"):
+    if a_root in _BYTES and b_root == "VARBINARY":
         return b_len >= a_len
-    return False
+    if a_root == b_root and a_root in _TIMESTAMPS:
+        return b_len >= a_len
+    return a_root == "DATE" and b_root == "TIMESTAMP"
+
+
+def type_change_refusal(old: str, new: str, new_nullable: bool = True) -> str | None:
+    """None when lakecdc applies a change of a column from Paimon type ``old`` to ``new``, else why it does not.
+
+    Applied: every change Paimon can make (what Flink CDC's Paimon sink applies) whose existing data files both
+    Paimon readers (pypaimon, pypaimon-rust) read back as MySQL converted the rows. Changes that are not widenings
+    are applied only after the stored values pass :func:`check_stored_values` (tests/test_schema_changes.py
+    checks every pair with both readers, before and after rows written in the new type)."""
+    a, b = _parse(old), _parse(new)
+    if a == b:
+        return None
+    a_root, b_root = a[0], b[0]
+    if not _paimon_casts(a_root, b_root, b_root == "VARCHAR" and b[1] == _MAX, new_nullable):
+        if a_root == b_root == "TIME":
+            return ("Paimon has no cast between TIME precisions (its Java readers could not read the files "
+                    "written before; Flink CDC's Paimon sink fails the same way)")
+        return (f"Paimon has no cast from {a_root} to {_base(new)} (Flink CDC's Paimon sink fails the same "
+                "way)")
+    if not _readers_convert(old, new):
+        return (f"the readers cannot convert the stored {a_root} values to {_base(new)} (pypaimon has no "
+                "conversion for it on read)")
+    if a_root in _APPROX and b_root in _TEXT:
+        return "the readers would render the stored numbers differently from MySQL (3.0 where MySQL has '3')"
+    if a_root == "BOOLEAN" and b_root in _TEXT:
+        return "the readers would read the stored booleans as 'true'/'false' where MySQL has '1'/'0'"
+    if a_root in _NUMERIC and b_root in _TIMESTAMPS:
+        return ("the readers would read the stored numbers as seconds or microseconds since 1970 where MySQL "
+                "reads 20240102101112 as 2024-01-02 10:11:12")
+    if a_root in _TIMESTAMPS and b_root in _INTEGERS:
+        return ("the readers would read the stored date-times as milliseconds or microseconds since 1970 where "
+                "MySQL has 20240102101112")
+    if a_root in _TIMESTAMPS and b_root in _TEXT:
+        return ("the readers would render the stored date-times in ISO form ('2024-01-02T10:11:12') where MySQL "
+                "has '2024-01-02 10:11:12'")
+    if "TIMESTAMP_LTZ" in (a_root, b_root) and a_root != b_root:
+        return ("MySQL converts between TIMESTAMP and DATE/TIME/DATETIME in the time zone of the session that "
+                "ran the ALTER, which the readers of the stored values do not know")
+    if a_root == "TIME" and b_root in _TIMESTAMPS:
+        return "MySQL gives the converted times the current date, which the stored values do not have"
+    return None
+
+
+def _readers_convert(old: str, new: str) -> bool:
+    """pypaimon's own check that its read path can convert old data files (a pyarrow cast kernel that takes the
+    two types: INT → DECIMAL(10, 2) has none, it needs 12 digits)."""
+    from pypaimon.casting.data_type_casts import can_execute_cast
+    from pypaimon.schema.data_types import DataTypeParser
+
+    def parsed(text: str):
+        return DataTypeParser.parse_atomic_type_sql_string(_base(text))
+
+    return can_execute_cast(parsed(old), parsed(new))
+
+
+def needs_value_check(old: str, new: str) -> bool:
+    """Whether a change lakecdc applies depends on the stored values (it is not a widening)."""
+    return not _widening(_parse(old), _parse(new))
+
+
+def check_stored_values(column: pa.ChunkedArray | pa.Array, old: str, new_type) -> str | None:
+    """Why the stored values of a column (``column``, the table's current rows, of Paimon type ``old``) would not
+    read back in ``new_type`` as MySQL converted them, or None. The readers convert the old data files with
+    pypaimon's read-path cast (unsafe: truncating, wrapping, NULL for text they cannot parse), while MySQL's
+    ALTER rounds, refuses values that do not fit (strict mode) and pads BINARY(n)."""
+    import pyarrow.compute as pc
+    from pypaimon.read.reader.data_file_batch_reader import cast_array_for_schema_evolution
+    from pypaimon.schema.data_types import PyarrowFieldParser
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.null_count == len(column):
+        return None
+    a_root = _parse(old)[0]
+    b_root, b_len, b_scale = _parse(str(new_type))
+    try:
+        read = cast_array_for_schema_evolution(column, PyarrowFieldParser.from_paimon_type(new_type))
+        if a_root in _BYTES and b_root in _TEXT:
+            read.validate(full=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        return f"the readers cannot convert every stored value and would read NULL for it ({error})"
+
+    def example(mask) -> str | None:
+        mask = pc.fill_null(mask, False)
+        if not pc.any(mask).as_py():
+            return None
+        return repr(column.filter(mask)[0].as_py())
+
+    found = example(pc.and_(column.is_valid(), read.is_null()))
+    if found:
+        return f"stored values such as {found} would read as NULL"
+    if b_root in _INTEGERS and a_root in _NUMERIC:
+        wide = pa.decimal128(38, column.type.scale) if a_root == "DECIMAL" else \
+            pa.float64() if a_root in _APPROX else pa.int64()
+        found = example(pc.not_equal(read.cast(wide, safe=False), column.cast(wide)))
+        if found:
+            return f"stored values such as {found} would be truncated or wrapped where MySQL rounds or refuses"
+    if b_root == "FLOAT":
+        found = example(pc.and_(pc.is_inf(read), pc.invert(pc.is_inf(column.cast(pa.float64())))))
+        if found:
+            return f"stored values such as {found} are beyond FLOAT's range"
+    if b_root == "DECIMAL" and a_root != "DECIMAL":
+        source = column.cast(pa.float64(), safe=False)
+        found = example(pc.greater_equal(pc.abs(source), float(10 ** (b_len - b_scale))))
+        if found:
+            return f"stored values such as {found} do not fit DECIMAL({b_len}, {b_scale})"
+    if b_root in _TEXT and b_len != _MAX:
+        found = example(pc.greater(pc.utf8_length(read), b_len))
+        if found:
+            return f"stored values such as {found} are longer than {b_len} characters"
+        if b_root == "CHAR" and a_root != "CHAR":
+            found = example(pc.match_substring_regex(read, r" $"))
+            if found:
+                return f"stored values such as {found} end with spaces, which MySQL's CHAR drops"
+    if b_root in _BYTES and b_len != _MAX:
+        lengths = pc.binary_length(read)
+        found = example(pc.not_equal(lengths, b_len) if b_root == "BINARY" else pc.greater(lengths, b_len))
+        if found:
+            return (f"stored values such as {found} are not {b_len} bytes long (MySQL pads BINARY({b_len}) with zero "
+                    "bytes)" if b_root == "BINARY" else f"stored values such as {found} are longer than {b_len} bytes")
+    if a_root in _TIMESTAMPS and b_root in (*_TIMESTAMPS, "TIME", "DATE"):
+        micros = column.cast(pa.timestamp("us", tz=column.type.tz), safe=False).cast(pa.int64())
+        if b_root == "DATE":  # MySQL rounds the fraction first: 23:59:59.5 becomes the next day
+            of_day = column.cast(pa.timestamp("us")).cast(pa.time64("us")).cast(pa.int64())
+            found = example(pc.greater_equal(of_day, 86_399_500_000))
+        else:
+            unit = 10 ** (6 - min(b_len, 6))
+            found = example(pc.not_equal(pc.multiply(pc.divide(micros, unit), unit), micros))
+        if found:
+            return f"stored values such as {found} have fractional seconds MySQL rounds and the readers truncate"
+    return None

@@ -225,7 +225,7 @@ def _alter_table(tree, table: SourceTable, options: MySqlSourceOptions, parsed: 
             current = _apply(current, event)
         events += new_events
     for option in tree.args.get("options") or []:
-        if isinstance(option, exp.SchemaCommentProperty):
+        if isinstance(option, exp.SchemaCommentProperty) and options.include_comments:
             event = SchemaChangeEvent(ALTER_TABLE_COMMENT, table_id, comment=_literal(option.this))
             current = _apply(current, event)
             events.append(event)
@@ -368,7 +368,7 @@ def _create_table(table_id: TableId, schema, tree, options: MySqlSourceOptions) 
     columns = [replace(c, nullable=False) if c.name in keys else c for c in columns]
     comment = ""
     for prop in (tree.args.get("properties").expressions if tree.args.get("properties") else []):
-        if isinstance(prop, exp.SchemaCommentProperty):
+        if isinstance(prop, exp.SchemaCommentProperty) and options.include_comments:
             comment = _literal(prop.this)
     return SourceTable(table_id, tuple(columns), keys, comment)
 

@@ -158,6 +158,13 @@ class MySqlSourceOptions:
                                          doc="`false`: no schema change reaches Paimon (Flink CDC's source then "
                                              "emits none): the pipeline runs with `schema.change.behavior: ignore` "
                                              "whatever that option says")
+    # Flink CDC's default false: every schema (snapshot, DDL, history) is read without comments and ALTER TABLE ...
+    # COMMENT gives no event, so no comment reaches Paimon
+    include_comments: bool = option("include-comments.enabled", BOOL, False,
+                                    doc="as in Flink CDC: table and column comments reach Paimon (and the Dagster "
+                                        "MySQL assets) only when `true`; with `false` tables are created without "
+                                        "comments, `ALTER TABLE ... COMMENT` gives no event and column comments in "
+                                        "DDL are ignored (tables created earlier keep the comments they have)")
     # not options of the YAML: tuning for code that builds the options directly
     snapshot_batch_rows: int = 65536  # rows per Arrow batch from the snapshot
     retry_backoff: float = 1.0  # seconds before the first retry; doubled for each further one (capped at 30 s)
@@ -252,10 +259,6 @@ ACCEPTED = (
     Option("connection.pool.size", INT, 20, minimum=1, doc=_TUNING),
     Option("scan.incremental.snapshot.backfill.skip", BOOL, False,
            doc="accepted and validated; the chunked snapshot is always exact"),
-    # Table and column comments always reach Paimon (what Flink CDC does with include-comments.enabled: true)
-    Option("include-comments.enabled", BOOL, False,
-           doc="accepted and validated; lakecdc always keeps table and column comments (Flink CDC drops them unless "
-               "this is `true`)"),
     Option("use.legacy.json.format", BOOL, True, doc="accepted and validated; changes nothing here"),
 )
 REFUSED = (

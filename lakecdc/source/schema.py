@@ -48,7 +48,8 @@ def source_table_from_json(data: dict, options: MySqlSourceOptions) -> SourceTab
             datetime_precision=_precision(data_type, column_type), nullable=bool(c.get("nullable", True)),
             comment=c.get("comment") or "", charset=c.get("charset") or "", collation=c.get("collation") or "",
             default=c.get("default")))
-    return SourceTable(table_id, tuple(columns), tuple(data.get("primary_keys") or ()), data.get("comment") or "")
+    return SourceTable(table_id, tuple(columns), tuple(data.get("primary_keys") or ()),
+                       (data.get("comment") or "") if options.include_comments else "")
 
 
 def _precision(data_type: str, column_type: str) -> int | None:
@@ -100,5 +101,5 @@ def describe_table(conn, table_id: TableId, options: MySqlSourceOptions) -> Sour
         table_id=table_id,
         columns=tuple(columns),
         primary_keys=tuple(text(r[0]) for r in pk_rows),
-        comment=table_comment or "",
+        comment=(table_comment or "") if options.include_comments else "",
     )

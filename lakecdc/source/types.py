@@ -515,4 +515,5 @@ def source_column(table_id: TableId, options: MySqlSourceOptions, *, name: str, 
     except SourceError as exc:
         raise SourceError(f"MySQL table {table_id}: {exc}") from None
     return SourceColumn(name=name, column_type=column_type, arrow_type=arrow_type, nullable=nullable,
-                        comment=comment, charset=charset, collation=collation, default=default)
+                        comment=comment if options.include_comments else "", charset=charset, collation=collation,
+                        default=default)
