@@ -2,7 +2,9 @@
 process, whose RSS high-water mark (the kernel's VmHWM) is reported with its RSS after imports. Run
 for two table sizes to show that the peak does not grow with the table (a chunked snapshot holds one commit group,
 ``lakecdc.snapshot.commit-rows``, at most). The peak is also taken just before the table upkeep that the
-micro-batch runs after its commits (lakecdc.runtime.upkeep), so the snapshot's own peak shows apart from it.
+micro-batch runs after its commits (lakecdc.runtime.upkeep), so the snapshot's own peak shows apart from it. Then
+the child runs a full compaction of the table (``lakecdc upkeep --full``: every live row rewritten), whose peak is
+reported too: the memory of a compaction of the whole table.
 
 The child: .venv/bin/python -m bench.memory_bench --port PORT --table TABLE --warehouse DIR
 """
@@ -50,8 +52,15 @@ def child() -> None:
     baseline = _rss_mib()
     result = run_micro_batch(config)
     rows = sum(t.rows_written for t in result.tables.values())
-    print(json.dumps({"peak_mib": _peak_mib(), "snapshot_peak_mib": before_upkeep[0] if before_upkeep else None,
-                      "baseline_mib": baseline, "rows": rows, "commit_rows": config.snapshot_commit_rows}))
+    peak = _peak_mib()
+    from lakecdc.runtime.upkeep import upkeep_pipeline
+
+    compacted = upkeep_pipeline(config, full_compaction=True, orphan_older_than_seconds=86400.0)
+    if not compacted or any(r.skipped or r.compaction_snapshot_id is None for r in compacted):
+        raise RuntimeError(f"the full compaction did not run: {[r.summary() for r in compacted]}")
+    print(json.dumps({"peak_mib": peak, "snapshot_peak_mib": before_upkeep[0] if before_upkeep else None,
+                      "compaction_peak_mib": _peak_mib(), "baseline_mib": baseline, "rows": rows,
+                      "commit_rows": config.snapshot_commit_rows}))
 
 
 def _peak_mib() -> float:
@@ -91,7 +100,7 @@ def measure(port: int, table: str) -> dict:
 
 def case(port: int, tables: list[tuple[str, int]]) -> Case:
     """Peak RSS of a snapshot of each (table, rows)."""
-    lines, peaks, snapshot_peaks, commit_rows = [], [], [], None
+    lines, peaks, snapshot_peaks, compaction_peaks, commit_rows = [], [], [], [], None
     for table, rows in tables:
         got = measure(port, table)
         if got["rows"] != rows:
@@ -102,9 +111,14 @@ def case(port: int, tables: list[tuple[str, int]]) -> Case:
         if snapshot is not None:
             snapshot_peaks.append(snapshot)
         before = "" if snapshot is None else f"   before the upkeep step {snapshot:>7,.0f} MiB"
-        lines.append(f"{rows:>11,} rows   peak RSS {got['peak_mib']:>7,.0f} MiB{before}   "
+        compaction = got.get("compaction_peak_mib")
+        if compaction is not None:
+            compaction_peaks.append(compaction)
+        after = "" if compaction is None else f"   with a full compaction after it {compaction:>7,.0f} MiB"
+        lines.append(f"{rows:>11,} rows   peak RSS {got['peak_mib']:>7,.0f} MiB{before}{after}   "
                      f"(after imports {got['baseline_mib']:,.0f} MiB)")
-    for label, values in (("whole micro-batch", peaks), ("snapshot before the upkeep step", snapshot_peaks)):
+    for label, values in (("whole micro-batch", peaks), ("snapshot before the upkeep step", snapshot_peaks),
+                          ("micro-batch and a full compaction", compaction_peaks)):
         if not values:
             continue
         growth = values[-1] - values[0]

@@ -596,3 +596,34 @@ def test_non_overlapping_files_move_up_a_level_instead_of_being_rewritten(tmp_pa
     assert result.compaction_snapshot_id is not None
     assert_all_readers(table, catalog.warehouse, model.expected())
     assert catalog._sink.row_count(T) == len(model.expected())
+
+
+@pytest.mark.parametrize("bucket", ["-1", "1"])
+def test_a_rewrite_flushes_the_writer_as_it_goes(tmp_path, monkeypatch, bucket):
+    """A compaction's rewrite hands its rows to the Rust writer in flushed parts (to bound its memory): the rows,
+    the buckets of a dynamic-bucket table and later upserts of the same keys stay right for every reader."""
+    from lakecdc.sink import upkeep
+
+    monkeypatch.setattr(upkeep, "_REWRITE_ROWS", 7)
+    monkeypatch.setattr(upkeep, "_FLUSH_ROWS", 10)
+    catalog, table = pk_table(tmp_path, bucket=bucket, **{"dynamic-bucket.target-row-num": "15",
+                                                          "num-sorted-run.compaction-trigger": "3"})
+    model = Model(table, partitions="ab")
+    for _ in range(4):
+        model.commit(changes=40)
+    files = files_of(catalog)
+    buckets_before = {(r.partition_values, r.bucket) for r in files.live_entries(files.snapshot(4))}
+    result = table.upkeep(orphan_older_than_seconds=0)
+    assert result.compaction_snapshot_id is not None
+    files = files_of(catalog)
+    rewritten = files.live_entries(files.snapshot(result.compaction_snapshot_id))
+    if bucket == "1":  # flushed within the bucket: several files of consecutive keys
+        assert len(rewritten) > 2
+    else:  # each bucket rewritten whole by one writer, into the bucket it came from
+        assert {(r.partition_values, r.bucket) for r in rewritten} <= buckets_before
+        assert len(rewritten) == len({(r.partition_values, r.bucket) for r in rewritten})
+    assert_all_readers(table, catalog.warehouse, model.expected())
+    for _ in range(2):
+        model.commit(changes=40)
+    assert_all_readers(table, catalog.warehouse, model.expected())
+    assert catalog._sink.row_count(T) == len(model.expected())

@@ -119,15 +119,16 @@ def assert_native(write, table_id) -> None:
         raise SinkError(f"table {table_id}: the native Paimon writer is no longer active ({problem})")
 
 
-def write_with_row_kinds(write, batch: pa.RecordBatch, table_id) -> None:
-    """Hand a batch = table columns in table order + int8 ``_VALUE_KIND`` to the Rust writer."""
+def write_with_row_kinds(write, batch: pa.RecordBatch, table_id, bucket: int | None = None) -> None:
+    """Hand a batch = table columns in table order + int8 ``_VALUE_KIND`` to the Rust writer (into ``bucket`` when
+    given, instead of the bucket the writer assigns)."""
     assert_native(write, table_id)
     if batch.schema.names[-1] != VALUE_KIND_COLUMN or batch.schema.field(-1).type != VALUE_KIND_TYPE:
         raise SinkError(f"table {table_id}: internal error: batch must end with an int8 {VALUE_KIND_COLUMN} column")
     # From now on pypaimon must never switch this write to its Python writer (that would drop the Rust writer's
     # buffered rows); NativeTableWrite refuses to switch once _written is set, as after its own write_arrow.
     write._written = True
-    write._native_writer.write_arrow(batch, None)
+    write._native_writer.write_arrow(batch, bucket)
 
 
 def _close_quietly(write) -> None:

@@ -69,6 +69,10 @@ FAILPOINT_DELETE = "during-upkeep-delete"
 DEFAULT_ORPHAN_OLDER_THAN_SECONDS = 86400.0
 _INT_MAX = 2**31 - 1
 _REWRITE_ROWS = 65536  # rows handed to the writer at once while rewriting
+# Rows a rewrite lets the Rust writer hold before it writes them out (plus the rest of the bucket being copied):
+# the size of a snapshot's commit group (pipeline.lakecdc.snapshot.commit-rows' default), which stays well under
+# 1 GiB however large the table.
+_FLUSH_ROWS = 250_000
 
 
 # ----------------------------------------------------------------------------------------------- options
@@ -403,30 +407,49 @@ class _Upkeep:
             return writer.commit(properties), partitions
 
     def _copy_live_rows(self, writer, partition: tuple | None) -> int:
+        """Write the live rows of ``partition`` (None: all) into ``writer``, bucket by bucket, flushing the writer
+        every _FLUSH_ROWS rows so that it never holds much more than that (the Rust writer keeps every row until it
+        prepares its files). A dynamic-bucket table's rows go back into the bucket they were read from and it
+        flushes only between buckets (the writer's key index is per bucket, see TableWriter.flush): it holds at
+        most _FLUSH_ROWS plus one bucket (``dynamic-bucket.target-row-num``, 2,000,000 rows by default)."""
         builder = self.table.new_read_builder()
         if partition is not None:
             builder = builder.with_partition_filter(self._partition_predicate(builder, partition))
+        dynamic = bool(self.table.primary_keys) and int(self.options.get("bucket", "-1")) < 1
         try:
-            splits = builder.new_scan().plan().splits()
-            batches = builder.new_read().to_arrow_batch_reader(splits)
+            buckets: dict[tuple, list] = {}
+            for split in builder.new_scan().plan().splits():
+                values = tuple(getattr(split.partition, "values", None) or ())
+                buckets.setdefault((values, split.bucket), []).append(split)
         except Exception as error:
             raise SinkError(f"table {self.table_id}: compaction read failed: {error}") from error
-        rows, pending, pending_rows = 0, [], 0
-        for batch in batches:
-            if batch.num_rows:
-                pending.append(batch)
-                pending_rows += batch.num_rows
-            if pending_rows >= _REWRITE_ROWS:
-                rows += self._write_inserts(writer, pending)
-                pending, pending_rows = [], 0
-        if pending:
-            rows += self._write_inserts(writer, pending)
-        return rows
+        rows = unflushed = 0
+        for (_, bucket), splits in buckets.items():
+            try:
+                batches = builder.new_read().to_arrow_batch_reader(splits)
+            except Exception as error:
+                raise SinkError(f"table {self.table_id}: compaction read failed: {error}") from error
+            pending, pending_rows = [], 0
+            for piece in (b.slice(i, _REWRITE_ROWS) for b in batches for i in range(0, b.num_rows, _REWRITE_ROWS)):
+                pending.append(piece)
+                pending_rows += piece.num_rows
+                if pending_rows >= _REWRITE_ROWS:
+                    unflushed += self._write_inserts(writer, pending, bucket if dynamic else None)
+                    pending, pending_rows = [], 0
+                    if unflushed >= _FLUSH_ROWS and not dynamic:  # fixed buckets: also within a bucket
+                        writer.flush()
+                        rows, unflushed = rows + unflushed, 0
+            if pending:
+                unflushed += self._write_inserts(writer, pending, bucket if dynamic else None)
+            if unflushed >= _FLUSH_ROWS:
+                writer.flush()
+                rows, unflushed = rows + unflushed, 0
+        return rows + unflushed
 
     @staticmethod
-    def _write_inserts(writer, batches: list[pa.RecordBatch]) -> int:
+    def _write_inserts(writer, batches: list[pa.RecordBatch], bucket: int | None) -> int:
         data = pa.Table.from_batches(batches)
-        writer.write(data.append_column(OP_COLUMN, pa.repeat(pa.scalar("+I"), data.num_rows)))
+        writer.write(data.append_column(OP_COLUMN, pa.repeat(pa.scalar("+I"), data.num_rows)), bucket)
         return data.num_rows
 
     def _partition_predicate(self, builder, values: tuple):

@@ -90,12 +90,15 @@ class TableWriter:
         self._base_snapshot_id = base_snapshot_id
         self._state = "open"
         self._shards: list[_Shard] = []
+        self._prepared: list = []  # commit messages of the files flushed so far (flush())
+        self._buckets_since_flush: set = set()  # the explicit buckets written since the last flush (None: none)
         self._is_pk = bool(table.primary_keys)
         self._overwrite = None if overwrite is None else dict(overwrite)
         self._ignore_delete = bool(ignore_delete)
         stored = PyarrowFieldParser.from_paimon_schema(table.table_schema.fields)
         self._schema = pa.schema([pa.field(f.name, f.type, nullable=f.nullable) for f in stored])
         options = {str(k): str(v) for k, v in (table.table_schema.options or {}).items() if v is not None}
+        self._options = options
         value_columns = [n for n in self._schema.names if n not in table.primary_keys]
         self._refused_kinds = unsupported_row_kinds(options, value_columns) if self._is_pk else {}
         try:
@@ -135,8 +138,13 @@ class TableWriter:
         return self._parallelism
 
     # ------------------------------------------------------------------ write
-    def write(self, data: pa.Table | pa.RecordBatch) -> None:
+    def write(self, data: pa.Table | pa.RecordBatch, bucket: int | None = None) -> None:
+        """Hand rows to Paimon. ``bucket``: the bucket all of them go to, instead of the one Paimon assigns (a
+        compaction rewriting the live rows of one bucket of a dynamic-bucket table; parallelism 1 only)."""
         self._check_open("write")
+        if bucket is not None and self._parallelism != 1:
+            raise SinkError(f"table {self.table_id}: a write to an explicit bucket needs parallelism 1")
+        self._buckets_since_flush.add(bucket)
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
         if not isinstance(data, pa.Table):
@@ -156,7 +164,7 @@ class TableWriter:
                     pa.field(native.VALUE_KIND_COLUMN, native.VALUE_KIND_TYPE, nullable=False),
                     pc.cast(kinds, native.VALUE_KIND_TYPE))
             parts = self._split(columns)
-            _wait_all([shard.submit(self._write_part, shard, part)
+            _wait_all([shard.submit(self._write_part, shard, part, bucket)
                        for shard, part in zip(self._shards, parts) if part.num_rows])
         except SinkError:
             self._fail()
@@ -189,13 +197,13 @@ class TableWriter:
         shard = pa.array((keys.hash_rows(seed=0) % n).to_numpy())
         return [columns.filter(pc.equal(shard, i)) for i in range(n)]
 
-    def _write_part(self, shard: _Shard, part: pa.Table) -> None:
+    def _write_part(self, shard: _Shard, part: pa.Table, bucket: int | None) -> None:
         if self._is_pk:
             for batch in part.combine_chunks().to_batches():
-                native.write_with_row_kinds(shard.write, batch, self.table_id)
+                native.write_with_row_kinds(shard.write, batch, self.table_id, bucket)
         else:
             native.assert_native(shard.write, self.table_id)
-            shard.write.write_arrow(part)
+            shard.write.write_arrow(part, bucket)
 
     def _row_kinds(self, data: pa.Table) -> pa.Array:
         if OP_COLUMN not in data.column_names:
@@ -236,6 +244,32 @@ class TableWriter:
             arrays.append(col)
         return pa.Table.from_arrays(arrays, schema=self._schema)
 
+    def flush(self) -> None:
+        """Write the rows held so far to data files now, to be committed with the rest by commit(): the Rust writer
+        keeps every row until its prepare_commit, so a long write (a compaction's rewrite) flushes to bound its
+        memory. Each shard's writer prepares once and is replaced by a fresh one. Only for writes whose flushed
+        parts hold disjoint keys (a rewrite of live rows): the fresh writer numbers its rows from the table's
+        latest snapshot again, so a key written before and after a flush would have no defined order. A
+        dynamic-bucket primary-key table keeps a key index per bucket that one writer writes whole: there, every
+        write since the previous flush must have named its bucket, and no bucket may be written again after a
+        flush (the commit refuses two index files of one bucket)."""
+        self._check_open("flush")
+        if self._is_pk and int(self._options.get("bucket", "-1")) < 1 and None in self._buckets_since_flush:
+            raise SinkError(f"table {self.table_id}: flush() of a dynamic-bucket table needs every write since the "
+                            f"previous flush to name its bucket")
+        self._buckets_since_flush = set()
+        try:
+            self._prepared += [m for part in _wait_all([shard.submit(self._prepare_shard, shard)
+                                                        for shard in self._shards]) for m in part]
+            _wait_all([shard.submit(self._reopen_shard, shard) for shard in self._shards])
+        except BaseException:
+            self._fail()
+            raise
+
+    def _reopen_shard(self, shard: _Shard) -> None:
+        self._close_shard(shard)
+        self._open_shard(shard)
+
     # ----------------------------------------------------------------- commit
     def commit(self, properties: dict[str, str]) -> int:
         """Commit everything written as exactly one new snapshot carrying ``properties``; returns its id.
@@ -250,8 +284,8 @@ class TableWriter:
         self._state = "committing"
         table_commit = None
         try:
-            messages = [m for part in _wait_all([shard.submit(self._prepare_shard, shard)
-                                                 for shard in self._shards]) for m in part]
+            messages = self._prepared + [m for part in _wait_all([shard.submit(self._prepare_shard, shard)
+                                                                  for shard in self._shards]) for m in part]
             before = self._table.snapshot_manager().get_latest_snapshot()
             base = self._base_snapshot_id if self._base_snapshot_id is not None else (before.id if before else 0)
             native.guard_snapshot_commit(self._table, self.table_id, base)
