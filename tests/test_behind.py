@@ -203,6 +203,23 @@ def test_statement_logged_dml_and_xa_count_when_committed(mariadb, pipeline):
         conn.close()
 
 
+def test_statement_logged_load_data_counts(mariadb, pipeline, tmp_path):
+    """LOAD DATA logged as a statement is an Execute_load_query event, not a query event: it counts too."""
+    config, _, a, b = pipeline
+    source = MySqlSource(source_options(config))
+    start = source.head_offset()
+    data = tmp_path / "b.tsv"
+    data.write_text("8\tloaded\n")
+    conn = mariadb.connect(local_infile=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+            cur.execute(f"LOAD DATA LOCAL INFILE '{data}' INTO TABLE `{b.database}`.b")
+    finally:
+        conn.close()
+    assert set(scan_activity(source.options, {a, b}, start, source.head_offset()).changed) == {b}
+
+
 def test_scan_limit_counts_unscanned_tables_as_behind(mariadb, other_db, pipeline):
     config, _, a, b = pipeline
     noise(mariadb, 10)

@@ -227,8 +227,10 @@ def test_xa_commit_of_a_prepare_before_the_snapshot_is_an_error(lake):
     ("STATEMENT", "UPDATE {db}.items SET v = v + 1"),
     ("STATEMENT", "DELETE FROM items WHERE id = 1"),
     ("MIXED", "INSERT INTO items VALUES (5, 50)"),
+    # its own event type (Execute_load_query), not a query event
+    ("STATEMENT", "LOAD DATA LOCAL INFILE '{file}' INTO TABLE items"),
 ])
-def test_statement_logged_dml_fails_before_committing(lake, binlog_format, statement):
+def test_statement_logged_dml_fails_before_committing(lake, tmp_path, binlog_format, statement):
     server, db, make = lake
     config, _ = make()
     server.execute("INSERT INTO items VALUES (1, 10)", database=db)
@@ -236,10 +238,12 @@ def test_statement_logged_dml_fails_before_committing(lake, binlog_format, state
     sink = PaimonSink(config.sink.catalog_options)
     before = sink.latest_snapshot_id(TableId(db, "items"))
     server.execute("INSERT INTO items VALUES (2, 20)", database=db)  # row-logged, before the statement
-    conn = server.connect(db)
+    data = tmp_path / "items.tsv"
+    data.write_text("5\t50\n")
+    conn = server.connect(db, local_infile=True)
     with conn.cursor() as cur:
         cur.execute(f"SET SESSION binlog_format = '{binlog_format}'")
-        cur.execute(statement.format(db=db))
+        cur.execute(statement.format(db=db, file=data))
     conn.close()
     with pytest.raises(SourceError) as failure:
         run_micro_batch(config)

@@ -35,6 +35,7 @@ from lakecdc.source.options import MySqlSourceOptions
 
 # Event types (MySQL binlog format v4 plus MariaDB's own)
 QUERY, ROTATE, FORMAT_DESCRIPTION, XID, TABLE_MAP = 2, 4, 15, 16, 19
+EXECUTE_LOAD_QUERY = 18  # a statement-logged LOAD DATA: a query event with a longer post-header
 MYSQL_GTID, MYSQL_ANONYMOUS_GTID, XA_PREPARE, TRANSACTION_PAYLOAD = 33, 34, 38, 40
 MARIADB_GTID, MARIADB_QUERY_COMPRESSED = 162, 165
 _MARIADB_STANDALONE = 0x01  # FL_STANDALONE: a statement without COMMIT / Xid
@@ -207,6 +208,7 @@ class _Scanner:
         self.file = activity.start.file
         self.group: _Group | None = None
         self.query_post_header = 13
+        self.load_query_post_header = 26
         self.table_map_post_header = 8
         self.checksum = 0
         self.deadline: float | None = None
@@ -269,6 +271,7 @@ class _Scanner:
         if kind == FORMAT_DESCRIPTION:
             post_headers = data[p + _HEADER + 2 + 50 + 4 + 1:]
             self.query_post_header = post_headers[QUERY - 1]
+            self.load_query_post_header = post_headers[EXECUTE_LOAD_QUERY - 1]
             self.table_map_post_header = post_headers[TABLE_MAP - 1]
             return False
         if end_pos == 0:
@@ -316,7 +319,7 @@ class _Scanner:
             self.group = None
             self.touch({EVERYTHING}, end_pos)
             return False
-        if kind in (QUERY, MARIADB_QUERY_COMPRESSED):
+        if kind in (QUERY, MARIADB_QUERY_COMPRESSED, EXECUTE_LOAD_QUERY):
             self.statement(data, p, end, kind, end_pos)
         return False
 
@@ -324,7 +327,8 @@ class _Scanner:
         body = p + _HEADER
         db_length = data[body + 8]
         status_length = struct.unpack_from("<H", data, body + 11)[0]
-        db_start = body + self.query_post_header + status_length
+        post_header = self.load_query_post_header if kind == EXECUTE_LOAD_QUERY else self.query_post_header
+        db_start = body + post_header + status_length
         database = data[db_start:db_start + db_length].decode("utf-8", "replace")
         raw = data[db_start + db_length + 1:end - self.checksum]
         if kind == MARIADB_QUERY_COMPRESSED:

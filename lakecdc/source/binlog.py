@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import pymysql
-from pymysqlreplication.event import (GtidEvent, HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, RotateEvent,
-                                      XAPrepareEvent, XidEvent)
+from pymysqlreplication.event import (ExecuteLoadQueryEvent, GtidEvent, HeartbeatLogEvent, MariadbGtidEvent,
+                                      QueryEvent, RotateEvent, XAPrepareEvent, XidEvent)
 from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
 
 from lakecdc.errors import BinlogPurgedError, SourceError
@@ -72,6 +72,19 @@ REPLICA_NAME = "lakecdc"  # how the binlog client registers itself (SHOW SLAVE H
 # follow mode: the server sends a heartbeat after this long without events, so an idle stream still reaches its
 # checkpoints on time and notices a stop request
 FOLLOW_HEARTBEAT_SECONDS = 0.5
+
+
+def load_query_text(event: ExecuteLoadQueryEvent) -> tuple[str, str]:
+    """The default database and the statement of an Execute_load_query event. python-mysql-replication reads only
+    its post-header; the rest is laid out as in a query event: status variables, the database name and a NUL, then
+    the statement up to the event's end."""
+    packet = event.packet
+    packet.read(event.status_vars_length)
+    schema = packet.read(event.schema_length)
+    packet.advance(1)
+    post_header = 26  # 13 bytes of a query event's post-header, then file id, start, end, duplicate handling
+    length = event.event_size - post_header - event.status_vars_length - event.schema_length - 1
+    return text(schema) or "", packet.read(length).decode("utf-8", "backslashreplace").strip()
 
 
 @dataclass
@@ -261,8 +274,8 @@ class BinlogReader:
             resume_stream=True,
             blocking=follow,
             is_mariadb=False,
-            only_events=[MariadbGtidEvent, GtidEvent, QueryEvent, XidEvent, XAPrepareEvent, RotateEvent,
-                         TableMapEvent, *_ROW_EVENTS, *([HeartbeatLogEvent] if follow else [])],
+            only_events=[MariadbGtidEvent, GtidEvent, QueryEvent, ExecuteLoadQueryEvent, XidEvent, XAPrepareEvent,
+                         RotateEvent, TableMapEvent, *_ROW_EVENTS, *([HeartbeatLogEvent] if follow else [])],
             only_schemas=sorted({t.database for t in self.tables}),
             only_tables=sorted({t.table for t in self.tables}),
             slave_heartbeat=heartbeat,
@@ -416,6 +429,15 @@ class BinlogReader:
                         end = BinlogOffset(stream.log_file, ev.packet.log_pos)
                         if not ev.one_phase:  # XA COMMIT ... ONE PHASE (MySQL) commits right here
                             xa = (_XA_PREPARE, (ev.xid_format_id, bytes(ev.xid_gtrid), bytes(ev.xid_bqual)))
+                    elif isinstance(ev, ExecuteLoadQueryEvent):
+                        # a statement-logged LOAD DATA: like statement-logged DML it carries no row images
+                        schema, statement = load_query_text(ev)
+                        if txn is None:
+                            txn = _Txn(ev.timestamp, multi=False, start=_event_start(stream, ev))
+                        txn.statements.append((schema, statement, f"{stream.log_file}:{ev.packet.log_pos}"))
+                        if txn.multi:
+                            continue
+                        end = BinlogOffset(stream.log_file, ev.packet.log_pos)
                     elif isinstance(ev, QueryEvent):
                         statement = ev.query.strip()
                         upper = statement[:16].upper()
