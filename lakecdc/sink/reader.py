@@ -103,9 +103,9 @@ def counted_from_files(table_id: TableId, table) -> int | None:
         if latest is None:
             return 0
         live = files.live_entries(latest)
-        if any(r.delete_row_count for r in live):
-            return None
-        if is_pk:
+        if is_pk:  # an append table's files hold only inserted rows
+            if any(r.may_retract for r in live):
+                return None
             order = files.key_order()
             if order is None:
                 return None

@@ -54,8 +54,14 @@ class ManifestRecord:
     bucket: int
     level: int
     row_count: int
-    delete_row_count: int
+    delete_row_count: int | None  # None: the writer did not record it (older Paimon writers)
     record: dict = field(repr=False, compare=False)
+
+    @property
+    def may_retract(self) -> bool:
+        """The file may hold ``-U``/``-D`` rows: it says so, or it does not say (Paimon's readers also treat an
+        unknown delete row count as "not raw-convertible")."""
+        return self.delete_row_count is None or self.delete_row_count > 0
 
     @property
     def partition_values(self) -> tuple:
@@ -92,7 +98,7 @@ def _record(raw: dict, partition_key) -> ManifestRecord:
     return ManifestRecord(kind=raw["_KIND"], identifier=identifier, name=meta["_FILE_NAME"], extra_files=extra,
                           external_path=external, partition=bytes(raw["_PARTITION"]), bucket=raw["_BUCKET"],
                           level=meta["_LEVEL"], row_count=meta["_ROW_COUNT"],
-                          delete_row_count=meta.get("_DELETE_ROW_COUNT") or 0, record=raw)
+                          delete_row_count=meta.get("_DELETE_ROW_COUNT"), record=raw)
 
 
 # Key types whose Python values order as Paimon's key comparator does: integers, decimals, dates, times and

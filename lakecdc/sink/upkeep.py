@@ -341,7 +341,7 @@ class _Upkeep:
         due = {partition for (partition, bucket), records in buckets.items()
                if (partition, bucket) not in upgrades and _sorted_runs(records) >= trigger
                or len(records) >= trigger * trigger
-               or (full and (len(records) > 1 or (is_pk and any(r.delete_row_count for r in records))))}
+               or (full and (len(records) > 1 or (is_pk and any(r.may_retract for r in records))))}
         if due:
             partitions = {partition for partition, _ in buckets}
             whole = not self.table.partition_keys or due == partitions
@@ -369,7 +369,7 @@ class _Upkeep:
         found = {}
         for key, records in buckets.items():
             if len(records) < 2 or len(records) >= trigger * trigger or all(r.level > 0 for r in records) \
-                    or any(r.delete_row_count for r in records):
+                    or any(r.may_retract for r in records):
                 continue
             if disjoint_runs(records, order) == 1:
                 found[key] = records
