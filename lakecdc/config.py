@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import yaml
 
@@ -385,6 +385,19 @@ class _Parser:
 
     def check_keys(self, raw: dict, path: str, known: set[str]) -> None:
         check_keys(raw, path, self.file, known)
+
+    # a required option or one with a default is a str
+    @overload
+    def string(self, raw: dict, path: str, key: str, *, required: Literal[True], default: str | None = None,
+               allow_empty: bool = False) -> str: ...
+
+    @overload
+    def string(self, raw: dict, path: str, key: str, *, required: bool = False, default: str,
+               allow_empty: bool = False) -> str: ...
+
+    @overload
+    def string(self, raw: dict, path: str, key: str, *, required: bool = False, default: None = None,
+               allow_empty: bool = False) -> str | None: ...
 
     def string(self, raw: dict, path: str, key: str, *, required: bool = False, default: str | None = None,
                allow_empty: bool = False) -> str | None:

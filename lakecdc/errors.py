@@ -22,6 +22,11 @@ class PipelineConfigError(LakeCdcError):
 class ExpressionError(LakeCdcError):
     """A transform expression cannot be parsed or type-checked."""
 
+    # where in the expression text (set once the error names a position: it is not located again further up)
+    located: bool = False
+    line: int | None = None
+    column: int | None = None
+
 
 class SourceError(LakeCdcError):
     """The MySQL source is misconfigured or unreachable."""

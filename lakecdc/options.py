@@ -19,7 +19,7 @@ import difflib
 import re
 import zoneinfo
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from lakecdc.errors import PipelineConfigError
 
@@ -171,7 +171,7 @@ def read(cls: type, raw: dict, section: str, file: str | None) -> dict[str, Any]
     return values
 
 
-def check_keys(raw: dict, section: str, file: str | None, known: list[Option | Prefix] | set[str]) -> None:
+def check_keys(raw: dict, section: str, file: str | None, known: Iterable[Option | Prefix | str]) -> None:
     """Every key of ``raw`` is a declared option (or under a declared prefix); an unknown one is an error naming the
     closest declared key."""
     keys: set[str] = set()

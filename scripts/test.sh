@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the whole test suite on a fresh machine: set-up, ruff, then pytest. The tests start their own private
+# Runs the whole test suite on a fresh machine: set-up, ruff, mypy, then pytest. The tests start their own private
 # MariaDB (binlog on, ROW, FULL image) on a free loopback port in a temp dir.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -7,4 +7,6 @@ cd "$ROOT"
 scripts/setup.sh --tests
 # lint first: a finding fails the run before the (long) suite starts; configuration in pyproject.toml [tool.ruff]
 .venv/bin/ruff check .
+# type check of the package (function bodies too); configuration in pyproject.toml [tool.mypy]
+.venv/bin/mypy
 exec .venv/bin/python -m pytest -q "$@"

@@ -51,7 +51,8 @@ def _pipeline_parts(config: PipelineConfig, use_resources: bool, translator: Dag
 def _shared_sources(assets) -> list:
     """The assets with each MySQL source spec once (pipelines reading one table share its asset). Two specs with
     one key that name different servers are refused: they are two tables."""
-    kept, seen = [], {}
+    kept: list = []
+    seen: dict[dg.AssetKey, object] = {}  # key → the MySQL table it names
     for asset in assets or []:
         if isinstance(asset, dg.AssetSpec):
             where = asset.metadata.get("dagster/table_name")

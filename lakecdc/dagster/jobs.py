@@ -13,7 +13,8 @@ import signal
 import threading
 import time
 import zoneinfo
-from typing import Optional
+from types import FrameType
+from typing import Any, Callable, Optional
 
 import dagster as dg
 
@@ -60,7 +61,8 @@ def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[
             if isinstance(event, dg.MaterializeResult):
                 context.log_event(as_asset_materialization(event))
             else:
-                context.log_event(dg.AssetCheckEvaluation(
+                # dagster logs check evaluations too, though log_event's annotation leaves them out
+                context.log_event(dg.AssetCheckEvaluation(  # type: ignore[arg-type]
                     asset_key=event.asset_key, check_name=event.check_name, passed=event.passed,
                     metadata=event.metadata, severity=event.severity, description=event.description))
 
@@ -155,7 +157,7 @@ class _stop_on_interrupt:
 
     def __init__(self, interrupted: threading.Event):
         self.interrupted = interrupted
-        self.previous: dict[int, object] = {}
+        self.previous: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}  # signal.getsignal's
         self.frame = None
 
     def __enter__(self):

@@ -113,7 +113,7 @@ def partitions_table(partitions: dict[str, dict[str, int]], rows_now: dict[str, 
     ordered = sorted(partitions.items(), key=lambda item: (-sum(item[1].values()), item[0]))[:MAX_PARTITIONS_LISTED]
     records = []
     for name, counts in ordered:
-        record = {"partition": name}
+        record: dict[str, str | int] = {"partition": name}
         record.update({kind: counts.get(counted, 0) for counted, kind in ROW_KINDS})
         record["rows_written"] = sum(counts.values())
         if rows_now is not None:
@@ -247,6 +247,8 @@ def _commit_metadata(snapshot_id: int, phase: str, offset: BinlogOffset, counts:
 def as_asset_materialization(result: dg.MaterializeResult) -> dg.AssetMaterialization:
     """A MaterializeResult as the event an op logs (the re-snapshot job), keeping its data version."""
     tags = {DATA_VERSION_TAG: result.data_version.value} if result.data_version is not None else None
+    if result.asset_key is None:
+        raise ValueError("a materialisation logged by an op needs its asset key")
     return dg.AssetMaterialization(asset_key=result.asset_key, metadata=result.metadata, tags=tags)
 
 
@@ -273,7 +275,7 @@ def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId
     properties = sink.checkpoint(target)
     offset = offset_from_properties(properties)
     snapshot_id = latest_change_snapshot_id(sink, target)  # upkeep snapshots (compaction, ...) are no commit
-    if offset is None or snapshot_id is None:
+    if properties is None or offset is None or snapshot_id is None:
         return None
     recorded = recorded_snapshot_id(instance, key)
     if recorded is not None and recorded >= snapshot_id:

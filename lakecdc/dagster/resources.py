@@ -12,7 +12,7 @@ and ``.paimon`` name (default ``mysql`` and ``paimon``).
 """
 
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 import dagster as dg
 from pydantic import Field
@@ -30,7 +30,7 @@ class MySqlResource(dg.ConfigurableResource):
     server_time_zone: Optional[str] = Field(default=None, description="Overrides source.server-time-zone")
 
     def apply(self, config: PipelineConfig) -> PipelineConfig:
-        changes = {name: value for name, value in (
+        changes: dict[str, Any] = {name: value for name, value in (
             ("hostname", self.hostname), ("port", self.port), ("username", self.username),
             ("password", self.password), ("server_time_zone", self.server_time_zone)) if value is not None}
         if not changes:
@@ -84,11 +84,12 @@ def check_secrets(resources: dict) -> None:
     for key, resource in resources.items():
         if isinstance(resource, PaimonCatalogResource):
             for option in resource.catalog_options:
-                if canonical_s3_option(option) in SECRET_S3_OPTIONS:
+                canonical = canonical_s3_option(option)
+                if canonical is not None and canonical in SECRET_S3_OPTIONS:
                     raise PipelineConfigError(
                         f"resource {key!r}: PaimonCatalogResource(catalog_options={{'{option}': ...}}) would show an "
                         f"S3 key in the Dagster UI; pass it as PaimonCatalogResource("
-                        f"s3_{canonical_s3_option(option)[3:].replace('-', '_')}=dg.EnvVar(\"...\")) instead")
+                        f"s3_{canonical[3:].replace('-', '_')}=dg.EnvVar(\"...\")) instead")
             for option, value in _s3_key_fields(resource):
                 if value and not isinstance(value, dg.EnvVar):
                     raise PipelineConfigError(

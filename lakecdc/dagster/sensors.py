@@ -24,6 +24,7 @@ from lakecdc.dagster.translator import AssetKeys
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.errors import LakeCdcError
 from lakecdc.model import BinlogOffset, TableId
+from lakecdc.source.activity import BinlogActivity, parse_offset
 
 _ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
            dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
@@ -102,14 +103,12 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
 
 @dataclass
 class _Cursor:
-    activity: object | None = None  # lakecdc.source.activity.BinlogActivity of the last tick
+    activity: BinlogActivity | None = None  # what the last tick's binlog scan found
     requested_at: dict = field(default_factory=dict)  # table → binlog head when the sensor last requested its run
 
 
 def _read_cursor(text: str | None) -> _Cursor:
     """The previous tick's cursor; an unreadable or older-format cursor starts afresh (a full scan)."""
-    from lakecdc.source.activity import BinlogActivity, parse_offset
-
     try:
         data = json.loads(text) if text else {}
         scan = data.get("scan")

@@ -124,6 +124,7 @@ class DagsterLakeCdcTranslator:
         return {PIPELINE_TAG: props.pipeline.slug} if isinstance(props, PaimonTableProps) else {}
 
     def get_metadata(self, props: Props) -> dict:
+        metadata: dict[str, object]
         if isinstance(props, PaimonTableProps):
             metadata = {"dagster/table_name": paimon_table_name(warehouse(props.pipeline), props.table),
                         "lakecdc/pipeline": props.pipeline.name, "lakecdc/pipeline_file": props.pipeline.path or "",

@@ -23,7 +23,7 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -99,7 +99,7 @@ class TypeInfo:
     scale: int | None = None
 
 
-def parse_type(text: str, field: str = "") -> "object":
+def parse_type(text: str, field: str = "") -> Any:
     """The pypaimon DataType of a Paimon type string; SinkError naming the field otherwise."""
     from pypaimon.schema.data_types import DataTypeParser
 
@@ -155,13 +155,14 @@ def can_convert(old: str, new: str) -> str:
     for family in (("CHAR", "VARCHAR"), ("BINARY", "VARBINARY")):
         if a.root in family and b.root in family:
             return CONVERT if (a.length or 0) <= (b.length or 0) else IGNORE
-    for family in (_INTEGERS, _FLOATS):
-        if a.root in family and b.root in family:
-            return CONVERT if family.index(a.root) <= family.index(b.root) else IGNORE
+    for ranks in (_INTEGERS, _FLOATS):
+        if a.root in ranks and b.root in ranks:
+            return CONVERT if ranks.index(a.root) <= ranks.index(b.root) else IGNORE
+    # type_info gives every DECIMAL a length and a scale, every TIMESTAMP a length
     if a.root == b.root == "DECIMAL":
-        return IGNORE if (b.length <= a.length and b.scale <= a.scale) else CONVERT
+        return IGNORE if ((b.length or 0) <= (a.length or 0) and (b.scale or 0) <= (a.scale or 0)) else CONVERT
     if a.root == b.root == "TIMESTAMP":
-        return CONVERT if a.length <= b.length else IGNORE
+        return CONVERT if (a.length or 0) <= (b.length or 0) else IGNORE
     return EXCEPTION
 
 

@@ -144,9 +144,9 @@ def _rows_to_arrow(rows: Any, schema: pa.Schema, row_kind_column: str, what: str
         for column, value in zip(columns, values):
             column.append(value)
     arrays = []
-    for f, values in zip(schema, columns):
+    for f, column in zip(schema, columns):
         try:
-            arrays.append(pa.array(values, type=f.type))
+            arrays.append(pa.array(column, type=f.type))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as error:
             raise SinkError(f"{what}, column {f.name!r}: values do not fit type {f.type}: {error}") from None
     table = pa.Table.from_arrays(arrays, schema=pa.schema([f.with_nullable(True) for f in schema]))

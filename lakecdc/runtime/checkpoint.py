@@ -115,7 +115,7 @@ def _table_ids(text: str) -> list[TableId]:
 def read_checkpoint(properties: dict[str, str] | None) -> Checkpoint | None:
     """The checkpoint a snapshot's properties record, or None when the table has none yet."""
     offset = offset_from_properties(properties)
-    if offset is None:
+    if properties is None or offset is None:
         return None
     pending_text = properties.get(SNAPSHOT_PENDING) or ""
     pending = {TableId.parse(k): v for k, v in json.loads(pending_text).items()} if pending_text else {}

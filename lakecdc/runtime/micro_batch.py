@@ -19,6 +19,7 @@ keeps one binlog connection open from the checkpoints the run reached and commit
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -169,14 +170,17 @@ def _run(config: PipelineConfig, targets: set[TableId] | None, run_id: str | Non
         captured = sorted(str(t) for t in admission.captured)
         writers: dict[TableId, TableWriter] = {}
         try:
-            binlog_targets = {t for t, w in work.items() if w.kind == _snapshots.BINLOG}
+            # (BINLOG work always has its checkpoint's offset)
+            binlog_starts = {t: w.offset for t, w in work.items()
+                             if w.kind == _snapshots.BINLOG and w.offset is not None}
+            binlog_targets = set(binlog_starts)
             if binlog_targets:
                 evolver = _schema_applier(config, plan, sink, run_id, captured, binlog_targets,
-                                          {t: work[t].offset for t in binlog_targets}, writers, results, log)
-                _run_binlog(plan, source, sink, binlog_targets, {t: work[t].offset for t in binlog_targets}, head,
+                                          dict(binlog_starts), writers, results, log)
+                _run_binlog(plan, source, sink, binlog_targets, dict(binlog_starts), head,
                             writers, results, log, evolver,
-                            xa_scan_starts={t: checkpoints[t].xa_scan_start for t in binlog_targets
-                                            if checkpoints.get(t) is not None})
+                            xa_scan_starts={t: c.xa_scan_start for t in binlog_targets
+                                            if (c := checkpoints.get(t)) is not None})
                 run.binlog_reads += 1
             fresh = {t: w for t, w in work.items() if w.kind == _snapshots.FRESH_BINLOG}
             for (start, skip_events, skip_rows), group in _by_start(fresh).items():
@@ -269,7 +273,8 @@ def _coerce_into_table(plan: PipelinePlan, sink: PaimonSink, target: TableId) ->
             coerce_into_table(sink, source_plan, target)
 
 
-def _check_existing_schema(target_plan: TargetPlan, stored: pa.Schema, unapplied: set[str] = frozenset()) -> None:
+def _check_existing_schema(target_plan: TargetPlan, stored: pa.Schema,
+                           unapplied: frozenset[str] | set[str] = frozenset()) -> None:
     """An existing table must still take every column the transform produces (``unapplied``: columns it may lack
     because the schema change behaviour keeps new upstream columns out), else rows would lose a column silently."""
     from lakecdc.errors import SinkError
@@ -341,7 +346,7 @@ def _run_snapshots(config: PipelineConfig, plan: PipelinePlan, source: MySqlSour
         result = results[target]
         ctx = _snapshots.SnapshotContext(
             config=config, plan=plan, source=source, sink=sink, run_id=run_id, captured=captured,
-            apply=lambda sp, batch, writer, counts, r=result: _write_batch(sp, batch, writer, counts, r),
+            apply=functools.partial(_write_batch, result=result),
             failpoint=failpoint, log=log,
             progress_report=lambda table_id: SnapshotProgress(table_id, estimates.get(table_id), log))
         result.phase = PHASE_SNAPSHOT
@@ -384,6 +389,7 @@ def _run_fresh_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink,
             _track_open_xa(reader, targets, results)  # commits before the DDL keep the open XA transactions
             evolver.apply(batch, set(writers))
             continue
+        assert isinstance(batch, ChangeBatch)  # not a follow read: no BinlogCheckpoint
         _apply(source_plans[batch.table.table_id], batch, targets, sink, writers, results)
     end = reader.end_offset if reader.end_offset is not None else start
     _record_fallbacks(reader, source_plans, targets, results, log)
@@ -396,7 +402,7 @@ def _run_fresh_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink,
 
 
 def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targets: set[TableId],
-                checkpoints: dict[TableId, BinlogOffset | None], head: BinlogOffset | None,
+                checkpoints: dict[TableId, BinlogOffset], head: BinlogOffset | None,
                 writers: dict[TableId, TableWriter], results: dict[TableId, TableResult], log, evolver,
                 xa_scan_starts: dict[TableId, BinlogOffset | None] | None = None,
                 follow: tuple[float, Callable[[], bool], Callable[[BinlogOffset], None]] | None = None) -> None:
@@ -425,6 +431,7 @@ def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targe
         if isinstance(batch, BinlogCheckpoint):
             _track_open_xa(reader, targets, results)
             _checkpoint_targets(targets, batch.offset, checkpoints, writers, evolver, sink, results, log)
+            assert follow is not None  # only follow reads yield checkpoints
             follow[2](batch.offset)
             continue
         fresh = {t for t in targets
@@ -434,6 +441,7 @@ def _run_binlog(plan: PipelinePlan, source: MySqlSource, sink: PaimonSink, targe
     _record_fallbacks(reader, source_plans, targets, results, log)
     _track_open_xa(reader, targets, results)
     if follow is None:  # a follow read ended at its last checkpoint, already committed
+        assert reader.end_offset is not None  # set by the read
         _checkpoint_targets(targets, reader.end_offset, checkpoints, writers, evolver, sink, results, log)
 
 
@@ -510,7 +518,9 @@ def _follow(config: PipelineConfig, plan: PipelinePlan, source: MySqlSource, sin
         if not committed:
             return
         for target in committed:
-            checkpoints[target] = results[target].offset
+            committed_offset = results[target].offset
+            assert committed_offset is not None  # every commit carries one (_properties)
+            checkpoints[target] = committed_offset
             commits[target] = results[target].commits
         run.follow_commits += 1
         failpoint("follow-commit")
@@ -564,6 +574,8 @@ def _properties(config: PipelineConfig, run_id: str, result: TableResult, captur
     schemas = None
     if plan is not None:  # the schema history: each source table's schema as of this checkpoint
         schemas = {str(s): plan.sources[s].source.to_json() for s in result.sources if s in plan.sources}
+    if result.offset is None:
+        raise ValueError(f"commit of {', '.join(map(str, result.sources))} without a checkpoint offset")
     return checkpoint_properties(
         result.offset, phase=result.phase, pipeline=config.name, run_id=run_id,
         source_tables=[str(s) for s in result.sources], counts=result.counts, captured=captured,

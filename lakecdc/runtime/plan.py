@@ -15,7 +15,7 @@ from lakecdc.model import SourceTable, TableId
 from lakecdc.selectors import TableSelector
 from lakecdc.source import MySqlSource
 from lakecdc.transform import CompiledTransform, compile_transform, select_rule
-from lakecdc.transform.routes import Router
+from lakecdc.transform.routes import CoercedTransform, Router, merge_schemas
 
 
 @dataclass
@@ -23,7 +23,7 @@ class SourcePlan:
     """One captured MySQL table and its compiled transform."""
 
     source: SourceTable
-    transform: CompiledTransform
+    transform: CompiledTransform | CoercedTransform  # coerced: routed with other tables into one (merged) schema
     targets: list[TableId]
 
 
@@ -117,8 +117,6 @@ def build_plan(config: PipelineConfig, source: MySqlSource,
 def _merge_routed_schemas(config: PipelineConfig, targets: dict[TableId, TargetPlan]) -> None:
     """Many-to-one routes: the Paimon table gets the widest common schema of its sources (keys, partitions and
     options of the first one), and each source's rows are coerced into it (lakecdc.transform.routes)."""
-    from lakecdc.transform.routes import CoercedTransform, merge_schemas
-
     for target_plan in targets.values():
         if len(target_plan.sources) > 1:
             schemas = [(str(p.source.table_id), p.transform.output_schema) for p in target_plan.sources]

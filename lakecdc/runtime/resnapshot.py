@@ -160,7 +160,7 @@ def resnapshot(config: PipelineConfig, target: TableId, partition: str | None = 
                 f"{target} is an append table (no primary key): a re-snapshot cannot remove its old rows. Drop the "
                 "table and run the pipeline to snapshot it afresh")
         spec = parse_partition(partition, description.partition_keys, target) if partition else None
-        if spec:
+        if spec and partition:
             _require_recorded_schema(plan, checkpoint, target, partition)
             schema_changes: list[str] = []
         else:
@@ -243,7 +243,7 @@ def align_schema(config: PipelineConfig, sink: PaimonSink, plan: TargetPlan,
                                                     for c in drift.changed]))
     if mode == LENIENT:
         events = lenient(events, sink.paimon_types(target))
-    applied = []
+    applied: list[str] = []
     for change in (c for e in events for c in e.changes):
         try:
             done = apply_column_changes(sink, target, [change], warn=log.warning)

@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from lakecdc.config import EVOLVE, EXCEPTION, IGNORE, LENIENT, TRY_EVOLVE, PipelineConfig, transform_context
 from lakecdc.errors import LakeCdcError, SinkError
-from lakecdc.model import DECLARED_TYPE_KEY, EVENT_TYPES, TableId
+from lakecdc.model import DECLARED_TYPE_KEY, EVENT_TYPES, BinlogOffset, TableId
 from lakecdc.runtime.plan import PipelinePlan, SourcePlan
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.evolution import (ADD, ALTER_TYPE, COMMENT, DROP, NULLABLE, RENAME, ColumnChange,
@@ -100,13 +100,13 @@ def sink_events(event: SchemaChangeEvent, old_transform, new_transform) -> list[
             if star and renames else []
     if event.type == ALTER_COLUMN_TYPE:
         # the column as the event leaves it (a CHANGE a b ... alters a first, then renames it)
-        name = event.column.name
+        name = event.altered.name
         if name not in old_names:
             return []
         if not star and (old_transform is None or old_transform.column_sources().get(name) != [name]):
             return []
-        return [SinkEvent(ALTER_COLUMN_TYPE, [ColumnChange(ALTER_TYPE, name, event.column.sink_field(),
-                                                           comment=event.column.comment or None)])]
+        return [SinkEvent(ALTER_COLUMN_TYPE, [ColumnChange(ALTER_TYPE, name, event.altered.sink_field(),
+                                                           comment=event.altered.comment or None)])]
     if event.type == ALTER_TABLE_COMMENT:
         return [SinkEvent(ALTER_TABLE_COMMENT, [ColumnChange(COMMENT, comment=event.comment)])]
     return [SinkEvent(event.type)]
@@ -120,7 +120,7 @@ def lenient(events: list[SinkEvent], types: dict[str, str]) -> list[SinkEvent]:
         changes = []
         for change in event.changes:
             if change.kind == ADD:
-                changes.append(ColumnChange(ADD, change.name, change.field.with_nullable(True), ("LAST", "")))
+                changes.append(ColumnChange(ADD, change.name, change.new_field.with_nullable(True), ("LAST", "")))
             elif change.kind == DROP:
                 changes.append(ColumnChange(NULLABLE, change.name))
             elif change.kind == RENAME:
@@ -162,9 +162,9 @@ class SchemaChangeApplier:
     plan: PipelinePlan
     sink: PaimonSink
     targets: set[TableId]
-    checkpoints: dict[TableId, object]
-    commit: Callable[[TableId, object], None]
-    truncate: Callable[[TableId, object], None]
+    checkpoints: dict[TableId, BinlogOffset | None]
+    commit: Callable[[TableId, BinlogOffset], None]
+    truncate: Callable[[TableId, BinlogOffset], None]
     log: logging.Logger | logging.LoggerAdapter = logger
     failpoint: Callable[[str], None] = lambda name: None
     dropped: set[TableId] = field(default_factory=set)
@@ -180,7 +180,7 @@ class SchemaChangeApplier:
         mode = self.config.schema_change_behavior
         recreated = any(e.type == CREATE_TABLE for e in change.events)
         targets = [t for t in source_plan.targets if t in self.targets and (recreated or t not in self.dropped)
-                   and (self.checkpoints.get(t) is None or change.offset > self.checkpoints[t])]
+                   and ((checkpoint := self.checkpoints.get(t)) is None or change.offset > checkpoint)]
         for target in targets:
             if target in open_writers and change.previous is not None and target not in self.dropped:
                 self.commit(target, change.previous)

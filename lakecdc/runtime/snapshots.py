@@ -354,6 +354,7 @@ def _read_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, Sour
                     ctx.failpoint("during-snapshot")
                 if table_id in reports:
                     reports[table_id].add(batch.num_rows)
+            assert snap.progress is not None  # set by read_chunks
             new_progress[table_id] = snap.progress
             read = snap.rows_read - before
             rows_read += read
@@ -374,15 +375,17 @@ def _catch_up(ctx: SnapshotContext, target: TableId, plans: dict[TableId, Source
     reader = ctx.source.read_binlog(tables, {t: start for t in tables}, stop)
     applied = written = 0
     for batch in reader:
+        assert isinstance(batch, ChangeBatch)  # neither track_schemas nor a follow read: change batches only
         table_id = batch.table.table_id
         if table_id in progress:
             key = keys.get(table_id)
             values = batch.data.column(key.name) if key is not None else None
             mask = snapshotted_mask(ctx.source.options, key, progress[table_id],
                                     values if values is not None else batch.data.column(0))
-            batch = restrict_to_snapshotted(batch, mask)
-            if batch is None:
+            kept = restrict_to_snapshotted(batch, mask)
+            if kept is None:
                 continue
+            batch = kept
         applied += batch.num_rows
         written += ctx.apply(plans[table_id], batch, writer, counts)
     report_fallbacks(reader, ctx.log, lambda _source: [fallbacks], during=f" in the snapshot catch-up of {target}")

@@ -54,7 +54,7 @@ class TableStatus:
             return "finished (scan.startup.mode: snapshot)"
         if self.behind:
             return self.reason
-        if self.refresh_due:
+        if self.refresh_due and self.checkpoint is not None:
             return f"no changes; checkpoint in {self.checkpoint.file}, head in {head.file}: due a checkpoint refresh"
         if self.checkpoint is not None and self.checkpoint < head:
             return "up to date (no changes of its tables since the checkpoint)"
@@ -103,7 +103,9 @@ def pipeline_status(config: PipelineConfig, *, activity: BinlogActivity | None =
         elif pending:
             status.behind, status.reason = True, "snapshot in progress"
         tables.append(status)
-    scanned = [t for t in tables if not t.behind and not t.finished and t.checkpoint < head]
+    # (a table that is not behind has a checkpoint)
+    scanned = [t for t in tables
+               if not t.behind and not t.finished and t.checkpoint is not None and t.checkpoint < head]
     if not scanned and all(t.checkpoint is not None and head <= t.checkpoint for t in tables if not t.finished):
         # every table is at the head: the next scan starts there
         activity = BinlogActivity(head, head, tables=frozenset(s for t in tables for s in t.sources))
@@ -116,6 +118,7 @@ def pipeline_status(config: PipelineConfig, *, activity: BinlogActivity | None =
 def _judge(table: TableStatus, head: BinlogOffset, activity: BinlogActivity | None, files: set[str]) -> None:
     """Behind, due a refresh or up to date, from what the scan found after the table's checkpoint."""
     checkpoint = table.checkpoint
+    assert checkpoint is not None  # only tables with a checkpoint are scanned
     if checkpoint.file not in files:
         table.behind, table.reason = True, f"binlog file {checkpoint.file} of its checkpoint was purged"
         return
@@ -147,15 +150,17 @@ def _scan(source: MySqlSource, tables: list[TableStatus], head: BinlogOffset, pr
     options = source.options
     deadline = time.monotonic() + SCAN_LIMIT_SECONDS
     sizes = binlog_sizes(options)
-    reachable = sorted({t.checkpoint for t in tables if t.checkpoint.file in sizes}, key=lambda o: o.sort_key)
-    usable = (prior is not None and wanted <= prior.tables and prior.stop <= head
-              and (prior.stop.file in sizes or prior.stop.same_position(head)))
-    forward = bytes_between(sizes, prior.stop, head) if usable else None
+    checkpoints = {t.checkpoint for t in tables if t.checkpoint is not None}  # every scanned table has one
+    reachable = sorted((c for c in checkpoints if c.file in sizes), key=lambda o: o.sort_key)
+    usable = prior if (prior is not None and wanted <= prior.tables and prior.stop <= head
+                       and (prior.stop.file in sizes or prior.stop.same_position(head))) else None
+    forward = bytes_between(sizes, usable.stop, head) if usable is not None else None
     scanned = 0
-    if forward is not None and forward <= limit:
-        later = scan_activity(options, set(prior.tables | wanted), prior.stop, head, prepared_xa=prior.prepared_xa,
-                              max_seconds=deadline - time.monotonic())
-        activity = prior.merge(later)
+    activity: BinlogActivity | None
+    if usable is not None and forward is not None and forward <= limit:
+        later = scan_activity(options, set(usable.tables | wanted), usable.stop, head,
+                              prepared_xa=usable.prepared_xa, max_seconds=deadline - time.monotonic())
+        activity = usable.merge(later)
         scanned += later.bytes_scanned
         budget = limit - forward
     else:

@@ -17,17 +17,19 @@ apply to a table by its nature (a row count of an append table) passes and says 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecdc.config import PipelineConfig
 from lakecdc.errors import LakeCdcError
-from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, TableId
+from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, ChangeBatch, TableId
 from lakecdc.runtime.checkpoint import Checkpoint, read_checkpoint
 from lakecdc.runtime.connect import open_sink, open_source
 from lakecdc.runtime.plan import TargetPlan, build_plan
 from lakecdc.runtime.schema_evolution import IGNORE, LENIENT
+from lakecdc.sink import TableDescription
 from lakecdc.sink.evolution import paimon_type
 from lakecdc.source import MySqlSource
 from lakecdc.transform.expressions import DATA_EVENT_TYPE
@@ -111,7 +113,7 @@ def check_names(config: PipelineConfig, sources: list[TableId]) -> list[str]:
     return [n for n in CHECK_NAMES if n != ROW_COUNT or not has_filter(config, sources)]
 
 
-def soft_delete_column(config: PipelineConfig, plan: TargetPlan) -> str | None | bool:
+def soft_delete_column(config: PipelineConfig, plan: TargetPlan) -> str | None | Literal[False]:
     """For a SOFT_DELETE table, the output column carrying ``__data_event_type__`` unchanged (None when it has
     none); False when the table does not soft-delete."""
     from lakecdc.transform.expressions import parse_projection
@@ -139,7 +141,7 @@ class TableState:
     target: TableId
     plan: TargetPlan | None
     plan_error: str | None
-    stored: object | None  # lakecdc.sink.TableDescription
+    stored: TableDescription | None
     checkpoint: Checkpoint | None
 
     @classmethod
@@ -310,6 +312,7 @@ def binlog_changes(source: MySqlSource, tables: dict, start: BinlogOffset, stop:
     reader = source.read_binlog(tables, {t: start for t in tables}, stop, xa_scan_start=xa_scan_start)
     inserts = deletes = 0
     for batch in reader:
+        assert isinstance(batch, ChangeBatch)  # neither track_schemas nor a follow read: change batches only
         kinds = batch.data.column(OP_COLUMN)
         inserts += pc.sum(pc.equal(kinds, INSERT)).as_py() or 0
         deletes += pc.sum(pc.equal(kinds, DELETE)).as_py() or 0

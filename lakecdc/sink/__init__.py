@@ -374,9 +374,9 @@ class PaimonSink:
         """Rows written by the snapshots in (start, end] (end: latest) with a leading ``rowkind`` column; see
         lakecdc.sink.reader.read_changes."""
         latest = self.latest_snapshot_id(table_id)
-        end = latest if end_snapshot_id is None else end_snapshot_id
         if latest is None:
             raise SinkError(f"table {table_id} has no snapshot yet")
+        end = latest if end_snapshot_id is None else end_snapshot_id
         if isinstance(start_snapshot_id, bool) or not isinstance(start_snapshot_id, int) \
                 or not 0 <= start_snapshot_id <= end or end > latest:
             raise SinkError(f"table {table_id}: cannot read the changes of snapshots ({start_snapshot_id}, {end}]: "

@@ -46,13 +46,20 @@ class ColumnChange:
     new_name: str = ""  # RENAME
     comment: str | None = None  # ALTER_TYPE: the column comment; COMMENT: the table comment
 
+    @property
+    def new_field(self) -> pa.Field:
+        """The new column of an ADD or ALTER_TYPE change (every such change has one)."""
+        if self.field is None:
+            raise ValueError(f"{self.kind} change of column {self.name!r} without its field")
+        return self.field
+
     def describe(self) -> str:
         if self.kind == ADD:
-            return f"add column {self.name} {self.field.type} {' '.join(self.position).strip()}"
+            return f"add column {self.name} {self.new_field.type} {' '.join(self.position).strip()}"
         if self.kind == RENAME:
             return f"rename column {self.name} to {self.new_name}"
         if self.kind == ALTER_TYPE:
-            return f"alter column {self.name} type {self.field.type}"
+            return f"alter column {self.name} type {self.new_field.type}"
         if self.kind == NULLABLE:
             return f"make column {self.name} nullable"
         if self.kind == COMMENT:
@@ -158,7 +165,7 @@ def _schema_changes(table_id: TableId, change: ColumnChange, description, types:
         elif where in ("AFTER", "BEFORE"):
             raise SinkError(f"table {table_id}: cannot add column {change.name!r} {where} {reference!r}: no such "
                             f"column (columns: {', '.join(columns)})")
-        field = change.field.with_nullable(True) if not change.field.nullable else change.field
+        field = change.new_field.with_nullable(True) if not change.new_field.nullable else change.new_field
         comment = _comment(field)
         return [SchemaChange.add_column(change.name, paimon_type(table_id, field), comment, move)]
 
@@ -200,14 +207,14 @@ def _alter_type(table_id: TableId, change: ColumnChange, types: dict[str, str], 
         raise SinkError(f"table {table_id}: cannot change the type of column {change.name!r}: no such column")
     old = types[change.name]
     nullable = "NOT NULL" not in old.upper()
-    new_type = paimon_type(table_id, change.field.with_nullable(nullable))
+    new_type = paimon_type(table_id, change.new_field.with_nullable(nullable))
     out = []
     if _base(str(new_type)) != _base(old):
         if change.name in keys:
             raise SinkError(f"table {table_id}: cannot change the type of column {change.name!r} from {old} to "
                             f"{new_type}: it is a primary-key or partition column of the Paimon table (Paimon "
                             "refuses)")
-        reason = type_change_refusal(old, str(new_type), change.field.nullable)
+        reason = type_change_refusal(old, str(new_type), change.new_field.nullable)
         if reason is None and needs_value_check(old, str(new_type)):
             reason = check_stored_values(stored_values(change.name), old, new_type)
         if reason is not None:
@@ -218,7 +225,7 @@ def _alter_type(table_id: TableId, change: ColumnChange, types: dict[str, str], 
                 "the column in its new type (lakecdc resnapshot PIPELINE.yaml DB.TABLE, or the Dagster re-snapshot "
                 "job), or run with schema.change.behavior try_evolve to keep the old type")
         out.append(SchemaChange.update_column_type(change.name, new_type))
-    if change.field.nullable and not nullable and change.name not in keys:
+    if change.new_field.nullable and not nullable and change.name not in keys:
         out.append(SchemaChange.update_column_nullability(change.name, True))
     if change.comment is not None and (change.comment or None) != (stored_comment or None):
         out.append(SchemaChange.update_column_comment(change.name, change.comment))
@@ -420,7 +427,8 @@ def check_stored_values(column: pa.ChunkedArray | pa.Array, old: str, new_type) 
     if column.null_count == len(column):
         return None
     a_root = _parse(old)[0]
-    b_root, b_len, b_scale = _parse(str(new_type))
+    b_root, parsed_len, parsed_scale = _parse(str(new_type))
+    b_len, b_scale = parsed_len or 0, parsed_scale or 0  # _parse gives every type checked by length one below
     try:
         read = cast_array_for_schema_evolution(column, PyarrowFieldParser.from_paimon_type(new_type))
         if a_root in _BYTES and b_root in _TEXT:

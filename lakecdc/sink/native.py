@@ -20,6 +20,7 @@ those tests against the new version, then update ``VERIFIED_VERSIONS``.
 from __future__ import annotations
 
 from importlib import metadata
+from typing import Any
 
 import pyarrow as pa
 
@@ -78,7 +79,7 @@ def new_write_builder(table, commit_user: str, overwrite: dict | None = None):
     return builder
 
 
-def new_native_write(table, commit_user: str, table_id, overwrite: dict | None = None) -> tuple[object, object]:
+def new_native_write(table, commit_user: str, table_id, overwrite: dict | None = None) -> tuple[Any, Any]:
     """A batch write builder carrying ``commit_user`` and its write; SinkError unless the write is the Rust one.
 
     The Rust writer is bound to the thread that created it (pyo3 ``unsendable``): use it, and close it, on that
@@ -173,7 +174,7 @@ def commit_schema_change(table, table_id, changes: list, base_schema_id: int | N
         raise CommitConflictError(schema_conflict_message(table_id, base, f"the table's latest schema is {latest.id}"))
     new_schema = manager._generate_table_schema(latest, list(changes))
     for data_field in new_schema.fields:
-        if data_field.name in (defaults or {}):
+        if defaults and data_field.name in defaults:
             data_field.default_value = defaults[data_field.name]
     if not manager.commit(new_schema):
         raise CommitConflictError(schema_conflict_message(
@@ -231,7 +232,7 @@ def guard_snapshot_commit(table, table_id, base_snapshot_id: int) -> None:
     table.new_snapshot_commit = lambda: BaseCheckedSnapshotCommit(new_snapshot_commit())
 
 
-def commit_conflict(error: BaseException) -> CommitConflictError | None:
+def commit_conflict(error: BaseException | None) -> CommitConflictError | None:
     """The CommitConflictError behind ``error`` (pypaimon wraps what its snapshot commit raises), or None."""
     seen = set()
     while error is not None and id(error) not in seen:

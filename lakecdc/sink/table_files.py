@@ -29,7 +29,8 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
+from typing import Any, Iterator, cast
 
 import fastavro
 
@@ -136,14 +137,14 @@ class LocalStore:
     """Files of a local warehouse."""
 
     @staticmethod
-    def listdir(directory: Path) -> list[str]:
+    def listdir(directory: PurePath) -> list[str]:
         try:
             return os.listdir(directory)
         except (FileNotFoundError, NotADirectoryError):
             return []
 
     @staticmethod
-    def read_bytes(path: Path) -> bytes | None:
+    def read_bytes(path: PurePath) -> bytes | None:
         try:
             with open(path, "rb") as f:
                 return f.read()
@@ -151,20 +152,20 @@ class LocalStore:
             return None
 
     @staticmethod
-    def remove(path: Path) -> bool:
+    def remove(path: PurePath) -> bool:
         return _remove(path)
 
     @staticmethod
-    def write_new(path: Path, data: bytes) -> None:
+    def write_new(path: PurePath, data: bytes) -> None:
         _write_atomic(path, data)
 
     @staticmethod
-    def write_hint(path: Path, data: bytes) -> None:
+    def write_hint(path: PurePath, data: bytes) -> None:
         _write_atomic(path, data)
 
     @staticmethod
-    def walk(root: Path, skip_top: frozenset[str]) -> dict[str, list[Path]]:
-        found: dict[str, list[Path]] = {}
+    def walk(root: PurePath, skip_top: frozenset[str]) -> dict[str, list[PurePath]]:
+        found: dict[str, list[PurePath]] = {}
         stack = [root]
         while stack:
             directory = stack.pop()
@@ -181,14 +182,14 @@ class LocalStore:
         return found
 
     @staticmethod
-    def mtime_ms(path: Path) -> int:
+    def mtime_ms(path: PurePath) -> int:
         try:
-            return int(path.stat().st_mtime * 1000)
+            return int(Path(path).stat().st_mtime * 1000)
         except FileNotFoundError:
             return 0
 
     @staticmethod
-    def remove_empty_dirs(root: Path, directories: set, keep: set) -> None:
+    def remove_empty_dirs(root: PurePath, directories: set, keep: set) -> None:
         for directory in sorted(directories, key=lambda p: len(p.parts), reverse=True):
             while directory not in keep and root in directory.parents:
                 try:
@@ -206,20 +207,20 @@ class ObjectStore:
         self.fs = file_io.filesystem
         self._mtimes: dict[str, int] = {}
 
-    def listdir(self, directory: PurePosixPath) -> list[str]:
+    def listdir(self, directory: PurePath) -> list[str]:
         import pyarrow.fs as pafs
 
         infos = self.fs.get_file_info(pafs.FileSelector(str(directory), allow_not_found=True))
         return [PurePosixPath(i.path).name for i in infos]
 
-    def read_bytes(self, path: PurePosixPath) -> bytes | None:
+    def read_bytes(self, path: PurePath) -> bytes | None:
         try:
             with self.fs.open_input_stream(str(path)) as f:
                 return f.read()
         except FileNotFoundError:
             return None
 
-    def remove(self, path: PurePosixPath) -> bool:
+    def remove(self, path: PurePath) -> bool:
         import pyarrow.fs as pafs
 
         if self.fs.get_file_info(str(path)).type == pafs.FileType.NotFound:
@@ -227,17 +228,17 @@ class ObjectStore:
         self.fs.delete_file(str(path))
         return True
 
-    def write_new(self, path: PurePosixPath, data: bytes) -> None:
+    def write_new(self, path: PurePath, data: bytes) -> None:
         with self.fs.open_output_stream(str(path)) as f:  # a new, uniquely named file
             f.write(data)
 
-    def write_hint(self, path: PurePosixPath, data: bytes) -> None:
+    def write_hint(self, path: PurePath, data: bytes) -> None:
         self.file_io.try_to_write_atomic(f"s3://{path}", data.decode())  # one plain PUT (a hint)
 
-    def walk(self, root: PurePosixPath, skip_top: frozenset[str]) -> dict[str, list[PurePosixPath]]:
+    def walk(self, root: PurePath, skip_top: frozenset[str]) -> dict[str, list[PurePath]]:
         import pyarrow.fs as pafs
 
-        found: dict[str, list[PurePosixPath]] = {}
+        found: dict[str, list[PurePath]] = {}
         for info in self.fs.get_file_info(pafs.FileSelector(str(root), recursive=True, allow_not_found=True)):
             path = PurePosixPath(info.path)
             if info.type != pafs.FileType.File or path.relative_to(root).parts[0] in skip_top:
@@ -247,7 +248,7 @@ class ObjectStore:
                 self._mtimes[str(path)] = info.mtime_ns // 1_000_000
         return found
 
-    def mtime_ms(self, path: PurePosixPath) -> int:
+    def mtime_ms(self, path: PurePath) -> int:
         if str(path) not in self._mtimes:
             info = self.fs.get_file_info(str(path))
             self._mtimes[str(path)] = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
@@ -265,7 +266,7 @@ class TableFiles:
         self.table = table  # the pypaimon FileStoreTable (schema, partition fields, options, snapshot commit)
         self.table_id = table_id
         self.store = store or LocalStore()
-        self.dir = table_dir if isinstance(table_dir, PurePosixPath) else Path(table_dir)
+        self.dir: PurePath = table_dir if isinstance(table_dir, PurePosixPath) else Path(table_dir)
         self.manifest_dir = self.dir / "manifest"
         self.snapshot_dir = self.dir / "snapshot"
         self._lists: dict[str, list[str]] = {}
@@ -305,7 +306,10 @@ class TableFiles:
         for name in self.store.listdir(consumer_dir):
             if name.startswith("consumer-"):
                 try:
-                    found.append(int(json.loads(self.store.read_bytes(consumer_dir / name))["nextSnapshot"]))
+                    data = self.store.read_bytes(consumer_dir / name)
+                    if data is None:
+                        raise FileNotFoundError(consumer_dir / name)
+                    found.append(int(json.loads(data)["nextSnapshot"]))
                 except (OSError, ValueError, KeyError, TypeError):
                     raise SinkError(f"table {self.table_id}: cannot read consumer file {consumer_dir / name}; "
                                     f"fix or remove it before expiring snapshots") from None
@@ -332,13 +336,13 @@ class TableFiles:
     def manifest_list(self, name: str) -> list[str]:
         """Manifest file names in a manifest list."""
         if name not in self._lists:
-            self._lists[name] = [r["_FILE_NAME"] for r in fastavro.reader(self._open(self.manifest_dir / name))]
+            self._lists[name] = [r["_FILE_NAME"] for r in _avro_records(self._open(self.manifest_dir / name))]
         return self._lists[name]
 
     def manifest(self, name: str) -> list[ManifestRecord]:
         if name not in self._manifests:
             self._manifests[name] = [_record(r, self._partition_key)
-                                     for r in fastavro.reader(self._open(self.manifest_dir / name))]
+                                     for r in _avro_records(self._open(self.manifest_dir / name))]
         return self._manifests[name]
 
     def _open(self, path) -> io.BytesIO:
@@ -436,7 +440,9 @@ class TableFiles:
         schema = fastavro.parse_schema(MANIFEST_ENTRY_SCHEMA)
         codec = avro_codec(self.table.options.manifest_compression())
         prefix = f"manifest-{uuid.uuid4()}"
-        metas, chunk, buffer = [], [], io.BytesIO()
+        metas: list = []
+        chunk: list[ManifestRecord] = []
+        buffer = io.BytesIO()
         writer = fastavro.write.Writer(buffer, schema, codec=codec)
         try:
             for i, record in enumerate(records):
@@ -546,7 +552,12 @@ def open_table_files(table, table_id) -> TableFiles:
     return TableFiles(table, table_dir, table_id)
 
 
-def _remove(path: Path) -> bool:
+def _avro_records(data: io.BytesIO) -> Iterator[dict[str, Any]]:
+    """The records of an Avro file whose schema is a record (as every manifest's is)."""
+    return cast("Iterator[dict[str, Any]]", iter(fastavro.reader(data)))
+
+
+def _remove(path: PurePath) -> bool:
     """Delete one file; False when it was already gone (upkeep repeats after a crash)."""
     try:
         os.remove(path)
@@ -555,7 +566,7 @@ def _remove(path: Path) -> bool:
         return False
 
 
-def _write_atomic(path: Path, content: str | bytes) -> None:
+def _write_atomic(path: PurePath, content: str | bytes) -> None:
     data = content.encode() if isinstance(content, str) else content
     temp = path.with_name(f".{path.name}.{uuid.uuid4()}.tmp")
     try:

@@ -98,9 +98,9 @@ def build_schema(table_id: TableId, schema: pa.Schema, primary_keys: list[str], 
         metadata = dict(f.metadata or {})
         if b"comment" in metadata and b"description" not in metadata:
             metadata[b"description"] = metadata[b"comment"]
-        metadata = {k: v for k, v in metadata.items() if k == b"description"} or None
+        kept = {k: v for k, v in metadata.items() if k == b"description"} or None
         fields.append(pa.field(f.name, paimon_arrow_type(table_id, f.name, f.type),
-                               nullable=f.nullable and f.name not in pk, metadata=metadata))
+                               nullable=f.nullable and f.name not in pk, metadata=kept))
     for p in partition_keys:
         t = next(f.type for f in fields if f.name == p)
         if pa.types.is_floating(t) or pa.types.is_binary(t) or pa.types.is_fixed_size_binary(t) \

@@ -264,7 +264,7 @@ def _locked(sink, table_id: TableId, wait_seconds: float, owner: str) -> Iterato
 
 
 def is_upkeep_snapshot(properties: dict[str, str] | None) -> bool:
-    return bool(properties) and UPKEEP_PROPERTY in properties
+    return properties is not None and UPKEEP_PROPERTY in properties
 
 
 def latest_change_snapshot_id(sink, table_id: TableId) -> int | None:
@@ -346,12 +346,12 @@ class _Upkeep:
             partitions = {partition for partition, _ in buckets}
             whole = not self.table.partition_keys or due == partitions
             snapshot_id, rewritten = self._rewrite(latest, None if whole else sorted(due, key=repr))
-            rewritten = partitions if rewritten is None else set(rewritten)
+            done = partitions if rewritten is None else set(rewritten)
             self.result.compaction_snapshot_id = snapshot_id
-            self.result.partitions_compacted = len(rewritten)
+            self.result.partitions_compacted = len(done)
             self.result.files_rewritten = sum(len(records) for (partition, _), records in buckets.items()
-                                              if partition in rewritten)
-            upgrades = {key: records for key, records in upgrades.items() if key[0] not in rewritten}
+                                              if partition in done)
+            upgrades = {key: records for key, records in upgrades.items() if key[0] not in done}
         if upgrades:
             self._upgrade({r.identifier for records in upgrades.values() for r in records if r.level == 0})
 
@@ -399,7 +399,7 @@ class _Upkeep:
         writer = self.sink.open_writer(self.table_id, overwrite={}, options=writer_options,
                                        base_snapshot_id=latest.id)
         with writer:
-            for partition in partitions or [None]:
+            for partition in partitions if partitions else [None]:
                 if self._copy_live_rows(writer, partition) == 0 and partition is not None:
                     # a due partition without live rows would not be replaced by a dynamic overwrite
                     writer.abort()

@@ -17,7 +17,7 @@ writers would assign buckets independently (Paimon allows one writer for them to
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,7 +38,7 @@ class _Shard:
 
     def __init__(self, executor: ThreadPoolExecutor | None):
         self.executor = executor
-        self.write = None
+        self.write: Any = None  # pypaimon's native table write, once opened
 
     def submit(self, fn: Callable, *args) -> Future:
         if self.executor is not None:
@@ -193,7 +193,7 @@ class TableWriter:
             return [columns.slice(i * size, size) for i in range(n)]
         import polars as pl
 
-        keys = pl.from_arrow(columns.select(list(self._table.primary_keys)))
+        keys = pl.DataFrame(columns.select(list(self._table.primary_keys)))
         shard = pa.array((keys.hash_rows(seed=0) % n).to_numpy())
         return [columns.filter(pc.equal(shard, i)) for i in range(n)]
 

@@ -30,7 +30,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Union
 
 import pymysql
 from pymysqlreplication.event import (ExecuteLoadQueryEvent, GtidEvent, HeartbeatLogEvent, MariadbGtidEvent,
@@ -140,6 +140,10 @@ class BinlogCheckpoint:
     offset: BinlogOffset
 
 
+# what a BinlogReader yields: change batches, schema changes (track_schemas) and checkpoints (follow mode)
+BinlogItem = Union[ChangeBatch, TableSchemaChange, BinlogCheckpoint]
+
+
 @dataclass
 class _Skip:
     """``scan.startup.specific-offset.skip-events`` / ``skip-rows``: row events, then rows of the next row event,
@@ -201,7 +205,8 @@ class BinlogReader:
     """
 
     def __init__(self, options: MySqlSourceOptions, tables: dict[TableId, SourceTable],
-                 start_offsets: dict[TableId, BinlogOffset], stop: BinlogOffset, *, flush_rows: int = FLUSH_ROWS,
+                 start_offsets: dict[TableId, BinlogOffset], stop: BinlogOffset | None, *,
+                 flush_rows: int = FLUSH_ROWS,
                  cuts: list[BinlogOffset] | set[BinlogOffset] | tuple = (), skip_events: int = 0,
                  skip_rows: int = 0, track_schemas: bool = False, xa_scan_start: BinlogOffset | None = None,
                  checkpoint_seconds: float | None = None, should_stop: Callable[[], bool] | None = None):
@@ -250,7 +255,7 @@ class BinlogReader:
             return self.xa_scan_start
         return min((p.start for p in self._prepared.values()), default=None)
 
-    def __iter__(self) -> Iterator[ChangeBatch]:
+    def __iter__(self) -> Iterator[BinlogItem]:
         if self._started:
             raise SourceError("a BinlogReader can be iterated only once; create a new one to read again")
         self._started = True
@@ -258,7 +263,7 @@ class BinlogReader:
 
     # ------------------------------------------------------------------------------------------------------------
 
-    def _stream(self, start: BinlogOffset, server_id: int) -> BinlogStream:
+    def _stream(self, start: BinlogOffset, server_id: int | None) -> BinlogStream:
         settings = connection_kwargs(self.options)
         # a slow consumer must not make the server drop the dump connection between two batches
         settings["init_command"] = "SET SESSION net_write_timeout = 3600"
@@ -290,7 +295,7 @@ class BinlogReader:
             yield ids[i % len(ids)]
             i += 1
 
-    def _run(self) -> Iterator[ChangeBatch]:
+    def _run(self) -> Iterator[BinlogItem]:
         stop = self.stop
         if not self.tables:
             self.end_offset = stop
@@ -380,7 +385,7 @@ class BinlogReader:
                             yield from self._flush(pending)
                             yield BinlogCheckpoint(self._reached_offset(min(self.start_offsets.values())))
                             # at a fixed rate, as Flink triggers checkpoints: the commit's own time is not added
-                            next_checkpoint = max(next_checkpoint + self.checkpoint_seconds, time.monotonic())
+                            next_checkpoint = max(next_checkpoint + (self.checkpoint_seconds or 0), time.monotonic())
                     if isinstance(ev, HeartbeatLogEvent):
                         continue
                     if isinstance(ev, TableMapEvent):  # of a captured table (the library filters the others)

@@ -43,7 +43,9 @@ def _latin1_decode(data, errors="strict"):
     return text, len(data)
 
 
-def _c1_controls(exc: UnicodeDecodeError):
+def _c1_controls(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):  # registered for decoding only
+        raise exc
     return "".join(chr(b) for b in exc.object[exc.start:exc.end]), exc.end
 
 

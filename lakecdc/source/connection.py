@@ -21,7 +21,7 @@ SESSION_TIME_ZONE = "+00:00"
 
 def driver_reason(exc: BaseException) -> str:
     """The driver's error text (PyMySQL messages never contain the password)."""
-    args = getattr(exc, "args", ())
+    args: tuple = getattr(exc, "args", ())
     if len(args) >= 2 and isinstance(args[0], int):
         return f"({args[0]}) {args[1]}"
     return str(exc) or type(exc).__name__

@@ -51,6 +51,13 @@ class SchemaChangeEvent:
     comment: str = ""  # alter.table.comment
     table: SourceTable | None = None  # create.table
 
+    @property
+    def altered(self) -> SourceColumn:
+        """The new definition of an alter.column.type event's column (every such event has one)."""
+        if self.column is None:
+            raise ValueError(f"{self.type} event has no column definition")
+        return self.column
+
     def describe(self) -> str:
         if self.type == ADD_COLUMN:
             return "add column " + ", ".join(f"{c.name} {c.column_type} {p}" for c, p in self.columns)
@@ -59,7 +66,7 @@ class SchemaChangeEvent:
         if self.type == RENAME_COLUMN:
             return "rename column " + ", ".join(f"{a} to {b}" for a, b in self.renames)
         if self.type == ALTER_COLUMN_TYPE:
-            return f"alter column {self.column.name} type {self.column.column_type}"
+            return f"alter column {self.altered.name} type {self.altered.column_type}"
         if self.type == ALTER_TABLE_COMMENT:
             return f"alter table comment {self.comment!r}"
         if self.type == UNPARSED_DDL:
@@ -533,10 +540,13 @@ def _apply(table: SourceTable, event: SchemaChangeEvent) -> SourceTable:
         keys = tuple(renames.get(k.lower(), k) for k in table.primary_keys)
         return replace(table, columns=tuple(columns), primary_keys=keys)
     elif event.type == ALTER_COLUMN_TYPE:
-        columns = [event.column if c.name.lower() == event.column.name.lower() else c for c in columns]
+        altered = event.altered
+        columns = [altered if c.name.lower() == altered.name.lower() else c for c in columns]
     elif event.type == ALTER_TABLE_COMMENT:
         return replace(table, comment=event.comment)
     elif event.type == CREATE_TABLE:
+        if event.table is None:
+            raise ValueError("create.table event without its table")
         return event.table
     return replace(table, columns=tuple(columns))
 

@@ -51,7 +51,7 @@ from lakecdc.source.types import (GEOMETRY_TYPES, column_data_type, geometry_jso
 try:
     from lakecdc.source import _rowsdecoder as _ext
 except ImportError as exc:  # pragma: no cover - exercised only on a machine without the build
-    _ext = None
+    _ext = None  # type: ignore[assignment]  # columnar_available() tells the callers
     _IMPORT_ERROR: str | None = str(exc)
 else:
     _IMPORT_ERROR = None
@@ -268,7 +268,8 @@ class _PlanInfo:
     names: tuple  # the event's column names
 
 
-_PLANS: dict = {}  # id(SourceTable) -> (SourceTable, {table-map signature: _PlanInfo})
+# id(SourceTable) -> (SourceTable, {table-map signature: _PlanInfo})
+_PLANS: dict[int, tuple[SourceTable, dict[tuple, _PlanInfo]]] = {}
 _PLANS_MAX = 512
 
 
@@ -498,8 +499,7 @@ def _column_spec(column, target: SourceColumn, tgt: int, width: int, slot: int) 
             raise unsupported()
         if column.enum_values is None:
             return _spec(**base, kind=K_NULL), None
-        labels = [str(v).encode("utf-8") for v in column.enum_values]
-        return _spec(**base, kind=K_ENUM, labels=labels), None
+        return _spec(**base, kind=K_ENUM, labels=[str(v).encode("utf-8") for v in column.enum_values]), None
     if t == _SET:
         if dtype != "set" or tgt != TG_LIST:
             raise unsupported()
@@ -538,7 +538,7 @@ def _string_spec(column, target: SourceColumn, dtype: str, tgt: int, width: int,
     if codec in _SINGLE_BYTE_CODECS:
         return _spec(**base, kind=K_TABLE, table=_byte_table(codec)), None
     return _spec(**base, kind=K_RAW), (("decode", codec), (pa.binary(), _per_value(
-        lambda v, codec=codec: v.decode(codec))))
+        functools.partial(bytes.decode, encoding=codec))))
 
 
 def _library_codec(column) -> str | None:
@@ -603,6 +603,12 @@ def _mysql_json_text(raw: bytes) -> Any:
     return value if type(value) is str else to_text(value)
 
 
+def _plan_key(decoded: DecodedRows) -> tuple:
+    if decoded._plan is None:  # every columnar decode has its plan
+        raise ValueError(f"rows of {decoded.table.table_id} decoded without a plan")
+    return decoded._plan.key
+
+
 def _set_builder(labels: list[str]):
     """SET members arrive as label indices; the list array takes its values from the labels."""
     label_array = pa.array(labels, type=pa.string())
@@ -645,7 +651,7 @@ def build_change_batch(table: SourceTable, parts: Sequence[tuple[DecodedRows, in
             continue
         if decoded.columnar:
             flush_fallback()
-            if run and run[-1][0]._plan.key != decoded._plan.key:
+            if run and _plan_key(run[-1][0]) != _plan_key(decoded):
                 flush_run()
             run.append((decoded, ts))
         else:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 import pymysql
@@ -69,7 +69,7 @@ class SnapshotReader:
     def __init__(self, options: MySqlSourceOptions, tables: list[SourceTable]):
         self.options = options
         self.tables: dict[TableId, SourceTable] = {t.table_id: t for t in tables}
-        self._conn = None
+        self._conn: Any = None  # the open pymysql connection (pymysql has no type hints)
         self._offset: BinlogOffset | None = None
         self._active: TableId | None = None
         self._closed = False

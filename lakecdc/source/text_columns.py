@@ -103,9 +103,8 @@ class TextColumn:
 
 
 def _convert(value: bytes, encoding: str | None, converter) -> Any:
-    if encoding is not None:
-        value = value.decode(encoding)
-    return converter(value) if converter is not None else value
+    text = value.decode(encoding) if encoding is not None else value
+    return converter(text) if converter is not None else text
 
 
 def _text(raw: pa.Array) -> pa.Array:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Generator
 
 import numpy as np
 import pyarrow as pa
@@ -52,7 +52,7 @@ def result_columns(cursor) -> ResultColumns | None:
     return ResultColumns(result.field_count, list(result.converters))
 
 
-def read_columns(cursor, max_rows: int) -> Iterator[list[pa.Array]]:
+def read_columns(cursor, max_rows: int) -> Generator[list[pa.Array], None, None]:
     """The rows of ``cursor``'s streamed result (an ``SSCursor`` right after ``execute``), ``max_rows`` rows at a
     time, as one ``pa.binary()`` array per column (the fields' text-protocol bytes; NULL fields are null).
 

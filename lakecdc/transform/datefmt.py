@@ -359,7 +359,7 @@ def parse_columns(text: pa.Array, pattern: Pattern, *, full_match: bool, now_yea
                     # SimpleDateFormat: the century that puts the year within 80 years before / 20 after now
                     base = np.where(year + 2000 > now_year + 20, 1900, 2000)
                 else:
-                    base = 2000
+                    base = np.int64(2000)
                 year = np.where(two_digit, year + base, year)
         elif letter in "ML":
             if c >= 3:

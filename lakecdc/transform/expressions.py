@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import decimal
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar
 
 import pyarrow as pa
 import sqlglot
@@ -47,7 +47,7 @@ class FlinkCdcSql(Spark):
 
     class Parser(SparkParser):
         STRICT_CAST = True
-        FUNCTIONS: dict = {}
+        FUNCTIONS: ClassVar[dict[str, Callable]] = {}
 
         def _parse_position(self, haystack_first: bool = False) -> exp.StrPosition:
             args = self._parse_csv(self._parse_bitwise)
@@ -110,15 +110,16 @@ def _parse_select(text: str) -> exp.Select:
         raise ExpressionError(f"expression nests too deeply ({len(text)} characters): split it into several "
                               "projected columns") from None
     _check_depth(tree, text)
-    extra = [k for k, v in tree.args.items() if v and k not in ("expressions", "from", "from_")] \
-        if isinstance(tree, exp.Select) else ["statement"]
+    if not isinstance(tree, exp.Select):
+        raise ExpressionError(f"syntax error in {text!r}: expected only an expression list, found STATEMENT")
+    extra = [k for k, v in tree.args.items() if v and k not in ("expressions", "from", "from_")]
     if extra:
         raise ExpressionError(f"syntax error in {text!r}: expected only an expression list, found "
                               f"{', '.join(extra).upper()}")
     return tree
 
 
-def _check_depth(tree: exp.Expression, text: str) -> None:
+def _check_depth(tree: exp.Expr, text: str) -> None:
     """Refuse expressions nested deeper than MAX_DEPTH (e.g. thousands of chained ``+``), which would exhaust
     the stack when compiled, with a clear error instead of a RecursionError."""
     stack = [(tree, 0)]
@@ -142,6 +143,20 @@ class ProjectionItem:
     expr: exp.Expression | None
     alias: str | None  # output name (None for '*')
     bare_column: str | None  # the referenced name when the expression is a bare identifier
+
+    @property
+    def expression(self) -> exp.Expression:
+        """The item's expression (every item but ``*`` has one)."""
+        if self.expr is None:
+            raise ExpressionError("* has no expression")
+        return self.expr
+
+    @property
+    def output_name(self) -> str:
+        """The item's output column name (every item but ``*`` has one)."""
+        if self.alias is None:
+            raise ExpressionError("* has no output name")
+        return self.alias
 
 
 def normalise_projection(text: str) -> str:
@@ -350,17 +365,17 @@ class Compiler:
             target = cast_target(node.to)
             return fn.cast(self.compile(node.this), target, isinstance(node, exp.TryCast), sql, self.site(sql))
         if isinstance(node, exp.Substring):
-            args = [node.this, node.args.get("start"), node.args.get("length")]
-            return self.function("SUBSTRING", [a for a in args if a is not None], sql)
+            operands = [node.this, node.args.get("start"), node.args.get("length")]
+            return self.function("SUBSTRING", [a for a in operands if a is not None], sql)
         if isinstance(node, exp.Trim):
             return self._trim(node, sql)
         if isinstance(node, exp.Overlay):
-            args = [node.this, node.expression, node.args.get("from_") or node.args.get("from"),
-                    node.args.get("for_") or node.args.get("for")]
-            return self.function("OVERLAY", [a for a in args if a is not None], sql)
+            operands = [node.this, node.expression, node.args.get("from_") or node.args.get("from"),
+                        node.args.get("for_") or node.args.get("for")]
+            return self.function("OVERLAY", [a for a in operands if a is not None], sql)
         if isinstance(node, exp.StrPosition):
-            args = [node.args.get("substr"), node.this, node.args.get("position")]
-            return self.function("POSITION", [a for a in args if a is not None], sql)
+            operands = [node.args.get("substr"), node.this, node.args.get("position")]
+            return self.function("POSITION", [a for a in operands if a is not None], sql)
         if isinstance(node, (exp.Ceil, exp.Floor)):
             if node.args.get("decimals") is not None or node.args.get("to") is not None:
                 raise ExpressionError(f"{sql}: CEIL/FLOOR take one argument")

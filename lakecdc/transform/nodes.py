@@ -6,6 +6,7 @@ evaluation time and zone; ``Node.eval`` returns a ``pa.Array`` of ``env.num_rows
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -42,10 +43,13 @@ class EvalEnv:
             self._meta_cache[name] = self.metadata[name]()
         return self._meta_cache[name]
 
+    def _taken_meta(self, name: str, rows: pa.Array) -> pa.Array:
+        return self.meta(name).take(rows)
+
     def subset(self, rows: pa.Array) -> "EvalEnv":
         """The same columns restricted to ``rows`` (indices), taken lazily when an expression reads them."""
         return EvalEnv(num_rows=len(rows), source=_Taken(self.source, rows),
-                       metadata={name: (lambda name=name: self.meta(name).take(rows)) for name in self.metadata},
+                       metadata={name: functools.partial(self._taken_meta, name, rows) for name in self.metadata},
                        outputs=_Taken(self.outputs, rows), zone=self.zone, now_ms=self.now_ms)
 
 

@@ -141,11 +141,12 @@ def validate_rule(rule: TransformRuleConfig, ctx: TransformContext) -> None:
                 continue
             if item.alias in METADATA_COLUMNS and item.bare_column != item.alias:
                 error = located(ExpressionError(f"Column name {item.alias} is reserved and shading it is not "
-                                                f"allowed (in {item.expr.sql()} AS {item.alias})"), item.expr,
+                                                f"allowed (in {item.expression.sql()} AS {item.alias})"),
+                                item.expression,
                                 normalise_projection(rule.projection))
                 raise _error(ctx, path, str(error))
             try:
-                names += check_tree(item.expr, ctx.udfs, text=normalise_projection(rule.projection),
+                names += check_tree(item.expression, ctx.udfs, text=normalise_projection(rule.projection),
                                     max_precision=ctx.decimal_precision)
             except ExpressionError as exc:
                 raise _error(ctx, path, str(exc)) from None
@@ -213,7 +214,7 @@ class CompiledTransform:
         ops = data.column(OP_COLUMN).combine_chunks().cast(pa.string())
         source = {name: data.column(name).combine_chunks() for name in data.column_names
                   if name not in (OP_COLUMN, OP_TS_COLUMN)}
-        metadata = {
+        metadata: dict[str, Callable[[], pa.Array]] = {
             NAMESPACE_NAME: lambda: pa.nulls(n, pa.string()),
             SCHEMA_NAME: lambda: pa.repeat(pa.scalar(table_id.database), n),
             TABLE_NAME: lambda: pa.repeat(pa.scalar(table_id.table), n),
@@ -359,14 +360,14 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
                     put(m.name, m.field, ColumnRef("metadata", m.name, m.arrow_type, m.nullable))
             continue
         try:
-            node = compiler.compile(item.expr)
+            node = compiler.compile(item.expression)
             output = _output_field(item, node)
         except ExpressionError as exc:
-            exc = located(exc, item.expr, normalise_projection(text))
+            exc = located(exc, item.expression, normalise_projection(text))
             raise PipelineConfigError(str(exc), file=ctx.source_file, path=path) from None
         if item.bare_column is not None and isinstance(node, ColumnRef) and node.kind == "source":
             output = output.with_metadata(source_fields[node.name].sink_field().metadata)  # comment, VARCHAR(n)
-        put(item.alias, output, node)
+        put(item.output_name, output, node)
 
     # --- keys
     pk_path = f"{rule_path}.primary-keys"

@@ -454,7 +454,7 @@ def _shortest_repr(value: float, single: bool) -> str:
 def _java_scientific(value: float, single: bool) -> str:
     digits_tuple = decimal.Decimal(_shortest_repr(value, single)).normalize().as_tuple()
     digits = "".join(map(str, digits_tuple.digits))
-    exponent = len(digits) - 1 + digits_tuple.exponent
+    exponent = len(digits) - 1 + int(digits_tuple.exponent)  # a finite value: an int exponent
     sign = "-" if digits_tuple.sign else ""
     return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
 

@@ -29,7 +29,7 @@ class UdfConfig:
     name: str
     classpath: str
     options: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
-    function: Callable = field(default=None, repr=False, hash=False, compare=False)
+    function: Callable | None = field(default=None, repr=False, hash=False, compare=False)
 
 
 def parse_udfs(raw: Any, *, file: str | None, path: str) -> tuple[UdfConfig, ...]:
@@ -114,4 +114,10 @@ def load_callable(classpath: str, options: dict[str, str], *, file: str | None, 
 
 def udf_functions(udfs: tuple[UdfConfig, ...] | list[UdfConfig]) -> dict[str, Callable]:
     """name → callable, the form ``TransformContext.udfs`` takes."""
-    return {u.name: u.function for u in udfs}
+    return {u.name: _loaded(u) for u in udfs}
+
+
+def _loaded(udf: UdfConfig) -> Callable:
+    if udf.function is None:  # parse_udfs loads every function
+        raise PipelineConfigError(f"UDF {udf.name!r} ({udf.classpath}) is not loaded")
+    return udf.function

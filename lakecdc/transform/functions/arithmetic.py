@@ -54,7 +54,7 @@ def _decimal_arithmetic_rows(op: str, x: pa.Array, y: pa.Array, site: Site) -> p
     context = _d.Context(prec=200, rounding=_d.ROUND_DOWN)
     scale = {"+": max(x.type.scale, y.type.scale), "-": max(x.type.scale, y.type.scale),
              "*": min(38, x.type.scale + y.type.scale), "/": x.type.scale, "%": max(x.type.scale, y.type.scale)}[op]
-    out = []
+    out: list[_d.Decimal | None] = []
     for a, b in zip(x.to_pylist(), y.to_pylist()):
         if a is None or b is None:
             out.append(None)

@@ -10,7 +10,9 @@ row). Patterns read from a column are checked per distinct value and give NULL w
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,6 +21,11 @@ from lakecdc.errors import ExpressionError
 from lakecdc.transform.functions.base import (as_string, function, require, scatter, where_null,
                                               with_scalars)
 from lakecdc.transform.nodes import Node
+
+if sys.version_info >= (3, 11):  # the structure of a pattern (no public API; sre_parse is deprecated from 3.11)
+    from re import _parser as sre_parse
+else:  # pragma: no cover
+    import sre_parse
 
 _POSIX = {"Lower": "[:lower:]", "Upper": "[:upper:]", "ASCII": "\\x00-\\x7F", "Alpha": "[:alpha:]",
           "Digit": "[:digit:]", "Alnum": "[:alnum:]", "Punct": "[:punct:]", "Graph": "[:graph:]",
@@ -163,17 +170,13 @@ def group_never_empty(rx: JavaRegex, index: int) -> bool:
     """Group ``index`` of the pattern cannot match the empty string (``(b)``, ``(\\d+)``): an empty value reported
     for it means the group did not take part in the match, which Java reports as NULL and RE2 as ''. Read from
     Python's parse of the pattern (same group numbering); False when that parse fails."""
-    try:
-        from re import _parser as sre_parse  # noqa: PLC2701 - the structure of a pattern; no public API
-    except ImportError:  # pragma: no cover - Python < 3.11
-        import sre_parse  # type: ignore[no-redef]
     if index == 0:
         return False
     try:
         tree = sre_parse.parse(rx.source)
     except Exception:  # noqa: BLE001 - any pattern Python reads differently: keep RE2's ''
         return False
-    stack = [tree]
+    stack: list[Any] = [tree]  # re's parse tree (its type hints do not describe the nesting)
     while stack:
         node = stack.pop()
         for op, av in node.data if hasattr(node, "data") else node:

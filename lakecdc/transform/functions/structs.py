@@ -147,7 +147,7 @@ def _typed(dtype: pa.DataType) -> Node:
 def variant_item(arr: pa.Array, key) -> pa.Array:
     """Object member / 1-based array element of JSON values (per row: Arrow has no JSON kernels; VARIANT values
     come from PARSE_JSON, which is per row for the same reason)."""
-    out = []
+    out: list[str | None] = []
     for text in arr.storage.to_pylist():
         if text is None:
             out.append(None)
@@ -262,7 +262,7 @@ def parse_json_column(arr: pa.Array, allow_duplicates: bool, strict: bool, site:
     """JSON text → VARIANT (normalised JSON); NULL or '' → NULL. Invalid JSON fails the batch (PARSE_JSON) or
     gives NULL (TRY_PARSE_JSON). Per row: Arrow has no JSON kernel for a column of documents."""
     hook = None if allow_duplicates else _pairs_no_duplicates
-    out = []
+    out: list[str | None] = []
     for text in (as_string(arr) if family(arr.type) in ("string", "null") else java_to_string(arr)).to_pylist():
         if text is None or text == "":
             out.append(None)

@@ -658,6 +658,8 @@ def interval_arithmetic(op: str, left: Node, right: Node, site: Site) -> Node:
             raise ExpressionError(f"INTERVAL - value is not supported, write value - INTERVAL: {site.sql}")
         left, right = right, left
     interval = right
+    if not isinstance(interval, IntervalLiteral):
+        raise ExpressionError(f"operator {op} with an INTERVAL needs an INTERVAL literal: {site.sql}")
     require(left, ("timestamp", "timestamp_ltz", "date", "time"), f"operator {op} with an INTERVAL")
     sign = -1 if op == "-" else 1
     kind = fam(left)
