@@ -122,6 +122,69 @@ def test_create_tutorial_table(wh):
     assert sink.read_table(ORDERS).num_rows == 0 and sink.row_count(ORDERS) == 0
 
 
+def test_metadata_reads_match_pypaimons_catalog(wh):
+    """Tables, schemas and snapshots come from the metadata files without pypaimon's catalog
+    (lakecdc.sink.metadata): the same answers as the catalog's tables, and managers built as pypaimon builds them."""
+    from pypaimon.schema.schema_manager import SchemaManager
+    from pypaimon.snapshot.snapshot_manager import SnapshotManager
+
+    from lakecdc.sink.metadata import MainBranchSchemas, MainBranchSnapshots
+
+    sink = make_sink(wh)
+    create_orders(sink)
+    other = TableId("other", "events")
+    sink.ensure_table(other, TUTORIAL_SCHEMA, ["id"], [], {}, "")
+    for pos in ("10", "20"):
+        with sink.open_writer(ORDERS) as w:
+            w.write(changes(("+I", row(int(pos), "a"))))
+            w.commit({CHECKPOINT_KEY: "f.000001", "lakecdc.binlog.pos": pos})
+    catalog = sink._catalog
+    assert sink.list_tables() == sorted(TableId(d, t) for d in catalog.list_databases()
+                                        for t in catalog.list_tables(d)) == [ORDERS, other]
+    for table_id in (ORDERS, other):
+        stored, loaded = sink._stored(table_id), sink._load(table_id)
+        assert stored.table_schema == loaded.table_schema
+        assert (stored.primary_keys, stored.partition_keys, stored.comment()) == \
+            (loaded.primary_keys, loaded.partition_keys, loaded.comment())
+        ours, theirs = stored.snapshot_manager(), loaded.snapshot_manager()
+        assert isinstance(ours, MainBranchSnapshots)
+        assert vars(ours) == vars(SnapshotManager(loaded.file_io, loaded.table_path, "main"))
+        assert vars(MainBranchSchemas(loaded.file_io, loaded.table_path)) == \
+            vars(SchemaManager(loaded.file_io, loaded.table_path, "main"))
+        assert ours.get_latest_snapshot() == theirs.get_latest_snapshot()
+    assert sink.latest_snapshot_id(ORDERS) == 2 and sink.latest_snapshot_id(other) is None
+    assert sink.checkpoint(ORDERS) == {CHECKPOINT_KEY: "f.000001", "lakecdc.binlog.pos": "20"}
+    assert [s.id for s in sink.snapshots(ORDERS)] == [1, 2]
+    assert sink.paimon_types(ORDERS)["id"] == "BIGINT NOT NULL"
+    assert not sink.table_exists(TableId("nope", "orders")) and not sink.table_exists(TableId("inv", "nope"))
+    with pytest.raises(SinkError, match="does not exist"):
+        sink.describe(TableId("inv", "nope"))
+
+
+_METADATA_ONLY = """
+    import sys
+    from lakecdc.model import TableId
+    from lakecdc.sink import PaimonSink
+    sink = PaimonSink({"metastore": "filesystem", "warehouse": sys.argv[1]})
+    table = TableId("inv", "orders")
+    assert sink.list_tables() == [table] and sink.table_exists(table)
+    assert sink.checkpoint(table)["lakecdc.binlog.pos"] == "10" and sink.latest_snapshot_id(table) == 1
+    sink.describe(table)
+    print(sorted(m for m in ("pandas", "polars", "pypaimon.catalog.catalog", "pyarrow.dataset") if m in sys.modules))
+"""
+
+
+def test_metadata_questions_do_not_import_pypaimons_catalog(wh):
+    """What a run with nothing to write asks the sink imports neither pypaimon's catalog nor pandas and polars
+    (their import was most of the fixed cost of a run; docs/benchmarks.md)."""
+    sink = make_sink(wh)
+    create_orders(sink)
+    with sink.open_writer(ORDERS) as w:
+        w.commit({CHECKPOINT_KEY: "f.000001", "lakecdc.binlog.pos": "10"})
+    out, err = run_child(_METADATA_ONLY, wh).communicate(timeout=120)
+    assert out.strip() == "[]", err
+
+
 def test_existing_table_is_not_altered(wh):
     sink = make_sink(wh)
     first = create_orders(sink, {"bucket": "2"})

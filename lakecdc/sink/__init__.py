@@ -21,6 +21,7 @@ from lakecdc.sink import native, object_store
 from lakecdc.sink.catalog import (create_catalog, identifier, local_warehouse_path, normalize_catalog_options,
                                   storage_options)
 from lakecdc.sink.lock import InProcessTableLock, TableLock, lock_path
+from lakecdc.sink.metadata import StoredTable, Warehouse, open_file_io, uses_catalog_files
 from lakecdc.sink.reader import empty_changes as _empty_changes
 from lakecdc.sink.reader import read_changes as _read_changes
 from lakecdc.sink.reader import read_table as _read_table
@@ -48,7 +49,15 @@ class PaimonSink:
         self.warehouse = self.catalog_options["warehouse"]
         self._warehouse_dir = local_warehouse_path(self.warehouse)
         self._object_store = object_store.is_object_store(self.warehouse)
-        self._catalog = create_catalog(self.catalog_options)
+        # Questions about what is stored (tables, schemas, snapshots) are answered from the metadata files
+        # (lakecdc.sink.metadata); pypaimon's catalog, whose import costs about a second, is created at the first
+        # write, table creation or row read. A jdbc metastore uses the catalog for everything.
+        self._metadata: Warehouse | None = None
+        self._catalog_instance = None
+        if uses_catalog_files(self.catalog_options):
+            self._metadata = Warehouse(self.catalog_options, open_file_io(self.catalog_options))
+        else:
+            self._catalog_instance = create_catalog(self.catalog_options)
         self._locks: dict[TableId, TableLock | InProcessTableLock] = {}
         # Per table whose checkpoint this sink loaded, the snapshot its next commit must follow: the latest one
         # when the checkpoint was first loaded, then each snapshot this sink committed. A commit finding any other
@@ -81,7 +90,26 @@ class PaimonSink:
         if table_id in self._bases and (base_snapshot_id is None or self._bases[table_id] == base_snapshot_id):
             self._bases[table_id] = snapshot_id
 
+    @property
+    def _catalog(self):
+        """pypaimon's catalog, created at first use (on the file IO the metadata reads use)."""
+        if self._catalog_instance is None:
+            file_io = self._metadata.file_io if self._metadata is not None else None
+            self._catalog_instance = create_catalog(self.catalog_options, file_io)
+        return self._catalog_instance
+
     # ----------------------------------------------------------------- tables
+    def _stored(self, table_id: TableId) -> StoredTable | None:
+        """The table's stored metadata (schema, keys, snapshots: what pypaimon's table describes it with), or None
+        when it (or its database) does not exist; read without pypaimon's catalog where the metastore allows."""
+        if self._metadata is None:
+            return self._load(table_id)
+        try:
+            identifier(table_id)  # names the catalog would refuse are refused the same way
+            return self._metadata.table(table_id)
+        except Exception as error:
+            raise SinkError(f"table {table_id}: cannot load it from {self.warehouse}: {error}") from error
+
     def _load(self, table_id: TableId):
         """The pypaimon table as stored, or None when it (or its database) does not exist."""
         from pypaimon.catalog.catalog_exception import DatabaseNotExistException, TableNotExistException
@@ -94,17 +122,29 @@ class PaimonSink:
             raise SinkError(f"table {table_id}: cannot load it from {self.warehouse}: {error}") from error
 
     def _require(self, table_id: TableId, options: dict[str, str]):
+        """The pypaimon table with dynamic ``options``, to write or read it; SinkError when it does not exist."""
         table = self._load(table_id)
         if table is None:
-            raise SinkError(f"table {table_id} does not exist in the Paimon warehouse {self.warehouse}")
+            raise self._missing(table_id)
         return table.copy(dict(options))
 
+    def _require_stored(self, table_id: TableId) -> StoredTable:
+        table = self._stored(table_id)
+        if table is None:
+            raise self._missing(table_id)
+        return table
+
+    def _missing(self, table_id: TableId) -> SinkError:
+        return SinkError(f"table {table_id} does not exist in the Paimon warehouse {self.warehouse}")
+
     def table_exists(self, table_id: TableId) -> bool:
-        return self._load(table_id) is not None
+        return self._stored(table_id) is not None
 
     def list_tables(self) -> list[TableId]:
         """Every table of the warehouse, sorted."""
         try:
+            if self._metadata is not None:
+                return self._metadata.list_tables()
             return sorted(TableId(database, table) for database in self._catalog.list_databases()
                           for table in self._catalog.list_tables(database))
         except Exception as error:
@@ -116,7 +156,7 @@ class PaimonSink:
         from pypaimon.catalog.catalog_exception import TableAlreadyExistException
 
         self._check_store()
-        existing = self._load(table_id)
+        existing = self._stored(table_id)
         merged = dict(self.table_properties)
         merged.update({str(k): str(v) for k, v in (options or {}).items()})
         if existing is not None:
@@ -131,10 +171,10 @@ class PaimonSink:
             self._catalog.create_database(table_id.database, ignore_if_exists=True)
             self._catalog.create_table(identifier(table_id), paimon_schema, ignore_if_exists=False)
         except TableAlreadyExistException:  # created concurrently: not ours, not altered
-            return describe_table(table_id, self._load(table_id), created=False)
+            return describe_table(table_id, self._stored(table_id), created=False)
         except Exception as error:
             raise SinkError(f"table {table_id}: cannot create it: {error}") from error
-        return describe_table(table_id, self._load(table_id), created=True)
+        return describe_table(table_id, self._stored(table_id), created=True)
 
     def _stale_empty_table(self, table_id: TableId, existing, schema: pa.Schema, primary_keys: list[str],
                            partition_keys: list[str], options: dict[str, str], comment: str) -> bool:
@@ -163,14 +203,11 @@ class PaimonSink:
         return differs
 
     def describe(self, table_id: TableId) -> TableDescription:
-        table = self._load(table_id)
-        if table is None:
-            raise SinkError(f"table {table_id} does not exist in the Paimon warehouse {self.warehouse}")
-        return describe_table(table_id, table, created=False)
+        return describe_table(table_id, self._require_stored(table_id), created=False)
 
     # -------------------------------------------------------------- snapshots
     def latest_snapshot_id(self, table_id: TableId) -> int | None:
-        table = self._load(table_id)
+        table = self._stored(table_id)
         if table is None:
             return None
         snapshot = table.snapshot_manager().get_latest_snapshot()
@@ -179,7 +216,7 @@ class PaimonSink:
     def checkpoint(self, table_id: TableId) -> dict[str, str] | None:
         """Properties of the newest snapshot that carries ``lakecdc.binlog.file`` (walking back from the latest,
         as upkeep snapshots may not carry them); None without table or such snapshot."""
-        table = self._load(table_id)
+        table = self._stored(table_id)
         if table is None:
             self._bases.setdefault(table_id, 0)
             return None
@@ -322,18 +359,17 @@ class PaimonSink:
 
     def paimon_types(self, table_id: TableId) -> dict[str, str]:
         """Column → Paimon type as stored (``BIGINT NOT NULL``, ``TIMESTAMP(6)``), in column order."""
-        table = self._require(table_id, {})
+        table = self._require_stored(table_id)
         return {f.name: str(f.type) for f in table.table_schema.fields}
 
     def snapshot_manager(self, table_id: TableId):
         """pypaimon's SnapshotManager of the table, or None when the table does not exist."""
-        table = self._load(table_id)
+        table = self._stored(table_id)
         return table.snapshot_manager() if table is not None else None
 
     def snapshots(self, table_id: TableId) -> list:
         """pypaimon Snapshot objects of the table, oldest first (expired ones are skipped)."""
-        table = self._require(table_id, {})
-        manager = table.snapshot_manager()
+        manager = self._require_stored(table_id).snapshot_manager()
         latest = manager.get_latest_snapshot()
         if latest is None:
             return []

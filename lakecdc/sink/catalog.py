@@ -54,10 +54,11 @@ def local_warehouse_path(warehouse: str) -> Path | None:
     return None
 
 
-def create_catalog(options: dict[str, str]):
+def create_catalog(options: dict[str, str], file_io=None):
     """pypaimon's catalog for normalized options; on an object store its file IO publishes metadata files by
-    conditional put (lakecdc.sink.object_store)."""
-    from pypaimon import CatalogFactory
+    conditional put (lakecdc.sink.object_store). ``file_io``: the file IO to use instead of the catalog's own (the
+    one lakecdc.sink.metadata.open_file_io made for these options, so metadata reads and writes share it)."""
+    from pypaimon import CatalogFactory  # heavy: lazy for start-up time (pandas, polars, pypaimon's read stack)
 
     try:
         catalog = CatalogFactory.create(dict(options))
@@ -67,8 +68,11 @@ def create_catalog(options: dict[str, str]):
         if type(catalog).__name__ != "FileSystemCatalog" or not hasattr(catalog, "file_io"):
             raise SinkError(f"catalog.properties.metastore: object-store warehouses need the filesystem metastore "
                             f"(got {options.get('metastore')!r})")
-        catalog.file_io = object_store.conditional_file_io(
-            options["warehouse"], catalog.catalog_options, object_store.S3Settings.from_options(options))
+        if file_io is None:
+            file_io = object_store.conditional_file_io(
+                options["warehouse"], catalog.catalog_options, object_store.S3Settings.from_options(options))
+    if file_io is not None:
+        catalog.file_io = file_io
     return catalog
 
 

@@ -16,6 +16,7 @@ writers would assign buckets independently (Paimon allows one writer for them to
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -29,8 +30,14 @@ from lakecdc.sink.options import unsupported_row_kinds
 
 # Paimon RowKind byte values, in the order of model.ROW_KINDS.
 assert ROW_KINDS == (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)
-_ROW_KIND_VALUES = pa.array(ROW_KINDS, pa.string())
 _KIND_CODE = {kind: code for code, kind in enumerate(ROW_KINDS)}
+
+
+@functools.cache
+def _row_kind_values() -> pa.Array:
+    # built at first use, not at import: pyarrow imports pandas at its first pa.array of a Python list (its pandas
+    # shim), a third of a second that a run with nothing to write does not need (docs/benchmarks.md)
+    return pa.array(ROW_KINDS, pa.string())
 
 
 class _Shard:
@@ -212,7 +219,7 @@ class TableWriter:
         if not (pa.types.is_string(op.type) or pa.types.is_large_string(op.type)):
             raise SinkError(f"table {self.table_id}: column {OP_COLUMN!r} must be a string column, not {op.type}")
         op = op.combine_chunks() if op.num_chunks != 1 else op.chunk(0)
-        kinds = pc.index_in(pc.cast(op, pa.string()), value_set=_ROW_KIND_VALUES)
+        kinds = pc.index_in(pc.cast(op, pa.string()), value_set=_row_kind_values())
         if kinds.null_count:
             bad = op.filter(pc.is_null(kinds))[0].as_py()
             raise SinkError(f"table {self.table_id}: column {OP_COLUMN!r} holds {bad!r}; expected one of "

@@ -125,12 +125,22 @@ class Literal(Node):
         self.dtype = dtype
         self.nullable = value is None
         self.sql = sql
-        self._scalar = None if pa.types.is_null(dtype) or value is None else pa.scalar(value, value_type or dtype)
+        self._value_type = value_type or dtype
+        self._scalar: pa.Scalar | None = None
+
+    @property
+    def scalar(self) -> pa.Scalar | None:
+        """The value as an Arrow scalar (None for NULL), made at first use: pyarrow imports pandas at its first
+        conversion of a Python value, a third of a second that compiling the transforms of a run with nothing to
+        read does not need (docs/benchmarks.md, the fixed cost of a run)."""
+        if self._scalar is None and not (pa.types.is_null(self.dtype) or self.const is None):
+            self._scalar = pa.scalar(self.const, self._value_type)
+        return self._scalar
 
     def eval(self, env: EvalEnv) -> pa.Array:
-        if self._scalar is None:
+        if self.scalar is None:
             return pa.nulls(env.num_rows, self.dtype)
-        return pa.repeat(self._scalar, env.num_rows)
+        return pa.repeat(self.scalar, env.num_rows)
 
 
 class ColumnRef(Node):

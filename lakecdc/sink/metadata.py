@@ -1,0 +1,147 @@
+"""A filesystem-metastore warehouse's metadata (databases, tables, schemas, snapshots) read without pypaimon's catalog.
+
+Importing pypaimon's catalog imports its table, read and REST modules, and with them pandas, polars and
+``pyarrow.dataset``: about a second of a ``lakecdc run`` that has nothing to write (docs/benchmarks.md, the fixed
+cost of a run). The questions such a run asks (which tables exist, their stored schema, the latest snapshot and its
+properties) need only the table's ``schema/`` and ``snapshot/`` files, which pypaimon's own SchemaManager and
+SnapshotManager read on the catalog's file IO. So :class:`Warehouse` answers them with exactly those classes on the
+same file IO, with the paths pypaimon's FileSystemCatalog uses; writing, creating, altering and reading rows still go
+through the catalog (lakecdc.sink.PaimonSink creates it at its first such use).
+
+The two managers are built without their constructors, whose only work is resolving the branch directory through
+``pypaimon.branch``, a package whose ``__init__`` imports the whole catalog: the attributes are set here as those
+constructors set them for the main branch (the only branch lakecdc writes). tests/test_sink.py compares them with
+managers pypaimon builds, for the pinned pypaimon version (lakecdc.sink.native.VERIFIED_VERSIONS).
+"""
+
+from __future__ import annotations
+
+from pypaimon.common.file_io import FileIO
+from pypaimon.common.options import Options
+from pypaimon.schema.schema_manager import SchemaManager
+from pypaimon.schema.table_schema import TableSchema
+from pypaimon.snapshot.snapshot_manager import SnapshotManager
+
+from lakecdc.errors import SinkError
+from lakecdc.model import TableId
+from lakecdc.sink import object_store
+
+DATABASE_SUFFIX = ".db"  # pypaimon's Catalog.DB_SUFFIX: database 'inventory' is the directory 'inventory.db'
+MAIN_BRANCH = "main"
+# pypaimon's FileSystemCatalog refuses to load tables when the catalog options set this
+_UNSUPPORTED_OPTIONS = ("scan.fallback-branch",)
+
+
+def uses_catalog_files(catalog_options: dict[str, str]) -> bool:
+    """True for the filesystem metastore, whose tables are only their files (a jdbc metastore keeps its table list
+    in a database: those warehouses go through pypaimon's catalog for everything)."""
+    return catalog_options.get("metastore", "filesystem") == "filesystem"
+
+
+def open_file_io(catalog_options: dict[str, str]):
+    """The file IO pypaimon's FileSystemCatalog builds for normalized catalog options (its local cache when
+    configured); on an object store the conditional-put file IO lakecdc publishes metadata with
+    (lakecdc.sink.object_store). PaimonSink gives this same object to the catalog when it creates it."""
+    options = Options(dict(catalog_options))
+    warehouse = catalog_options["warehouse"]
+    try:
+        if object_store.is_object_store(warehouse):
+            return object_store.conditional_file_io(warehouse, options,
+                                                    object_store.S3Settings.from_options(catalog_options))
+        from pypaimon.filesystem.caching_file_io import CachingFileIO
+
+        return CachingFileIO.wrap_with_caching_if_needed(FileIO.get(warehouse, options), options,
+                                                         CachingFileIO.create_cache_manager(options))
+    except SinkError:
+        raise
+    except Exception as error:  # pypaimon raises ValueError/KeyError/OSError/... for bad options
+        raise SinkError(f"cannot open the Paimon catalog {warehouse!r}: {error}") from error
+
+
+class MainBranchSnapshots(SnapshotManager):
+    """pypaimon's SnapshotManager of a table's main branch (see the module docstring)."""
+
+    def __init__(self, file_io, table_path: str):  # not super().__init__: it imports the catalog
+        self.file_io = file_io
+        self.table_path = table_path.rstrip("/")
+        self.branch = MAIN_BRANCH
+        # a filesystem catalog's tables have a snapshot loader too, which always falls back to the files
+        self.snapshot_loader = None
+        self.snapshot_dir = f"{self.table_path}/snapshot"
+        self.latest_file = f"{self.snapshot_dir}/LATEST"
+
+
+class MainBranchSchemas(SchemaManager):
+    """pypaimon's SchemaManager of a table's main branch (see the module docstring)."""
+
+    def __init__(self, file_io, table_path: str):  # not super().__init__: it imports the catalog
+        self.schema_prefix = "schema-"
+        self.file_io = file_io
+        self.table_path = table_path
+        self.branch = MAIN_BRANCH
+        self.schema_path = f"{table_path}/schema"
+        self.schema_cache = {}
+
+    @property
+    def branch_path(self) -> str:
+        return self.table_path
+
+
+class StoredTable:
+    """One table's stored metadata: the attributes and methods of pypaimon's FileStoreTable that describe it
+    (``table_schema``, ``primary_keys``, ``partition_keys``, ``comment()``, ``snapshot_manager()``)."""
+
+    def __init__(self, file_io, table_path: str, table_schema: TableSchema):
+        self.file_io = file_io
+        self.table_path = table_path
+        self.table_schema = table_schema
+        self.primary_keys = table_schema.primary_keys
+        self.partition_keys = table_schema.partition_keys
+
+    def comment(self) -> str | None:
+        return self.table_schema.comment
+
+    def snapshot_manager(self) -> SnapshotManager:
+        return MainBranchSnapshots(self.file_io, self.table_path)
+
+
+class Warehouse:
+    """The databases and tables of a filesystem-metastore warehouse, as pypaimon's FileSystemCatalog lays them out
+    (``<warehouse>/<database>.db/<table>/schema/schema-N``)."""
+
+    def __init__(self, catalog_options: dict[str, str], file_io):
+        self.root = catalog_options["warehouse"].rstrip("/")
+        self.file_io = file_io
+        self._unsupported = [k for k in _UNSUPPORTED_OPTIONS if k in catalog_options]
+
+    def database_path(self, database: str) -> str:
+        return f"{self.root}/{database}{DATABASE_SUFFIX}"
+
+    def table_path(self, table_id: TableId) -> str:
+        return f"{self.database_path(table_id.database)}/{table_id.table}"
+
+    def _directories(self, path: str) -> list[str]:
+        import pyarrow.fs as pafs
+
+        return [status.base_name for status in self.file_io.list_status(path)
+                if status.type == pafs.FileType.Directory and status.base_name]
+
+    def list_tables(self) -> list[TableId]:
+        """Every table directory of every database directory, sorted (what the catalog's list_databases and
+        list_tables return)."""
+        found = []
+        for name in self._directories(self.root):
+            if name.endswith(DATABASE_SUFFIX):
+                database = name[:-len(DATABASE_SUFFIX)]
+                found += [TableId(database, t) for t in self._directories(self.database_path(database))
+                          if not t.startswith(".")]
+        return sorted(found)
+
+    def table(self, table_id: TableId) -> StoredTable | None:
+        """The table's latest schema and paths; None when it has no schema file (it, or its database, does not
+        exist)."""
+        if self._unsupported:
+            raise ValueError(f"Unsupported CoreOption {self._unsupported[0]}")
+        path = self.table_path(table_id)
+        schema = MainBranchSchemas(self.file_io, path).latest()
+        return StoredTable(self.file_io, path, schema) if schema is not None else None
