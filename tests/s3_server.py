@@ -2,8 +2,8 @@
 port, in its own process.
 
 Single-threaded on purpose: moto's threaded server checks ``If-None-Match`` and stores the object in two steps that
-other requests can interleave, so two racing conditional puts could both succeed there (reference
-object-store.md). Serving one request at a time makes each conditional put atomic, as on S3 itself."""
+other requests can interleave, so two racing conditional puts could both succeed there. Serving one request at a
+time makes each conditional put atomic, as on S3 itself."""
 
 from __future__ import annotations
 

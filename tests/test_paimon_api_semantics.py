@@ -1,5 +1,5 @@
-"""Table semantics from table options, on real tables written by the native writer (seed 002 and
-flink-cdc-semantics.md §8): one table read with and without ignore-delete; ignore-delete at write; the
+"""Table semantics from table options, on real tables written by the native writer (seed 002 and Paimon's
+documented table options): one table read with and without ignore-delete; ignore-delete at write; the
 partial-update table with each delete option; aggregation retractions; sequence.field; changelog-producer input;
 and the options that are refused (at table creation, per batch, and at pipeline validation) instead of written
 wrongly. Every expected row is exact."""

@@ -1,6 +1,6 @@
 """Schema changes from the binlog to Paimon (issue 4) against the private MariaDB and real Paimon files: the
-reference scenario of flink-cdc-semantics.md §4.2 in every schema.change.behavior, transforms with and without
-``*`` (§4.3), the Paimon sink's schema-change and type-mapping tables (seed 004), an ALTER in the middle of a
+reference scenario of Flink CDC's SchemaEvolveE2eITCase in every schema.change.behavior, transforms with and
+without ``*``, the Paimon sink's schema-change and type-mapping tables (seed 004), an ALTER in the middle of a
 micro-batch, and a restart right after a DDL. Every evolved table is also read by pypaimon-rust's standalone
 DataFusion reader, which must agree with pypaimon."""
 
@@ -48,7 +48,7 @@ MEMBERS = ("CREATE TABLE `{db}`.members (id INT NOT NULL PRIMARY KEY, name VARCH
            "age INT) COMMENT 'club members'")
 SEED_ROWS = "INSERT INTO `{db}`.members VALUES (1008, 'Alice', 21), (1009, 'Bob', 20), (1010, 'Carol', 19)"
 
-# §4.2 reference scenario (SchemaEvolveE2eITCase), in three micro-batches
+# Flink CDC's reference scenario (SchemaEvolveE2eITCase), in three micro-batches
 BATCH_ALTERS = [
     "ALTER TABLE `{db}`.members ADD COLUMN gender TINYINT AFTER age",
     "INSERT INTO `{db}`.members VALUES (1012, 'Eve', 17, 0)",
@@ -271,7 +271,7 @@ def test_include_only_add_column(mariadb, fresh_db, members, tmp_path):
     assert rows[-1] == (1012, "Eve", 17, 0)
 
 
-# ------------------------------------------------------------------------------------------ transforms (§4.3)
+# -------------------------------------------------------------------------------------------------- transforms
 
 STAR_WITH_COMPUTED = """
 transform:

@@ -206,7 +206,7 @@ def test_append_table_without_primary_key(wh):
                     ("-D", row(2, "b"))))
     assert w.rows_written == 3
     w.commit({CHECKPOINT_KEY: "f1"})
-    # Flink CDC §6.4: the update appends a new row, the old one stays; deletes are dropped.
+    # Flink CDC's Paimon sink: the update appends a new row, the old one stays; deletes are dropped.
     assert_rows(sink, wh, ORDERS, [row(1, "a"), row(2, "b"), row(1, "a2")], keys=("id", "product"))
 
 

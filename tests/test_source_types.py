@@ -97,7 +97,7 @@ MYSQL_EXPRESSION = {
     "pt": "JSON_OBJECT('geojson', ST_AsGeoJSON(pt), 'srid', ST_SRID(pt))",
 }
 
-# Paimon types of the mapping table (flink-cdc-semantics.md §5.2; see docs/pipeline-yaml.md for the deviations)
+# Paimon types of the mapping table (Flink CDC's MySqlTypeUtils; see docs/pipeline-yaml.md for the deviations)
 PAIMON_TYPES = {
     "b1": "BOOLEAN", "ti": "TINYINT", "tiu": "SMALLINT", "si": "SMALLINT", "siu": "INT", "mi": "INT", "miu": "INT",
     "i": "INT", "iu": "BIGINT", "bi": "BIGINT", "biu": "DECIMAL(20, 0)", "dec10": "DECIMAL(10, 2)",

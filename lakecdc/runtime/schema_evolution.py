@@ -1,5 +1,6 @@
 """Schema changes met in the binlog, applied to the Paimon tables as ``pipeline.schema.change.behavior`` says
-(flink-cdc-semantics.md §4.2, §4.3, §6.3; docs/schema-changes.md).
+(Flink CDC's schema change behaviours, its transform rules for schema changes and its PaimonMetadataApplier;
+docs/schema-changes.md).
 
 For each DDL of a captured table the micro-batch (lakecdc.runtime.micro_batch) calls
 :meth:`SchemaChangeApplier.apply`, which
@@ -8,11 +9,11 @@ For each DDL of a captured table the micro-batch (lakecdc.runtime.micro_batch) c
    before it (data written before a DDL is committed under the old schema; the checkpoint never lands between a
    DDL and the rows that depend on it);
 2. recompiles the table's transform against the new upstream schema;
-3. turns the upstream events into sink events as the transform sees them (§4.3: through ``*`` only, AddColumn
-   placed inside the ``*`` block), keeps the ones ``include.schema.changes`` / ``exclude.schema.changes`` select,
-   then follows the behaviour: ``exception`` fails, ``ignore`` drops them, ``lenient`` rewrites them (adds become
-   nullable and LAST, drops make the column nullable, renames add the new column), ``evolve`` applies them and
-   ``try_evolve`` applies them but tolerates the type changes lakecdc refuses;
+3. turns the upstream events into sink events as the transform sees them (as Flink CDC does: through ``*`` only,
+   AddColumn placed inside the ``*`` block), keeps the ones ``include.schema.changes`` /
+   ``exclude.schema.changes`` select, then follows the behaviour: ``exception`` fails, ``ignore`` drops them,
+   ``lenient`` rewrites them (adds become nullable and LAST, drops make the column nullable, renames add the new
+   column), ``evolve`` applies them and ``try_evolve`` applies them but tolerates the type changes lakecdc refuses;
 4. applies them to Paimon (idempotently, so a replay after a crash converges), truncates or drops the table;
 5. coerces the table's rows from then on into the Paimon table's actual schema by column name (missing columns
    NULL, extra ones dropped), which is what ``ignore``, ``lenient`` and ``try_evolve`` need. The extra ones can
@@ -62,8 +63,8 @@ class SinkEvent:
 
 
 def included_types(config: PipelineConfig) -> set[str]:
-    """The event types the sink applies (§4.1): include (default all; create.table always unless excluded) minus
-    exclude (default: drop.table and truncate.table in lenient mode)."""
+    """The event types the sink applies (Flink CDC's schema change event types): include (default all; create.table
+    always unless excluded) minus exclude (default: drop.table and truncate.table in lenient mode)."""
     sink = config.sink
     include = set(sink.include_schema_changes) if sink.include_schema_changes is not None else set(EVENT_TYPES)
     exclude = set(sink.exclude_schema_changes or ())
@@ -75,8 +76,8 @@ def included_types(config: PipelineConfig) -> set[str]:
 
 
 def sink_events(event: SchemaChangeEvent, old_transform, new_transform) -> list[SinkEvent]:
-    """§4.3: what one upstream event becomes after the transform (``*`` passes column changes; without ``*`` only
-    type changes of projected columns pass)."""
+    """What one upstream event becomes after the transform, as in Flink CDC (``*`` passes column changes; without
+    ``*`` only type changes of projected columns pass)."""
     star = getattr(new_transform, "star", True)
     old_names = old_transform.output_schema.names if old_transform is not None else []
     new_schema = new_transform.output_schema if new_transform is not None else pa.schema([])
@@ -113,7 +114,7 @@ def sink_events(event: SchemaChangeEvent, old_transform, new_transform) -> list[
 
 
 def lenient(events: list[SinkEvent], types: dict[str, str]) -> list[SinkEvent]:
-    """SchemaDerivator's lenient rewriting (§4.2) against the Paimon table's column types."""
+    """Flink CDC's lenient rewriting (SchemaDerivator) against the Paimon table's column types."""
     out = []
     altered: dict[str, pa.Field] = {}  # type changes earlier in the same statement (CHANGE a b DOUBLE)
     for event in events:

@@ -2,7 +2,7 @@
 pypaimon's native (Rust) writer, commits them with the binlog checkpoint in the snapshot properties, and reads
 tables back.
 
-Storage is pypaimon 2.1.0 + pypaimon-rust 0.4.0 (see /work/shared/reference/paimon-python.md). The native
+Storage is pypaimon 2.1.0 + pypaimon-rust 0.4.0 (lakecdc.sink.native says why and how). The native
 read/write/commit/plan paths are switched on as *dynamic* options (``table.copy``) every time a table is used, so
 the tables' stored options are only the user's ``table.properties.*`` and transform ``table-options``.
 """
@@ -152,7 +152,8 @@ class PaimonSink:
 
     def ensure_table(self, table_id: TableId, schema: pa.Schema, primary_keys: list[str], partition_keys: list[str],
                      options: dict[str, str] | None = None, comment: str = "") -> TableDescription:
-        """Create the database and table if missing (Flink CDC §6.2). An existing table is returned as is."""
+        """Create the database and table if missing (as Flink CDC's PaimonMetadataApplier.applyCreateTable). An
+        existing table is returned as is."""
         from pypaimon.catalog.catalog_exception import TableAlreadyExistException
 
         self._check_store()

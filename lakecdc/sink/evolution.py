@@ -1,4 +1,4 @@
-"""Schema changes of Paimon tables, as Flink CDC's PaimonMetadataApplier makes them (flink-cdc-semantics.md §6.3):
+"""Schema changes of Paimon tables, as Flink CDC's PaimonMetadataApplier makes them:
 add column at a position (skipped when the column exists), drop column (skipped when missing), rename column, alter
 column type (with its comment), make a column nullable, table comment. Truncate and drop table are PaimonSink
 methods.

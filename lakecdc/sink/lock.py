@@ -1,7 +1,8 @@
 """One writer per Paimon table: an exclusive, non-blocking, cross-process lock file inside a local warehouse.
 
 Paimon's filesystem commit is not safe against concurrent writers: pypaimon renames the new snapshot file over a
-snapshot another process has just created, and one writer's commit is silently lost (reference paimon-python.md §3).
+snapshot another process has just created, and one writer's commit is silently lost (pypaimon 2.1.0's local
+snapshot commit).
 We therefore let exactly one process write a table at a time:
 
 * ``<warehouse>/.lakecdc/locks/<database>.<table>.lock`` is locked with ``fcntl.flock(LOCK_EX | LOCK_NB)``. The

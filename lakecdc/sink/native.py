@@ -1,6 +1,6 @@
 """The one place that touches pypaimon internals: the native (Rust) writer, row kinds and the commit user.
 
-Why private attributes at all (see /work/shared/reference/paimon-python.md §2, §3 and its addenda):
+Why private attributes at all:
 
 * pypaimon's pure-Python primary-key writer records ``delete_row_count=0`` for files holding ``-D``/``-U`` rows, so
   readers return deleted rows as live rows. Only the Rust writer (pypaimon-rust, behind ``write.native.enabled``)

@@ -1,7 +1,7 @@
 """Object-store warehouses (``s3://``): the storage options, lock-free commits by conditional put, and the start-up
 probe that refuses a store which ignores ``If-None-Match``.
 
-Why (reference object-store.md): pypaimon publishes ``snapshot-N`` and ``schema-N`` on S3 by writing a temporary
+Why: pypaimon publishes ``snapshot-N`` and ``schema-N`` on S3 by writing a temporary
 object and "renaming" it, which on S3 is copy + delete and silently replaces an object another writer has just
 published: racing writers lose commits and every one of them reports success. A local flock cannot protect an
 object store either. lakecdc therefore publishes every new metadata file (snapshots, schemas) with one

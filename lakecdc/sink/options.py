@@ -1,5 +1,5 @@
 """What Paimon table options mean for the rows a table can take, as far as the native (Rust) writer and readers
-honour them (reference paimon-python.md §2 and flink-cdc-semantics.md §8; every rule here is covered by
+honour them (Paimon's table options, as pypaimon 2.1.0 and pypaimon-rust 0.4.0 apply them; every rule here is covered by
 tests/test_paimon_api_semantics.py against real tables).
 
 The point of this module is to refuse *before* anything is written. A retract row (``-U``/``-D``) that the merge

@@ -4,7 +4,7 @@ projection, a pushed-down predicate and a limit; and the changes between two sna
 * Bounded reads go through pypaimon with its native (Rust) read path (the table passed in carries the native
   options; time travel is ``scan.snapshot-id`` / ``scan.timestamp-millis`` set by the caller with ``table.copy``).
 * Change reads go through pypaimon-rust's incremental scan, because pypaimon's ``incremental-between`` (snapshot
-  ids) is silently ignored and returns the whole table (reference paimon-python.md §5). The scan reads the delta
+  ids) is silently ignored and returns the whole table (pypaimon 2.1.0). The scan reads the delta
   data files of the APPEND snapshots in (start, end] or, for ``changelog-producer=input`` tables, their changelog
   files, which hold exactly the rows written with their row kinds.
 """

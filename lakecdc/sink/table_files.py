@@ -2,7 +2,7 @@
 snapshot references, the live entries of its manifests, and writing merged manifests plus a snapshot pointing at
 them.
 
-Format (pypaimon's ``manifest/`` and ``snapshot/`` modules are the reference, see paimon-python.md §9):
+Format (pypaimon's ``manifest/`` and ``snapshot/`` modules are the reference):
 
 * ``snapshot/snapshot-N`` (JSON) names a base, a delta and optionally a changelog *manifest list*
   (``manifest/manifest-list-*``, Avro ``ManifestFileMeta`` records) and an index manifest

@@ -1,5 +1,5 @@
-"""Paimon table creation as Flink CDC's Paimon sink does it (flink-cdc-semantics.md §6.2), Arrow → Paimon type
-mapping, option validation, and the description of an existing table."""
+"""Paimon table creation as Flink CDC's Paimon sink does it (PaimonMetadataApplier.applyCreateTable), Arrow → Paimon
+type mapping, option validation, and the description of an existing table."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def paimon_arrow_type(table_id: TableId, name: str, arrow_type: pa.DataType) -> 
 
 def build_schema(table_id: TableId, schema: pa.Schema, primary_keys: list[str], partition_keys: list[str],
                  options: dict[str, str], comment: str):
-    """The pypaimon Schema of a new table (Flink CDC §6.2 steps 2-6)."""
+    """The pypaimon Schema of a new table (as PaimonMetadataApplier.applyCreateTable builds it)."""
     from pypaimon import Schema
 
     names = schema.names
@@ -169,8 +169,8 @@ def validate_options(table_id: TableId, options: dict[str, str], has_primary_key
                      columns: list[str] | None = None) -> None:
     """Parse every option pypaimon knows with its declared type (pypaimon itself accepts e.g.
     ``merge-engine: foo`` at creation and fails on the first write), and refuse settings with which the data
-    would be written by the wrong writer, stay invisible or never produce changes (reference paimon-python.md
-    §2, §6; lakecdc.sink.options). ``columns`` (when known) lets option values that name columns be checked."""
+    would be written by the wrong writer, stay invisible or never produce changes (lakecdc.sink.options).
+    ``columns`` (when known) lets option values that name columns be checked."""
     from pypaimon.common.options.config_option import ConfigOption
     from pypaimon.common.options.core_options import CoreOptions, MergeEngine
     from pypaimon.common.options.options import Options

@@ -1,6 +1,6 @@
 """Table upkeep: compaction of small files, manifest merging, snapshot expiry and orphan file removal.
 
-pypaimon and pypaimon-rust do none of these (reference paimon-python.md §8): every commit adds one level-0 file per
+pypaimon 2.1.0 and pypaimon-rust 0.4.0 do none of these: every commit adds one level-0 file per
 touched bucket and one manifest, and the base manifest list of every snapshot lists every manifest ever written,
 so reads slow down and the table directory grows with every micro-batch. Upkeep of one table, in this order, all
 under the table lock (lakecdc.sink.lock), so no lakecdc writer can commit in between:

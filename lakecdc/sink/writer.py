@@ -1,8 +1,9 @@
 """Writing change rows into one Paimon table with the native (Rust) writer and committing them as one snapshot.
 
-Row kinds follow Flink CDC's Paimon sink (flink-cdc-semantics.md §6.4): a primary-key table receives every row with
-its row kind (``+I``, ``-U``, ``+U``, ``-D``) and Paimon's merge engine folds them in input order; an append table
-(no primary key) only receives ``+I`` and ``+U`` rows, both as inserts, and drops ``-U`` and ``-D``.
+Row kinds follow Flink CDC's Paimon sink (PaimonWriterHelper.convertEventToFullGenericRows): a primary-key table
+receives every row with its row kind (``+I``, ``-U``, ``+U``, ``-D``) and Paimon's merge engine folds them in input
+order; an append table (no primary key) only receives ``+I`` and ``+U`` rows, both as inserts, and drops ``-U`` and
+``-D``.
 
 Before a batch reaches Paimon it is checked against the table's merge engine (lakecdc.sink.options): a retract row
 the engine cannot take is refused, because pypaimon-rust would commit a lone one and every later read would fail.

@@ -1,8 +1,8 @@
 """Schema changes read from the binlog: DDL statements of captured tables parsed into Flink CDC's schema change
-events (flink-cdc-semantics.md §4.1, §5.3), and each event applied to the table's schema history.
+events (the events Flink CDC's MySQL source emits), and each event applied to the table's schema history.
 
 Rows in the binlog must be decoded with the schema that was current when they were written, never with today's
-``information_schema`` (the stale-schema trap, mysql-source.md). The binlog reader therefore keeps each captured
+``information_schema``, which already shows later DDL. The binlog reader therefore keeps each captured
 table's schema as of the position it has read to, and changes it only here, when the DDL that changed the table
 passes by. Statements are parsed with sqlglot (MySQL dialect); a statement on a captured table that cannot be
 understood stops the read with an error naming it, rather than guessing a schema.
@@ -334,7 +334,7 @@ def _primary_key(tree) -> tuple[str, ...] | None:
 def _add_column_list(statement: str, default_database: str, tables: dict[TableId, SourceTable],
                      options: MySqlSourceOptions) -> ParsedDdl:
     """``ALTER TABLE t ADD [COLUMN] (a ..., b ...)``, which sqlglot does not parse: the list is parsed as the body
-    of a CREATE TABLE. One AddColumn event with every column, LAST (§5.3)."""
+    of a CREATE TABLE. One AddColumn event with every column, LAST (as Flink CDC emits it)."""
     match = re.match(r"(?is)\s*alter\s+(?:online\s+|ignore\s+)*table\s+(\S+)\s+add\s+(?:column\s+)?\((.*)\)\s*$",
                      statement)
     if not match:

@@ -1,7 +1,7 @@
 """Transform rules (the YAML ``transform:`` list): rule selection, validation, compilation and batch application.
 
-Semantics follow Flink CDC 3.6+ (see the reference spec §3): the first rule whose ``source-table`` matches is the
-table's only rule; the projection is evaluated per image, then the filter on the projected row (names resolve to
+Semantics follow Flink CDC 3.6+ (its transform documentation and code): the first rule whose ``source-table`` matches
+is the table's only rule; the projection is evaluated per image, then the filter on the projected row (names resolve to
 projected columns, then source columns, then metadata), then UPDATE splitting (an UPDATE whose before image alone
 passes becomes a DELETE, whose after image alone passes becomes an INSERT), then the ``SOFT_DELETE`` converter
 (a DELETE becomes an INSERT of the projected before image; ``__data_event_type__`` keeps the original kind).
@@ -196,7 +196,7 @@ class CompiledTransform:
         self.converter = converter
         self._zone = zone
         self.metadata_columns = metadata_columns
-        self.star = False  # the projection has * (or there is no rule): schema changes pass through (§4.3)
+        self.star = False  # the projection has * (or there is no rule): schema changes pass through (as in Flink CDC)
 
     def __repr__(self) -> str:
         return f"CompiledTransform({self.rule_path}, {self.source.table_id}, {self.output_schema.names})"
@@ -420,13 +420,13 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
                                  filter_node=filter_node, primary_keys=primary_keys, partition_keys=partition_keys,
                                  table_options=options, converter=_converter(rule, ctx), zone=zone,
                                  metadata_columns=ctx.metadata_columns)
-    compiled.star = any(item.star for item in items)  # §4.3: new upstream columns reach the sink only through *
+    compiled.star = any(item.star for item in items)  # as in Flink CDC: new upstream columns reach the sink via * only
     return compiled
 
 
 def _output_field(item: ProjectionItem, node: Node) -> pa.Field:
-    """§3.2 rule 5: bare references keep type and nullability; computed columns are nullable (IFNULL excepted);
-    CHAR/VARCHAR results are STRING; an untyped NULL becomes a nullable STRING."""
+    """Flink CDC's projection types: bare references keep type and nullability; computed columns are nullable (IFNULL
+    excepted); CHAR/VARCHAR results are STRING; an untyped NULL becomes a nullable STRING."""
     kind = family(node.dtype)
     if kind == "variant":
         raise ExpressionError(f"column {item.alias!r} would be a VARIANT ({node.sql}); lakecdc cannot write VARIANT "
