@@ -80,7 +80,7 @@ class MainBranchSchemas(SchemaManager):
         self.table_path = table_path
         self.branch = MAIN_BRANCH
         self.schema_path = f"{table_path}/schema"
-        self.schema_cache = {}
+        self.schema_cache: dict = {}  # schema id -> TableSchema, as pypaimon keeps it
 
     @property
     def branch_path(self) -> str:
