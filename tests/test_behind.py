@@ -206,7 +206,7 @@ def test_statement_logged_dml_and_xa_count_when_committed(mariadb, pipeline):
 def test_statement_logged_load_data_counts(mariadb, pipeline, tmp_path):
     """LOAD DATA logged as a statement is an Execute_load_query event, not a query event: it counts too."""
     config, _, a, b = pipeline
-    source = MySqlSource(source_options(config))
+    source = MySqlSource(config.source)
     start = source.head_offset()
     data = tmp_path / "b.tsv"
     data.write_text("8\tloaded\n")
