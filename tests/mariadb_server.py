@@ -6,6 +6,7 @@ Never touches the shared server on port 3306 or ``/etc/mysql``: ``--no-defaults`
 
 from __future__ import annotations
 
+import atexit
 import getpass
 import os
 import shutil
@@ -67,6 +68,37 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+_INITIAL_DATADIR: str | None = None
+_INITIAL_DATADIR_LOCK = threading.Lock()
+
+
+def _initial_datadir() -> str:
+    """A data directory fresh from ``mariadb-install-db``, made once per process and copied for every server: the
+    install takes seconds (it bootstraps a server), a copy a fraction of a second. Nothing in it depends on the
+    server flags (install-db runs with --no-defaults); removed when the process exits."""
+    global _INITIAL_DATADIR
+    with _INITIAL_DATADIR_LOCK:
+        if _INITIAL_DATADIR is None:
+            base = tempfile.mkdtemp(prefix="lakecdc-mariadb-initial-")
+            datadir, tmpdir, log = (os.path.join(base, name) for name in ("data", "tmp", "install-db.log"))
+            os.makedirs(datadir)
+            os.makedirs(tmpdir)
+            with open(log, "wb") as out:
+                rc = subprocess.call(
+                    [_find("mariadb-install-db"), "--no-defaults", f"--datadir={datadir}",
+                     f"--user={getpass.getuser()}", "--auth-root-authentication-method=normal", "--skip-test-db",
+                     "--skip-name-resolve", f"--tmpdir={tmpdir}"],
+                    stdout=out, stderr=subprocess.STDOUT,
+                )
+            if rc != 0:
+                text = open(log, errors="replace").read()
+                shutil.rmtree(base, ignore_errors=True)
+                raise RuntimeError(f"mariadb-install-db failed ({rc}):\n{text[-3000:]}")
+            atexit.register(shutil.rmtree, base, True)
+            _INITIAL_DATADIR = datadir
+        return _INITIAL_DATADIR
+
+
 class MariaDBServer:
     """``with MariaDBServer() as db: conn = db.connect()`` — root with an empty password on ``db.port``."""
 
@@ -100,24 +132,14 @@ class MariaDBServer:
 
     def start(self) -> "MariaDBServer":
         _find("mariadbd")
-        install_db = _find("mariadb-install-db")
-        user = getpass.getuser()
         self.base_dir = tempfile.mkdtemp(prefix="lakecdc-mariadb-")
-        os.makedirs(self.datadir)
         # a private tmpdir: servers sharing /tmp can clash on their internal temporary table names
         os.makedirs(self.tmpdir)
-        log = os.path.join(self.base_dir, "install-db.log")
-        with open(log, "wb") as out:
-            rc = subprocess.call(
-                [install_db, "--no-defaults", f"--datadir={self.datadir}", f"--user={user}",
-                 "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve",
-                 f"--tmpdir={self.tmpdir}"],
-                stdout=out, stderr=subprocess.STDOUT,
-            )
-        if rc != 0:
-            text = open(log, errors="replace").read()
+        try:
+            shutil.copytree(_initial_datadir(), self.datadir)
+        except BaseException:
             self._cleanup()
-            raise RuntimeError(f"mariadb-install-db failed ({rc}):\n{text[-3000:]}")
+            raise
         self.error_log = os.path.join(self.base_dir, "mysqld.err")
         last_error: Exception | None = None
         for _attempt in range(3):  # the free port can be taken between probe and bind: retry on a new one
