@@ -67,7 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def bench_requirements() -> list[str]:
-    """The pinned requirements of the ``bench`` extra, from pyproject.toml."""
+    """The requirements of the ``bench`` extra, from pyproject.toml (constraints.txt pins their versions)."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10

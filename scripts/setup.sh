@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything lakecdc needs on a fresh machine: MariaDB server binaries (for the sandbox and the tests) and a
-# virtualenv in .venv with the pinned dependencies; with --tests also Debian's Chromium (the UI test renders a page
-# and scripts/screenshots.sh renders docs/img/), which the tutorial does not need. Safe to run again: it only does
-# what is missing.
+# virtualenv in .venv with the dependencies at the versions constraints.txt pins (pyproject.toml declares ranges);
+# with --tests also Debian's Chromium (the UI test renders a page and scripts/screenshots.sh renders docs/img/),
+# which the tutorial does not need. Safe to run again: it only does what is missing.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
