@@ -10,26 +10,21 @@ updates, 20 % deletes, 1,000 rows per transaction), then reads the same binlog r
 - ``lakecdc columnar``: ``decode_rows_event`` of every rows event and ``build_change_batch`` every 50,000 change
   rows, i.e. finished Arrow change batches (op and op_ts columns, UPDATE pairs, SourceTable types).
 
-Usage: .venv/bin/python bench/binlog_decoder_bench.py [CHANGES]   (default 1,000,000)
+Usage: .venv/bin/python -m bench.binlog_decoder_bench [CHANGES]   (default 1,000,000)
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from mariadb_server import MariaDBServer  # noqa: E402
-
-from lakecdc.model import TableId  # noqa: E402
-from lakecdc.source.charsets import install_binlog_decoding  # noqa: E402
-from lakecdc.source.connection import connect  # noqa: E402
-from lakecdc.source.options import MySqlSourceOptions  # noqa: E402
-from lakecdc.source.rows_decoder import build_change_batch, columnar_available, decode_rows_event  # noqa: E402
-from lakecdc.source.schema import describe_table  # noqa: E402
+from lakecdc.model import TableId
+from lakecdc.source.charsets import install_binlog_decoding
+from lakecdc.source.connection import connect
+from lakecdc.source.options import MySqlSourceOptions
+from lakecdc.source.rows_decoder import build_change_batch, columnar_available, decode_rows_event
+from lakecdc.source.schema import describe_table
+from tests.mariadb_server import MariaDBServer
 
 TXN_ROWS = 1000
 FLUSH_ROWS = 50_000  # like binlog.FLUSH_ROWS

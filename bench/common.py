@@ -3,17 +3,14 @@ lines (lakecdc's rate, each reference's rate, the ratio and the target) the suit
 
 from __future__ import annotations
 
-import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "tests") not in sys.path:
-    sys.path.insert(0, str(ROOT / "tests"))
+from tests.mariadb_server import SERVER_FLAGS, MariaDBServer
 
-from mariadb_server import SERVER_FLAGS, MariaDBServer  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 # The benchmark server caches its tables in memory (the tests' server keeps 64 MiB): every reader measured then
 # reads from the same warm buffer pool.

@@ -5,7 +5,7 @@ each next to a reference measured in the same run on the same data:
 - binlog: python-mysql-replication merely decoding the same row events (no transform, no write).
 
 It starts its own private MariaDB (tests/mariadb_server.py) and warehouse in a temp dir.
-Usage: .venv/bin/python bench/pipeline_bench.py [ROWS]   (default 200,000)
+Usage: .venv/bin/python -m bench.pipeline_bench [ROWS]   (default 200,000)
 """
 
 import shutil
@@ -15,13 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from mariadb_server import MariaDBServer  # noqa: E402
-
-from lakecdc.config import parse_pipeline  # noqa: E402
-from lakecdc.runtime import run_micro_batch  # noqa: E402
+from lakecdc.config import parse_pipeline
+from lakecdc.runtime import run_micro_batch
+from tests.mariadb_server import MariaDBServer
 
 PIPELINE = """
 source:

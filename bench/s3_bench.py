@@ -17,7 +17,7 @@ from bench.snapshot_bench import run_snapshot
 
 
 def case(server: MariaDBServer, table: str, rows: int) -> Case:
-    from s3_server import ACCESS_KEY, KEY_ENV, SECRET_ENV, SECRET_KEY, S3Server
+    from tests.s3_server import ACCESS_KEY, KEY_ENV, SECRET_ENV, SECRET_KEY, S3Server
 
     os.environ.setdefault(KEY_ENV, ACCESS_KEY)
     os.environ.setdefault(SECRET_ENV, SECRET_KEY)

@@ -1,7 +1,7 @@
 """Benchmark: the tutorial's transform rule over N rows against the same work hand-written with pyarrow.compute.
 
 Prints rows/s for both and their ratio (measured in the same run, so machine noise affects both alike).
-Usage: .venv/bin/python bench/transform_bench.py [ROWS]
+Usage: .venv/bin/python -m bench.transform_bench [ROWS]
 """
 
 import sys

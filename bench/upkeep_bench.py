@@ -15,7 +15,7 @@ pipeline's default table layout (unpartitioned, dynamic buckets). Its first upke
 non-overlapping files up a level instead of rewriting them) against a full compaction of a copy, and its merged
 read against the compacted copy's.
 
-Usage: .venv/bin/python bench/upkeep_bench.py [ROWS] [COMMITS] [CHANGES_PER_COMMIT] [TRIGGER]
+Usage: .venv/bin/python -m bench.upkeep_bench [ROWS] [COMMITS] [CHANGES_PER_COMMIT] [TRIGGER]
        (default 200,000 200 2,000 and Paimon's default trigger 5)
 """
 
@@ -29,10 +29,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from lakecdc.paimon import Catalog  # noqa: E402
+from lakecdc.paimon import Catalog
 
 OPTIONS = {"bucket": "4", "snapshot.num-retained.min": "3", "snapshot.time-retained": "0 s"}
 PARTITIONS = 30

@@ -4,15 +4,12 @@
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from contextlib import ExitStack
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from mariadb_server import MariaDBServer  # noqa: E402
+from tests.mariadb_server import MariaDBServer
 
 
 def pytest_collection_modifyitems(items):
@@ -88,7 +85,7 @@ def fresh_db(mariadb):
 def s3_server():
     """A private S3 server (moto's backend, single-threaded, so conditional puts are atomic) on a free 127.0.0.1
     port for the whole session."""
-    from s3_server import ACCESS_KEY, KEY_ENV, SECRET_ENV, SECRET_KEY, S3Server
+    from tests.s3_server import ACCESS_KEY, KEY_ENV, SECRET_ENV, SECRET_KEY, S3Server
 
     os.environ[KEY_ENV], os.environ[SECRET_ENV] = ACCESS_KEY, SECRET_KEY  # test-only keys, for ${VAR} in pipelines
     with S3Server() as server:

@@ -41,7 +41,7 @@ run_simple("127.0.0.1", int(sys.argv[1]), app, threaded=False, processes=1, use_
 """
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -52,7 +52,7 @@ class S3Server:
 
     def __init__(self, ignore_if_none_match: bool = False):
         self.ignore_if_none_match = ignore_if_none_match
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen | None = None
 

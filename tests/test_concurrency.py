@@ -21,7 +21,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from crosscheck import assert_same_rows
+from tests.crosscheck import assert_same_rows
 from lakecdc.config import load_pipeline
 from lakecdc.dagster import build_definitions
 from lakecdc.errors import TableLockedError

@@ -32,13 +32,13 @@ from pathlib import Path
 
 import pytest
 
-from crosscheck import assert_same_rows, seeds
+from tests.crosscheck import assert_same_rows, seeds
 from lakecdc.config import parse_pipeline
 from lakecdc.model import TableId
 from lakecdc.runtime import run_micro_batch
 from lakecdc.runtime.checkpoint import read_checkpoint
 from lakecdc.sink import PaimonSink
-from test_source_chunked import Writers
+from tests.test_source_chunked import Writers
 
 pytestmark = pytest.mark.slow  # kills runs at every failpoint
 

@@ -22,7 +22,7 @@ from typing import Callable
 
 import pytest
 
-from crosscheck import assert_same_rows, seeds
+from tests.crosscheck import assert_same_rows, seeds
 from lakecdc.config import parse_pipeline
 from lakecdc.runtime import run_micro_batch
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from crosscheck import assert_same_rows
+from tests.crosscheck import assert_same_rows
 from lakecdc.config import parse_pipeline
 from lakecdc.runtime import follow_pipeline, run_micro_batch
-from test_crash_matrix import Lake
-from test_source_chunked import Writers
+from tests.test_crash_matrix import Lake
+from tests.test_source_chunked import Writers
 
 pytestmark = pytest.mark.slow  # follow-mode runs that wait for binlog heartbeats
 
@@ -214,7 +214,7 @@ pipeline:
 # --- the Dagster follow job ------------------------------------------------------------------------------------
 
 from lakecdc.dagster.metadata import SNAPSHOT_ID_KEY  # noqa: E402
-from test_dagster import ORDERS, tutorial  # noqa: E402,F401  (the tutorial fixture)
+from tests.test_dagster import ORDERS, tutorial  # noqa: E402,F401  (the tutorial fixture)
 
 
 class _OrderWriter:

@@ -27,14 +27,14 @@ from pathlib import Path
 import pytest
 
 import lakecdc.errors as errors
-from crosscheck import assert_same_rows
+from tests.crosscheck import assert_same_rows
 from lakecdc.config import load_pipeline
 from lakecdc.errors import PipelineConfigError
 from lakecdc.model import TableId
 from lakecdc.runtime import run_micro_batch
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
-from mariadb_server import SERVER_FLAGS, MariaDBServer
+from tests.mariadb_server import SERVER_FLAGS, MariaDBServer
 
 CORPUS = Path(__file__).resolve().parent / "hostile"
 CASES = sorted(p.stem for p in CORPUS.glob("*.yaml"))

@@ -14,7 +14,7 @@ from lakecdc.runtime import check_pipeline, resnapshot, run_micro_batch
 from lakecdc.runtime.checkpoint import read_checkpoint
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.evolution import ADD, DROP, ColumnChange, apply_column_changes
-from test_schema_changes import MEMBERS, SEED_ROWS, make_config, paimon_state
+from tests.test_schema_changes import MEMBERS, SEED_ROWS, make_config, paimon_state
 
 PARTITIONED = """
 transform:

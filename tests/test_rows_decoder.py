@@ -24,7 +24,7 @@ from lakecdc.source.connection import connect
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.rows_decoder import build_change_batch, columnar_available, decode_rows_event
 from lakecdc.source.schema import describe_table
-from test_source_types import COLUMNS
+from tests.test_source_types import COLUMNS
 
 _ROWS_EVENTS = [WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent]
 _server_ids = itertools.count(6100)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from crosscheck import assert_same_rows, mysql_rows, paimon_rows
+from tests.crosscheck import assert_same_rows, mysql_rows, paimon_rows
 from lakecdc.config import load_pipeline, parse_pipeline
 from lakecdc.errors import CommitConflictError, PipelineConfigError, SinkError
 from lakecdc.model import OP_COLUMN, TableId
@@ -27,7 +27,7 @@ from lakecdc.sink import PaimonSink
 from lakecdc.sink import object_store
 from lakecdc.sink.object_store import (PAUSE_BEFORE_PUBLISH, PAUSE_BEFORE_SCHEMA_PUBLISH, PAUSEPOINT_ENV,
                                       PAUSEPOINT_FILE_ENV)
-from s3_server import ACCESS_KEY, KEY_ENV, REGION, SECRET_ENV, SECRET_KEY
+from tests.s3_server import ACCESS_KEY, KEY_ENV, REGION, SECRET_ENV, SECRET_KEY
 
 pytestmark = pytest.mark.slow  # a private S3 server and full pipeline runs
 
@@ -126,7 +126,7 @@ def test_pipeline_validation_accepts_s3_and_refuses_written_keys(tmp_path, s3_en
 
 
 def test_probe_refuses_a_store_that_ignores_if_none_match(s3_server, s3_warehouse):
-    from s3_server import S3Server
+    from tests.s3_server import S3Server
 
     object_store.probe_conditional_put(object_store.S3Settings.from_options(s3_warehouse),
                                        s3_warehouse["warehouse"])  # moto honours If-None-Match: accepted
@@ -346,7 +346,7 @@ def test_writers_racing_a_schema_change_one_wins_the_other_fails_clearly(mariadb
 
 
 # ------------------------------------------------------------------------------------ tutorial, CLI
-from test_tutorial import (CHANGES, ORDERS_KEY, REINSERT, TUTORIAL_YAML, assert_changes_step,  # noqa: E402
+from tests.test_tutorial import (CHANGES, ORDERS_KEY, REINSERT, TUTORIAL_YAML, assert_changes_step,  # noqa: E402
                            assert_reinsert_step, assert_snapshot_step, execute_all, tutorial)  # noqa: F401
 
 TUTORIAL_WAREHOUSE = "catalog.properties.warehouse: file://${LAKECDC_WAREHOUSE:-/tmp/lakecdc-tutorial/warehouse}"
@@ -523,12 +523,12 @@ def test_tables_of_a_run_on_s3_on_two_celery_workers(mariadb, s3_pipeline, tmp_p
     """Dagster's celery executor (dagster-celery, a private redis-server as broker) writes the two tables of a run
     on two celery worker processes on one s3:// warehouse; snapshot and binlog runs give tables equal to MySQL."""
     import dagster as dg
-    from s3_server import _free_port
+    from tests.s3_server import free_port
 
     config, path, db = s3_pipeline
     assert "celery_executor.configured" in CELERY_DEFS
     (tmp_path / "lakecdc_celery_defs.py").write_text(CELERY_DEFS)
-    port = _free_port()
+    port = free_port()
     broker = f"redis://127.0.0.1:{port}/0"
     (tmp_path / "dagster_celery_config.py").write_text(  # read by the workers' app (dagster_celery.app)
         f"broker_url = {broker!r}\nresult_backend = {broker!r}\n")

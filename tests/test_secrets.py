@@ -204,7 +204,7 @@ S3_SECRET = f"S3-{uuid.uuid4().hex}-Kk7"  # moto checks no signature: any key wo
 def test_s3_keys_never_show(mariadb, fresh_db, tmp_path, s3_server, monkeypatch, caplog):
     """An s3:// warehouse whose secret key comes from ${VAR}: the key is in no log line, CLI output, error message,
     repr of the configuration, or object of the warehouse (snapshot properties, schemas, options)."""
-    from s3_server import KEY_ENV, SECRET_ENV
+    from tests.s3_server import KEY_ENV, SECRET_ENV
 
     monkeypatch.setenv(SECRET_ENV, S3_SECRET)
     monkeypatch.setenv(KEY_ENV, f"AK{S3_SECRET}")

@@ -19,7 +19,7 @@ from lakecdc.source.connection import connect
 from lakecdc.source.text_columns import text_columns
 from lakecdc.source.types import table_codecs
 from lakecdc.source.wire import read_columns, result_columns
-from test_source_types import COLUMNS, ROWS, insert, writer
+from tests.test_source_types import COLUMNS, ROWS, insert, writer
 
 
 def options(mariadb, **kw) -> MySqlSourceOptions:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from crosscheck import assert_same_rows
+from tests.crosscheck import assert_same_rows
 from lakecdc.config import UpkeepConfig, parse_pipeline
 from lakecdc.errors import PipelineConfigError, SinkError
 from lakecdc.model import TableId
