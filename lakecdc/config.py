@@ -200,7 +200,7 @@ class PipelineConfig:
     upkeep: UpkeepConfig = nested(UpkeepConfig)
     # a chunked snapshot commits its progress after this many rows
     snapshot_commit_rows: int = option(
-        "lakecdc.snapshot.commit-rows", INT, 250_000, minimum=1,
+        "lakecdc.snapshot.commit-rows", INT, 1_000_000, minimum=1,
         doc="a chunked snapshot commits its rows and progress after at least this many rows (memory bound; resume "
             "point)")
     sensor_interval_seconds: float = option("lakecdc.sensor.interval", DURATION, 30.0, default_doc="`30s`",
