@@ -68,6 +68,7 @@ def case(server: MariaDBServer, table: str, rows: int, changes: int, config) -> 
             fallbacks[cause] = fallbacks.get(cause, 0) + events
     notes = ["lakecdc's time is the whole command, process start to exit (imports, connections, upkeep)",
              f"binlog decoder fallbacks: {fallback_summary(fallbacks) or 'none'}"]
+    notes += [f"upkeep after the commit: {t['upkeep']}" for t in tables if t.get("upkeep")]
     return Case(title, "changes/s", "lakecdc run (binlog micro-batch)", seconds, changes, [reference], notes)
 
 

@@ -54,6 +54,7 @@ def _table_row(table) -> dict:
         "inserted": table.counts.inserted, "updated": table.counts.updated, "deleted": table.counts.deleted,
         "row_count": table.row_count,
         "decoder_fallbacks": table.decoder_fallbacks,  # binlog rows events decoded in Python, per cause
+        "upkeep": table.upkeep.summary() if table.upkeep is not None else None,  # table upkeep after the commit
     }
 
 
