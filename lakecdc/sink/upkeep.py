@@ -70,8 +70,8 @@ DEFAULT_ORPHAN_OLDER_THAN_SECONDS = 86400.0
 _INT_MAX = 2**31 - 1
 _REWRITE_ROWS = 65536  # rows handed to the writer at once while rewriting
 # Rows a rewrite lets the Rust writer hold before it writes them out (plus the rest of the bucket being copied):
-# a few hundred MiB at most (bench/memory_bench.py), and each flush costs a fresh writer, which for a
-# dynamic-bucket table reloads the key index, so not much smaller either.
+# a few hundred MiB at most (bench/memory_bench.py); not much smaller, as each flush opens a fresh writer, which
+# has a start-up cost (an appending dynamic-bucket writer loads the table's key index).
 _FLUSH_ROWS = 250_000
 
 
