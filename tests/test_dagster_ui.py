@@ -104,7 +104,7 @@ class Dagster:
                                 {"id": run_id})["runOrError"]["status"]
             if status in ("SUCCESS", "FAILURE", "CANCELED"):
                 return status
-            time.sleep(1)
+            time.sleep(0.25)
         raise AssertionError(f"run {run_id} did not finish: " + self.tail())
 
 
@@ -253,7 +253,7 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
         # the daemon stores the tick before the sensor's cursor: wait for both
         if ticks and state["typeSpecificData"]["lastCursor"]:
             break
-        time.sleep(1)
+        time.sleep(0.25)
     assert ticks, f"no tick launched a run: {state['ticks']}\n{ui.tail()}"
     cursor = json.loads(state["typeSpecificData"]["lastCursor"])
     assert cursor["requested"] == ["inventory.orders"]
