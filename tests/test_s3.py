@@ -296,8 +296,8 @@ def test_writer_stopped_at_publish_fails_clearly_and_nothing_is_lost(mariadb, s3
         latest = sink.latest_snapshot_id(table)
         assert publishing.endswith(f"/snapshot/snapshot-{latest + 1}")  # not yet published
         change(mariadb, db, 2)
-        writer_b = subprocess.run(run, capture_output=True, text=True, timeout=300)
-        assert writer_b.returncode == 0, writer_b.stderr[-3000:]
+        writer_b = run_micro_batch(config)  # B in this process (A is the `lakecdc run` process)
+        assert table in {t.target for t in writer_b.committed}
         assert PaimonSink(config.sink.catalog_options).latest_snapshot_id(table) == latest + 1  # B took the id
     finally:
         os.kill(writer_a.pid, signal.SIGCONT)
@@ -329,8 +329,7 @@ def test_writers_racing_a_schema_change_one_wins_the_other_fails_clearly(mariadb
     try:
         publishing = paused_at_publish(writer_a, marker)
         assert publishing.endswith("/accounts/schema/schema-1"), publishing  # not yet published
-        writer_b = subprocess.run(run, capture_output=True, text=True, timeout=300)
-        assert writer_b.returncode == 0, writer_b.stderr[-3000:]
+        run_micro_batch(config)  # writer B, in this process (A is the `lakecdc run` process)
         assert "extra" in PaimonSink(config.sink.catalog_options).describe(table).schema.names  # B's schema-1
     finally:
         os.kill(writer_a.pid, signal.SIGCONT)
@@ -352,9 +351,12 @@ from tests.test_tutorial import (CHANGES, ORDERS_KEY, REINSERT, TUTORIAL_YAML, a
 TUTORIAL_WAREHOUSE = "catalog.properties.warehouse: file://${LAKECDC_WAREHOUSE:-/tmp/lakecdc-tutorial/warehouse}"
 
 
-def test_tutorial_on_s3_through_dagster_and_the_cli(mariadb, tutorial, s3_server, tmp_path):
+def test_tutorial_on_s3_through_dagster_and_the_cli(mariadb, tutorial, s3_server, tmp_path, capsys):
     """The Flink CDC tutorial with its warehouse on s3://: every step's exact rows, read back over S3 by
-    pypaimon-rust's SQL engine, Dagster's asset checks, and status / describe / sql / upkeep from the CLI."""
+    pypaimon-rust's SQL engine, Dagster's asset checks, and status / describe / sql / upkeep from the CLI (describe
+    and sql as `lakecdc` processes; status and upkeep through the CLI's main() here, their processes are run by
+    tests/test_runtime.py and tests/test_upkeep.py)."""
+    from lakecdc.cli import main
     import dagster as dg
 
     from lakecdc.dagster import build_definitions
@@ -386,20 +388,24 @@ def test_tutorial_on_s3_through_dagster_and_the_cli(mariadb, tutorial, s3_server
         materialize()
         assert_reinsert_step(config)
 
+    def in_process(*argv: str) -> str:
+        capsys.readouterr()
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        assert code == 0, err[-3000:]
+        return out
+
     cli = [str(BIN / "lakecdc")]
-    status = subprocess.run(cli + ["status", str(path)], capture_output=True, text=True, timeout=300)
     describe = subprocess.run(cli + ["describe", str(path), "inventory.orders"], capture_output=True, text=True,
                               timeout=300)
     sql = subprocess.run(cli + ["sql", str(path), "SELECT id, product_upper FROM inventory.orders ORDER BY id"],
                          capture_output=True, text=True, timeout=300)
-    upkeep = subprocess.run(cli + ["upkeep", str(path), "--full", "--json"], capture_output=True, text=True,
-                            timeout=300)
-    for done in (status, describe, sql, upkeep):
+    for done in (describe, sql):
         assert done.returncode == 0, done.stderr[-3000:]
-    assert "inventory.orders" in status.stdout
+    assert "inventory.orders" in in_process("status", str(path))
     assert "CREATE TABLE `inventory`.`orders`" in describe.stdout and "PARTITIONED BY (`order_day`)" in describe.stdout
     assert "| 102 | BLUE PEN      |" in sql.stdout and "3 row(s) in set" in sql.stdout
-    [kept_up] = json.loads(upkeep.stdout)["tables"]
+    [kept_up] = json.loads(in_process("upkeep", str(path), "--full", "--json"))["tables"]
     assert kept_up["skipped"] is None and kept_up["compaction_snapshot_id"] is not None, kept_up
     assert_reinsert_step(config)  # upkeep changed no row
 
@@ -483,7 +489,23 @@ defs = _with_multiprocess_executor(build_definitions(os.environ["LAKECDC_PIPELIN
 """
 
 
-def test_tables_of_a_run_on_s3_in_separate_processes(mariadb, s3_pipeline, tmp_path):
+def materialize_out_of_process(module: str, tmp_path: Path, home: Path, keys: list[str]) -> None:
+    """What ``dagster asset materialize -m <module> --select <keys>`` does, launched from this process: the
+    module's implicit asset job, reconstructable from the module (so the executor's step processes or workers load
+    it themselves), executed on the instance at ``home``; without the CLI's own process start-up (tested by
+    tests/test_tutorial.py's `dagster asset materialize` runs)."""
+    import dagster as dg
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+    repository = ReconstructableRepository.for_module(module, "defs", working_directory=str(tmp_path))
+    asset_keys = [dg.AssetKey.from_user_string(key) for key in keys]
+    job = repository.get_definition().get_implicit_job_def_for_assets(asset_keys)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        result = dg.execute_job(repository.get_reconstructable_job(job.name), instance, asset_selection=asset_keys)
+        assert result.success, [e.message for e in result.all_events if e.is_failure]
+
+
+def test_tables_of_a_run_on_s3_in_separate_processes(mariadb, s3_pipeline, tmp_path, monkeypatch):
     """Dagster's multiprocess executor writes the two tables of a run in two step processes on one s3://
     warehouse; snapshot and binlog runs give tables equal to MySQL."""
     import dagster as dg
@@ -493,15 +515,12 @@ def test_tables_of_a_run_on_s3_in_separate_processes(mariadb, s3_pipeline, tmp_p
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("")
-    env = {**os.environ, "DAGSTER_HOME": str(home), "LAKECDC_PIPELINES_DIR": str(path.parent),
-           "PYTHONPATH": str(tmp_path)}
+    monkeypatch.setenv("LAKECDC_PIPELINES_DIR", str(path.parent))  # read by the module, here and in the steps
     keys = [f"paimon/{db}/accounts", f"paimon/{db}/events"]
-    command = [str(BIN / "dagster"), "asset", "materialize", "-m", "lakecdc_mp_defs", "--select", ",".join(keys)]
     for step in (0, 1):
         if step:
             change(mariadb, db, step)
-        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-4000:]
+        materialize_out_of_process("lakecdc_mp_defs", tmp_path, home, keys)
         assert_equal_to_mysql(mariadb, config, db, f"after run {step} on the multiprocess executor")
     with dg.DagsterInstance.from_config(str(home)) as instance:
         runs = instance.get_runs()
@@ -511,6 +530,7 @@ def test_tables_of_a_run_on_s3_in_separate_processes(mariadb, s3_pipeline, tmp_p
             if record.dagster_event is not None and record.dagster_event.event_type_value == "STEP_START":
                 pids[record.step_key] = record.dagster_event.pid
         assert len(pids) == 2 and len(set(pids.values())) == 2, pids  # two steps, two processes
+        assert os.getpid() not in pids.values(), pids  # neither in the launching process
 
 
 CELERY_DEFS = MULTIPROCESS_DEFS.replace("multiprocess", "celery").replace(
@@ -519,7 +539,9 @@ CELERY_DEFS = MULTIPROCESS_DEFS.replace("multiprocess", "celery").replace(
     "import dagster as dg\n", "import dagster as dg\nfrom dagster_celery import celery_executor\n")
 
 
-def test_tables_of_a_run_on_s3_on_two_celery_workers(mariadb, s3_pipeline, tmp_path):
+# the second run in this process registers dagster-celery's submitting task again (the same function): harmless
+@pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is already registered")
+def test_tables_of_a_run_on_s3_on_two_celery_workers(mariadb, s3_pipeline, tmp_path, monkeypatch):
     """Dagster's celery executor (dagster-celery, a private redis-server as broker) writes the two tables of a run
     on two celery worker processes on one s3:// warehouse; snapshot and binlog runs give tables equal to MySQL."""
     import dagster as dg
@@ -547,13 +569,12 @@ def test_tables_of_a_run_on_s3_on_two_celery_workers(mariadb, s3_pipeline, tmp_p
                  "--prefetch-multiplier", "1", "-n", f"{name}@lakecdc", "-Q", "dagster", "-l", "warning"],
                 cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{name}.log", "w")))
         keys = [f"paimon/{db}/accounts", f"paimon/{db}/events"]
-        command = [str(BIN / "dagster"), "asset", "materialize", "-m", "lakecdc_celery_defs", "--select",
-                   ",".join(keys)]
+        for name in ("LAKECDC_PIPELINES_DIR", "LAKECDC_BROKER"):  # read by the module here too
+            monkeypatch.setenv(name, env[name])
         for step in (0, 1):
             if step:
                 change(mariadb, db, step)
-            done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-            assert done.returncode == 0, done.stderr[-4000:]
+            materialize_out_of_process("lakecdc_celery_defs", tmp_path, home, keys)
             assert_equal_to_mysql(mariadb, config, db, f"after run {step} on the celery executor")
         worker_pids = set()
         for worker in servers[1:]:
