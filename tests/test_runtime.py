@@ -138,7 +138,11 @@ def test_wrong_password_is_a_clear_error_without_the_secret(shop, monkeypatch):
     assert "127.0.0.1" in str(info.value)
 
 
-def test_cli_validate_run_status(mariadb, shop):
+def test_cli_validate_run_status(mariadb, shop, capsys):
+    """validate, run and status as `lakecdc` processes; the two refused pipelines through the CLI's main() here
+    (the same code path after the process start-up)."""
+    from lakecdc.cli import main
+
     config, path, db = shop
     cli = [str(Path(sys.executable).parent / "lakecdc")]
     env = {**os.environ}
@@ -162,16 +166,17 @@ def test_cli_validate_run_status(mariadb, shop):
     bucketed = path.with_name("bucketed.yaml")
     bucketed.write_text(path.read_text().replace("sink:\n", "sink:\n  table.properties.bucket: 2\n", 1)
                         .replace(f"{db}.customers,", f"{db}.customers, {db}.audit_log,", 1))
-    refused = subprocess.run(cli + ["validate", "--connect", str(bucketed)], capture_output=True, text=True, env=env)
-    assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "audit_log" in refused.stderr and "bucket-key" in refused.stderr
+    capsys.readouterr()
+    assert main(["validate", "--connect", str(bucketed)]) == 2
+    refused = capsys.readouterr()
+    assert "audit_log" in refused.err and "bucket-key" in refused.err, refused
     mariadb.execute(f"DROP TABLE `{db}`.audit_log")
 
     broken = path.with_name("broken.yaml")
     broken.write_text(path.read_text().replace("primary-keys: shard, id", "primary-keys: shard, nope"))
-    failed = subprocess.run(cli + ["validate", "--connect", str(broken)], capture_output=True, text=True, env=env)
-    assert failed.returncode == 2
-    assert "transform[0]" in failed.stderr and "nope" in failed.stderr
+    assert main(["validate", "--connect", str(broken)]) == 2
+    failed = capsys.readouterr()
+    assert "transform[0]" in failed.err and "nope" in failed.err, failed
 
 
 def test_sensor_requests_a_run_only_when_the_binlog_moved(mariadb, shop):
@@ -203,11 +208,11 @@ def test_sensor_requests_a_run_only_when_the_binlog_moved(mariadb, shop):
 
 def test_killed_between_two_commits_loses_and_repeats_nothing(mariadb, shop):
     """A run killed after committing one table and before the other: the rerun finishes the second table and
-    leaves the first alone."""
+    leaves the first alone. (The killed run is a `lakecdc run` process; the runs before and after it run here.)"""
     config, path, db = shop
     cli = [str(Path(sys.executable).parent / "lakecdc"), "run", str(path)]
     orders, customers = TableId(f"lake_{db}", "orders"), TableId(db, "customers")
-    assert subprocess.run(cli, capture_output=True, text=True).returncode == 0
+    run_micro_batch(config)
     sink = PaimonSink(config.sink.catalog_options)
     snapshots = {t: sink.latest_snapshot_id(t) for t in (orders, customers)}
 
@@ -220,7 +225,7 @@ def test_killed_between_two_commits_loses_and_repeats_nothing(mariadb, shop):
     # Targets commit in name order: exactly one of the two got its snapshot.
     assert sorted(after_crash[t] - snapshots[t] for t in after_crash) == [0, 1]
 
-    assert subprocess.run(cli, capture_output=True, text=True).returncode == 0
+    run_micro_batch(config)
     assert {t: sink.latest_snapshot_id(t) for t in (orders, customers)} == {t: s + 1 for t, s in snapshots.items()}
     assert ("orders_2", 8, "new", "NEW", "8.00") in orders_rows(config, db)
     assert run_sql(config.sink.catalog_options, f"SELECT id, name FROM {db}.customers").to_pylist() == [
