@@ -179,6 +179,39 @@ def test_cli_validate_run_status(mariadb, shop, capsys):
     assert "transform[0]" in failed.err and "nope" in failed.err, failed
 
 
+_RUN_IN_A_CHILD = """
+import sys
+from lakecdc.cli import main
+code = main(["run", sys.argv[1]])
+print(sorted(m for m in ("pandas", "polars", "dagster", "pypaimon.catalog.catalog", "fastavro",
+                         "lakecdc.runtime.status", "lakecdc.runtime.verify") if m in sys.modules))
+sys.exit(code)
+"""
+
+
+def test_a_run_with_nothing_to_read_opens_one_connection_and_skips_heavy_imports(mariadb, shop):
+    """The fixed cost of a run (docs/benchmarks.md): its start-up queries share one MySQL connection, and a run with
+    nothing to read imports neither Dagster, pandas, polars, pypaimon's catalog nor the other operations."""
+    config, path, _ = shop
+    run_micro_batch(config)  # the snapshot; the run below has nothing to read
+    conn = mariadb.connect()
+
+    def connections() -> int:
+        with conn.cursor() as cur:
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Connections'")
+            return int(cur.fetchone()[1])
+
+    try:
+        before = connections()
+        ran = subprocess.run([sys.executable, "-c", _RUN_IN_A_CHILD, str(path)], capture_output=True, text=True,
+                             env={**os.environ})
+        assert ran.returncode == 0, ran.stderr
+        assert connections() - before == 1
+    finally:
+        conn.close()
+    assert ran.stdout.splitlines()[-1] == "[]", ran.stdout
+
+
 def test_sensor_requests_a_run_only_when_the_binlog_moved(mariadb, shop):
     config, _, db = shop
     defs = build_pipeline_definitions(config)

@@ -74,6 +74,33 @@ def read_all(source, tables, starts, stop):
 # --------------------------------------------------------------------------------------------------- options
 
 
+
+def test_connections_share_one_tls_context_and_a_shared_connection_is_reopened(mariadb, source):
+    """PyMySQL's preferred-TLS context (no certificate check) is built once for all connections; between
+    share_connection() and close() the short calls use one connection, reopened when the server dropped it."""
+    import ssl
+
+    from lakecdc.source.connection import connect
+
+    first, second = connect(source.options), connect(source.options)
+    try:
+        assert first.ctx is second.ctx
+        assert first.ctx.verify_mode == ssl.CERT_NONE and not first.ctx.check_hostname
+    finally:
+        first.close()
+        second.close()
+    source.share_connection()
+    try:
+        source.check_server()
+        shared = source._shared
+        tables = source.list_tables()
+        assert source._shared is shared and source.head_offset().pos > 0
+        mariadb.execute(f"KILL {shared.thread_id()}")  # the server drops it between two calls
+        assert source.list_tables() == tables and source._shared is not shared
+    finally:
+        source.close()
+    assert source._shared is None and source.list_tables() == tables
+
 def test_options_hide_password_and_parse_server_id():
     o = MySqlSourceOptions(hostname="h", password="s3cret-pw")
     assert "s3cret-pw" not in repr(o)

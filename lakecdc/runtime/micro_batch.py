@@ -138,10 +138,21 @@ def follow_pipeline(config: PipelineConfig, *, should_stop: Callable[[], bool] =
 
 def _run(config: PipelineConfig, targets: set[TableId] | None, run_id: str | None,
          log: logging.Logger | logging.LoggerAdapter | None, follow: Follow | None) -> RunResult:
+    source = open_source(config)
+    # The start-up's short queries (server checks, table lists and descriptions, the head, the binlog files) share
+    # one connection, closed before the first row is read; reads open their own connections as before.
+    source.share_connection()
+    try:
+        return _run_with(source, config, targets, run_id, log, follow)
+    finally:
+        source.close()
+
+
+def _run_with(source: MySqlSource, config: PipelineConfig, targets: set[TableId] | None, run_id: str | None,
+              log: logging.Logger | logging.LoggerAdapter | None, follow: Follow | None) -> RunResult:
     log = log or logger
     run_id = run_id or uuid.uuid4().hex
     started = time.monotonic()
-    source = open_source(config)
     source.check_server()
     sink = open_sink(config)
     stored = _stored_checkpoints(config, sink, planned_targets(config, source))
@@ -165,6 +176,7 @@ def _run(config: PipelineConfig, targets: set[TableId] | None, run_id: str | Non
         _snapshots.check_binlog_available(
             source, {t: w.offset for t, w in work.items() if w.kind in (_snapshots.BINLOG, _snapshots.SNAPSHOT)
                      and w.offset is not None}, sink.warehouse)
+        source.close()  # the end of the start-up's shared connection
         results = _prepare_targets(config, plan, sink, checkpoints)
         run.tables = results
         captured = sorted(str(t) for t in admission.captured)

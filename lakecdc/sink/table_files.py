@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, Iterator, cast
 
-import fastavro
-
 from lakecdc.errors import SinkError
 
 ADD, DELETE = 0, 1
@@ -437,6 +435,8 @@ class TableFiles:
         from pypaimon.manifest import avro_codec
         from pypaimon.manifest.schema.manifest_entry import MANIFEST_ENTRY_SCHEMA
 
+        import fastavro  # heavy: lazy for start-up time (a run with nothing to write reads no manifest)
+
         schema = fastavro.parse_schema(MANIFEST_ENTRY_SCHEMA)
         codec = avro_codec(self.table.options.manifest_compression())
         prefix = f"manifest-{uuid.uuid4()}"
@@ -554,6 +554,8 @@ def open_table_files(table, table_id) -> TableFiles:
 
 def _avro_records(data: io.BytesIO) -> Iterator[dict[str, Any]]:
     """The records of an Avro file whose schema is a record (as every manifest's is)."""
+    import fastavro  # heavy: lazy for start-up time (a run with nothing to write reads no manifest)
+
     return cast("Iterator[dict[str, Any]]", iter(fastavro.reader(data)))
 
 

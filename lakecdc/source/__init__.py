@@ -31,6 +31,12 @@ and binlog rows of a table whose snapshot is unfinished are kept only for the ke
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from typing import Iterator
+
+import pymysql
+
 from lakecdc.model import BinlogOffset, SourceTable, TableId
 from lakecdc.source import connection as _connection
 from lakecdc.source import positions as _positions
@@ -62,11 +68,17 @@ __all__ = [
 
 
 class MySqlSource:
-    """One MySQL/MariaDB server as a CDC source. Every call opens (and closes) its own short connection."""
+    """One MySQL/MariaDB server as a CDC source. Every call opens (and closes) its own short connection, except
+    between :meth:`share_connection` and :meth:`close`, where the short calls (server checks, table lists and
+    descriptions, the head position, the binlog files) share one: a run's start-up makes several of them, and each
+    connection costs round trips and a login."""
 
     def __init__(self, options: MySqlSourceOptions):
         self.options = options
         self._flavor: str | None = None
+        self._sharing = False
+        self._shared = None
+        self._shared_lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"MySqlSource({self.options.username}@{self.options.address})"
@@ -74,49 +86,67 @@ class MySqlSource:
     def _connect(self):
         return _connection.connect(self.options)
 
+    def share_connection(self) -> None:
+        """Until :meth:`close`, the short calls use one connection (opened at the first, and again when the server
+        dropped it) instead of one each."""
+        self._sharing = True
+
+    def close(self) -> None:
+        """Close the shared connection; later calls open their own again."""
+        with self._shared_lock:
+            self._sharing = False
+            shared, self._shared = self._shared, None
+        if shared is not None:
+            shared.close()
+
+    @contextlib.contextmanager
+    def _session(self) -> Iterator:
+        """A connection for one short call: the shared one while sharing, else a new one closed after the call."""
+        if not self._sharing:
+            conn = self._connect()
+            try:
+                yield conn
+            finally:
+                conn.close()
+            return
+        with self._shared_lock:  # one statement at a time on the shared connection
+            if self._shared is not None:
+                try:  # one round trip (a new connection takes several and a login): the server may have dropped it
+                    self._shared.ping(reconnect=False)
+                except pymysql.MySQLError:
+                    self._shared = None  # PyMySQL closed it when the ping failed
+            if self._shared is None:
+                self._shared = self._connect()
+            yield self._shared
+
     def check_server(self) -> None:
         """SourceError naming the setting and the fix when the server cannot be a CDC source (binlog settings,
         privileges) or cannot be reached."""
-        conn = self._connect()
-        try:
+        with self._session() as conn:
             self._flavor = _connection.server_flavor(conn)
             _connection.check_server(conn, self.options)
-        finally:
-            conn.close()
 
     def flavor(self) -> str:
         """'mariadb' or 'mysql'."""
         if self._flavor is None:
-            conn = self._connect()
-            try:
+            with self._session() as conn:
                 self._flavor = _connection.server_flavor(conn)
-            finally:
-                conn.close()
         return self._flavor
 
     def list_tables(self) -> list[TableId]:
         """Base tables of all non-system databases."""
-        conn = self._connect()
-        try:
+        with self._session() as conn:
             return _schema.list_tables(conn, self.options)
-        finally:
-            conn.close()
 
     def describe_table(self, table_id: TableId) -> SourceTable:
         """Columns (Arrow types, nullability), primary key and comments; SourceError if the table is missing."""
-        conn = self._connect()
-        try:
+        with self._session() as conn:
             return _schema.describe_table(conn, table_id, self.options)
-        finally:
-            conn.close()
 
     def head_offset(self) -> BinlogOffset:
         """The current end of the binlog (SHOW MASTER STATUS) with its GTID position."""
-        conn = self._connect()
-        try:
+        with self._session() as conn:
             return _connection.head_offset(conn, self.options)
-        finally:
-            conn.close()
 
     def snapshot(self, tables: list[SourceTable]) -> SnapshotReader:
         """A consistent snapshot of ``tables`` (a context manager; ``offset`` is its exact binlog position)."""
@@ -154,7 +184,8 @@ class MySqlSource:
 
     def binary_logs(self) -> list[str]:
         """The binlog files the server still has, oldest first."""
-        return _positions.binary_logs(self.options)
+        with self._session() as conn:
+            return _positions.binary_logs(self.options, conn)
 
     def check_available(self, offset: BinlogOffset, what: str) -> None:
         """BinlogPurgedError (naming ``what``) when ``offset``'s binlog file is gone from the server."""

@@ -57,6 +57,23 @@ def connection_kwargs(options: MySqlSourceOptions) -> dict[str, Any]:
     )
 
 
+class Connection(pymysql.connections.Connection):
+    """PyMySQL's connection, except that in PyMySQL's default "preferred" TLS mode (TLS when the server offers it,
+    no certificate check: what lakecdc's connections use) every connection shares one TLS context. PyMySQL builds
+    a new one per connection, loading the system's CA certificates each time (about 40 ms), although the context
+    it builds for this mode checks no certificate; a run opens several connections. A connection given TLS
+    settings builds its own context as PyMySQL does."""
+
+    _preferred_tls_context = None
+
+    def _create_ssl_ctx(self, sslp):
+        if sslp:
+            return super()._create_ssl_ctx(sslp)
+        if Connection._preferred_tls_context is None:  # a race only builds it twice
+            Connection._preferred_tls_context = super()._create_ssl_ctx(sslp)
+        return Connection._preferred_tls_context
+
+
 def connect(options: MySqlSourceOptions, *, database: str | None = None, streaming: bool = False,
             autocommit: bool = True) -> pymysql.connections.Connection:
     """A PyMySQL connection with the session time zone set to UTC. ``streaming`` uses an unbuffered cursor class.
@@ -67,7 +84,7 @@ def connect(options: MySqlSourceOptions, *, database: str | None = None, streami
     if streaming:
         kwargs["cursorclass"] = pymysql.cursors.SSCursor
     try:
-        return pymysql.connect(**kwargs)
+        return Connection(**kwargs)
     except pymysql.MySQLError as exc:
         raise SourceError(
             f"cannot connect to MySQL at {options.address} as user '{options.username}': {driver_reason(exc)}"
@@ -273,13 +290,13 @@ def registered_replica_ids(options: MySqlSourceOptions) -> set[int]:
 
 
 def pymysql_connect(**kwargs):
-    """pymysql.connect for python-mysql-replication's control connection, which passes the deprecated 'db' and
-    'passwd' names."""
+    """The connection of python-mysql-replication's control and dump connections (a :class:`Connection`); the
+    library passes the deprecated 'db' and 'passwd' names."""
     if "db" in kwargs:
         kwargs["database"] = kwargs.pop("db")
     if "passwd" in kwargs:
         kwargs["password"] = kwargs.pop("passwd")
-    return pymysql.connect(**kwargs)
+    return Connection(**kwargs)
 
 
 class BinlogStream(BinLogStreamReader):

@@ -22,13 +22,16 @@ log = logging.getLogger(__name__)
 _FIRST_EVENT_POS = 4  # every binlog file starts with a 4-byte magic number
 
 
-def binary_logs(options: MySqlSourceOptions) -> list[str]:
-    """The binlog files the server still has, oldest first (SHOW BINARY LOGS)."""
-    conn = connect(options)
-    try:
+def binary_logs(options: MySqlSourceOptions, conn=None) -> list[str]:
+    """The binlog files the server still has, oldest first (SHOW BINARY LOGS); on ``conn`` if given, else on a
+    connection of its own."""
+    if conn is not None:
         return [text(row[0]) for row in query(conn, "SHOW BINARY LOGS", options=options)]
+    own = connect(options)
+    try:
+        return binary_logs(options, own)
     finally:
-        conn.close()
+        own.close()
 
 
 def check_available(options: MySqlSourceOptions, offset: BinlogOffset, what: str) -> None:

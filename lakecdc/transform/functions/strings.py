@@ -10,7 +10,9 @@ lengths count characters (code points); CHAR_LENGTH counts UTF-16 units as Java 
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -74,18 +76,24 @@ def _concat_ws(args, site):
 # Characters whose Java (full) case mapping differs from Arrow's simple one: 'ß' → 'SS', 'ŉ' → 'ʼN', ligatures …;
 # and for lower case 'İ' → 'i̇' and the final sigma rule. Rows holding one take Python's str methods, which
 # implement the same Unicode SpecialCasing rules as Java.
-_UPPER_SPECIAL = "".join(c for c in map(chr, range(0x80, 0x10000)) if len(c.upper()) > 1)
-_UPPER_RE = "[" + re.escape(_UPPER_SPECIAL) + "]"
 _LOWER_RE = "[\u0130\u03a3]"
 
 
-def _cased(kernel, special_re: str, py_method: str):
+@functools.cache
+def _upper_re() -> str:
+    # built at first use, not at import: scanning the 65,536 code points is a tenth of a second of every start-up
+    # (the fixed cost of a run, docs/benchmarks.md)
+    special = "".join(c for c in map(chr, range(0x80, 0x10000)) if len(c.upper()) > 1)
+    return "[" + re.escape(special) + "]"
+
+
+def _cased(kernel, special_re: Callable[[], str], py_method: str):
     def run(env, xs):
         s = as_string(xs[0])
         out = kernel(s)
         if pc.all(pc.fill_null(pc.string_is_ascii(s), True)).as_py():
             return out
-        special = pc.fill_null(pc.match_substring_regex(s, special_re), False)
+        special = pc.fill_null(pc.match_substring_regex(s, special_re()), False)
         if pc.any(special).as_py():
             values = [getattr(v, py_method)() for v in s.filter(special).to_pylist()]
             out = scatter(out, special, values)
@@ -102,8 +110,8 @@ def _string_fn(name: str, run):
     return build
 
 
-function("UPPER")(_string_fn("UPPER", _cased(pc.utf8_upper, _UPPER_RE, "upper")))
-function("LOWER")(_string_fn("LOWER", _cased(pc.utf8_lower, _LOWER_RE, "lower")))
+function("UPPER")(_string_fn("UPPER", _cased(pc.utf8_upper, _upper_re, "upper")))
+function("LOWER")(_string_fn("LOWER", _cased(pc.utf8_lower, lambda: _LOWER_RE, "lower")))
 
 
 @function("CHAR_LENGTH", "CHARACTER_LENGTH")
