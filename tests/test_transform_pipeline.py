@@ -131,15 +131,15 @@ pipeline:
   name: udfs {db}
   user-defined-function:
     - name: shout
-      classpath: test_transform_pipeline:shout
+      classpath: tests.test_transform_pipeline:shout
     - name: upper
-      classpath: test_transform_pipeline.shout
+      classpath: tests.test_transform_pipeline.shout
     - name: scale
-      classpath: test_transform_pipeline:Scale
+      classpath: tests.test_transform_pipeline:Scale
       options:
         factor: 10
     - name: plus1
-      classpath: test_transform_pipeline:same_type_plus_one
+      classpath: tests.test_transform_pipeline:same_type_plus_one
 """
 
 
@@ -164,15 +164,15 @@ def test_udfs_in_a_pipeline_run(mariadb, fresh_db, tmp_path):
      "cannot import module 'no_such_module_xyz'"),
     ("{name: f, classpath: 'org.apache.flink.cdc.udf.Foo'}", "pipeline.user-defined-function[0].classpath",
      "write the UDF in Python"),
-    ("{name: f, classpath: 'test_transform_pipeline:nope'}", "pipeline.user-defined-function[0].classpath",
+    ("{name: f, classpath: 'tests.test_transform_pipeline:nope'}", "pipeline.user-defined-function[0].classpath",
      "has no attribute 'nope'"),
-    ("{name: f, classpath: 'test_transform_pipeline:BASE'}", "pipeline.user-defined-function[0].classpath",
+    ("{name: f, classpath: 'tests.test_transform_pipeline:BASE'}", "pipeline.user-defined-function[0].classpath",
      "is not callable"),
-    ("{name: f, classpath: 'test_transform_pipeline:shout', options: {a: 1}}",
+    ("{name: f, classpath: 'tests.test_transform_pipeline:shout', options: {a: 1}}",
      "pipeline.user-defined-function[0].options", "no open(options) method"),
     ("{name: f, python-code: 'def f(x): return x'}", "pipeline.user-defined-function[0].python-code",
      "inline python-code UDFs are not supported"),
-    ("{name: 'bad name', classpath: 'test_transform_pipeline:shout'}", "pipeline.user-defined-function[0].name",
+    ("{name: 'bad name', classpath: 'tests.test_transform_pipeline:shout'}", "pipeline.user-defined-function[0].name",
      "expected a function name"),
 ])
 def test_udf_configuration_errors(item, path, message):
