@@ -1,7 +1,8 @@
 """The `dg` Component on a scaffolded project: `dg scaffold defs lakecdc.CdcPipelineComponent`, a defs.yaml holding
 the Flink CDC pipeline YAML (with a key prefix and group), `dg check defs`, `dg list defs` and `dg launch`
-materialising the Paimon table, checked by reading it back; a broken pipeline (an unknown key, a misspelt
-partition-keys column) fails `dg check defs` naming the YAML key."""
+materialising the Paimon table, checked by reading it back; a broken pipeline fails naming the YAML key: a misspelt
+partition-keys column in `dg check defs`, an unknown key when the project's defs are loaded in this process (what
+`dg check defs` loads, without its two process start-ups)."""
 
 import json
 import os
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from lakecdc.sink.sql import run_sql
@@ -52,7 +54,7 @@ def dg(root: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / "dg"), *args], cwd=root, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_component_scaffold_check_list_launch(mariadb, fresh_db, tmp_path):
+def test_component_scaffold_check_list_launch(mariadb, fresh_db, tmp_path, monkeypatch):
     mariadb.execute(f"CREATE TABLE `{fresh_db}`.orders (id INT PRIMARY KEY, product VARCHAR(50) NOT NULL, "
                     "day DATE NOT NULL)")
     mariadb.execute(f"INSERT INTO `{fresh_db}`.orders VALUES (1, 'book', '2026-01-01'), (2, 'pen', '2026-01-02')")
@@ -126,10 +128,16 @@ def test_component_scaffold_check_list_launch(mariadb, fresh_db, tmp_path):
     assert "transform[0].partition-keys: partition key column 'dya' is not an output column" in \
         failed.stdout + failed.stderr, failed.stdout + failed.stderr
 
-    # A typo in the pipeline YAML fails `dg check defs`, naming the key.
+    # A typo in the pipeline YAML fails loading the project's defs (here, in this process), naming the key.
+    import dagster
+
     broken = yaml.safe_load(good)
     broken["attributes"]["pipeline"]["source"]["hostnme"] = "x"
     defs_yaml.write_text(yaml.safe_dump(broken, sort_keys=False))
-    failed = dg(root, env, "check", "defs")
-    assert failed.returncode != 0
-    assert "source.hostnme: unknown option (did you mean 'hostname'?)" in failed.stdout + failed.stderr
+    monkeypatch.syspath_prepend(str(root / "src"))
+    for name in ("CDC_DB_PORT", "CDC_DB_PASSWORD", "CDC_WAREHOUSE"):
+        monkeypatch.setenv(name, env[name])
+    with pytest.raises(Exception) as failed:
+        dagster.Definitions.validate_loadable(dagster.load_from_defs_folder(path_within_project=package))
+    reasons = [str(failed.value), str(failed.value.__cause__)]
+    assert any("source.hostnme: unknown option (did you mean 'hostname'?)" in r for r in reasons), reasons
