@@ -183,7 +183,7 @@ _RUN_IN_A_CHILD = """
 import sys
 from lakecdc.cli import main
 code = main(["run", sys.argv[1]])
-print(sorted(m for m in ("pandas", "polars", "dagster", "pypaimon.catalog.catalog", "fastavro",
+print(sorted(m for m in ("pandas", "polars", "dagster", "pypaimon.catalog.catalog", "fastavro", "requests",
                          "lakecdc.runtime.status", "lakecdc.runtime.verify") if m in sys.modules))
 sys.exit(code)
 """

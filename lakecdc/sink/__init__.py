@@ -21,7 +21,7 @@ from lakecdc.sink import native, object_store
 from lakecdc.sink.catalog import (create_catalog, identifier, local_warehouse_path, normalize_catalog_options,
                                   storage_options)
 from lakecdc.sink.lock import InProcessTableLock, TableLock, lock_path
-from lakecdc.sink.metadata import StoredTable, Warehouse, open_file_io, uses_catalog_files
+from lakecdc.sink.metadata import StoredTable, Warehouse, open_warehouse_metadata, uses_catalog_files
 from lakecdc.sink.reader import empty_changes as _empty_changes
 from lakecdc.sink.reader import read_changes as _read_changes
 from lakecdc.sink.reader import read_table as _read_table
@@ -55,7 +55,7 @@ class PaimonSink:
         self._metadata: Warehouse | None = None
         self._catalog_instance = None
         if uses_catalog_files(self.catalog_options):
-            self._metadata = Warehouse(self.catalog_options, open_file_io(self.catalog_options))
+            self._metadata = open_warehouse_metadata(self.catalog_options)
         else:
             self._catalog_instance = create_catalog(self.catalog_options)
         self._locks: dict[TableId, TableLock | InProcessTableLock] = {}
@@ -92,9 +92,10 @@ class PaimonSink:
 
     @property
     def _catalog(self):
-        """pypaimon's catalog, created at first use (on the file IO the metadata reads use)."""
+        """pypaimon's catalog, created at first use (on an object store with the file IO of the metadata reads)."""
         if self._catalog_instance is None:
-            file_io = self._metadata.file_io if self._metadata is not None else None
+            metadata = self._metadata
+            file_io = metadata.file_io if metadata is not None and metadata.shared_file_io else None
             self._catalog_instance = create_catalog(self.catalog_options, file_io)
         return self._catalog_instance
 

@@ -4,9 +4,10 @@ Importing pypaimon's catalog imports its table, read and REST modules, and with 
 ``pyarrow.dataset``: about a second of a ``lakecdc run`` that has nothing to write (docs/benchmarks.md, the fixed
 cost of a run). The questions such a run asks (which tables exist, their stored schema, the latest snapshot and its
 properties) need only the table's ``schema/`` and ``snapshot/`` files, which pypaimon's own SchemaManager and
-SnapshotManager read on the catalog's file IO. So :class:`Warehouse` answers them with exactly those classes on the
-same file IO, with the paths pypaimon's FileSystemCatalog uses; writing, creating, altering and reading rows still go
-through the catalog (lakecdc.sink.PaimonSink creates it at its first such use).
+SnapshotManager read. So :class:`Warehouse` answers them with exactly those classes, with the paths pypaimon's
+FileSystemCatalog uses, on the catalog's file IO or, for a local warehouse, on :class:`LocalFiles` (the three reads
+those classes make, on plain paths); writing, creating, altering and reading rows still go through the catalog
+(lakecdc.sink.PaimonSink creates it at its first such use).
 
 The two managers are built without their constructors, whose only work is resolving the branch directory through
 ``pypaimon.branch``, a package whose ``__init__`` imports the whole catalog: the attributes are set here as those
@@ -16,6 +17,9 @@ managers pypaimon builds, for the pinned pypaimon version (lakecdc.sink.native.V
 
 from __future__ import annotations
 
+import os
+
+import pyarrow.fs as pafs
 from pypaimon.common.file_io import FileIO
 from pypaimon.common.options import Options
 from pypaimon.schema.schema_manager import SchemaManager
@@ -25,6 +29,7 @@ from pypaimon.snapshot.snapshot_manager import SnapshotManager
 from lakecdc.errors import SinkError
 from lakecdc.model import TableId
 from lakecdc.sink import object_store
+from lakecdc.sink.catalog import local_warehouse_path
 
 DATABASE_SUFFIX = ".db"  # pypaimon's Catalog.DB_SUFFIX: database 'inventory' is the directory 'inventory.db'
 MAIN_BRANCH = "main"
@@ -41,7 +46,7 @@ def uses_catalog_files(catalog_options: dict[str, str]) -> bool:
 def open_file_io(catalog_options: dict[str, str]):
     """The file IO pypaimon's FileSystemCatalog builds for normalized catalog options (its local cache when
     configured); on an object store the conditional-put file IO lakecdc publishes metadata with
-    (lakecdc.sink.object_store). PaimonSink gives this same object to the catalog when it creates it."""
+    (lakecdc.sink.object_store)."""
     options = Options(dict(catalog_options))
     warehouse = catalog_options["warehouse"]
     try:
@@ -56,6 +61,49 @@ def open_file_io(catalog_options: dict[str, str]):
         raise
     except Exception as error:  # pypaimon raises ValueError/KeyError/OSError/... for bad options
         raise SinkError(f"cannot open the Paimon catalog {warehouse!r}: {error}") from error
+
+
+def open_warehouse_metadata(catalog_options: dict[str, str]) -> "Warehouse":
+    """The metadata reader of a filesystem-metastore warehouse. A local warehouse without pypaimon's local cache
+    is read with :class:`LocalFiles` (pypaimon's local file IO imports ``requests``, for blobs over HTTP: a tenth
+    of a second of every start-up); other warehouses with the file IO the catalog will use (``shared_file_io``)."""
+    from pypaimon.common.options.core_options import CoreOptions
+
+    local = local_warehouse_path(catalog_options["warehouse"])
+    if local is not None and not CoreOptions(Options(dict(catalog_options))).local_cache_enabled():
+        return Warehouse(str(local), LocalFiles(), catalog_options, shared_file_io=False)
+    return Warehouse(catalog_options["warehouse"], open_file_io(catalog_options), catalog_options,
+                     shared_file_io=True)
+
+
+class _LocalStatus:
+    """What pypaimon's file statuses carry that its managers and :class:`Warehouse` read."""
+
+    def __init__(self, entry: os.DirEntry):
+        self.path = entry.path
+        self.base_name = entry.name
+        self.type = pafs.FileType.Directory if entry.is_dir() else pafs.FileType.File
+
+
+class LocalFiles:
+    """The reads pypaimon's SchemaManager and SnapshotManager make of a file IO (``exists``, ``list_status``,
+    ``read_file_utf8``), on plain local paths, as pypaimon's LocalFileIO makes them (a missing directory lists
+    nothing, a file lists itself)."""
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def list_status(self, path: str) -> list[_LocalStatus]:
+        if os.path.isfile(path):
+            parent = os.path.dirname(path) or "."
+            return [_LocalStatus(e) for e in os.scandir(parent) if e.name == os.path.basename(path)]
+        if not os.path.isdir(path):
+            return []
+        return [_LocalStatus(entry) for entry in os.scandir(path)]
+
+    def read_file_utf8(self, path: str) -> str:
+        with open(path, "rb") as file:
+            return file.read().decode("utf-8")
 
 
 class MainBranchSnapshots(SnapshotManager):
@@ -109,9 +157,10 @@ class Warehouse:
     """The databases and tables of a filesystem-metastore warehouse, as pypaimon's FileSystemCatalog lays them out
     (``<warehouse>/<database>.db/<table>/schema/schema-N``)."""
 
-    def __init__(self, catalog_options: dict[str, str], file_io):
-        self.root = catalog_options["warehouse"].rstrip("/")
+    def __init__(self, root: str, file_io, catalog_options: dict[str, str], *, shared_file_io: bool):
+        self.root = root.rstrip("/")
         self.file_io = file_io
+        self.shared_file_io = shared_file_io  # the catalog is to use this file IO too
         self._unsupported = [k for k in _UNSUPPORTED_OPTIONS if k in catalog_options]
 
     def database_path(self, database: str) -> str:
@@ -121,8 +170,6 @@ class Warehouse:
         return f"{self.database_path(table_id.database)}/{table_id.table}"
 
     def _directories(self, path: str) -> list[str]:
-        import pyarrow.fs as pafs
-
         return [status.base_name for status in self.file_io.list_status(path)
                 if status.type == pafs.FileType.Directory and status.base_name]
 
