@@ -278,8 +278,16 @@ def test_dagster_follow_job_materialises_every_commit_and_stops_at_max_commits(m
     assert result.success
     snapshots = _materializations(instance)
     assert len(snapshots) >= 4 and len(set(snapshots)) == len(snapshots)  # the snapshot, then one per commit
-    latest = PaimonSinkFor(config).latest_snapshot_id(ORDERS)
+    sink = PaimonSinkFor(config)
+    latest = sink.latest_snapshot_id(ORDERS)
     assert snapshots[-1] <= latest
+    # every follow commit reports its decoder fallbacks (none here), and its row count where the file statistics
+    # prove it: the writer only inserts new keys, so the last commit's count is the table's
+    records = sorted(instance.fetch_materializations(dg.AssetKey(["paimon", "inventory", "orders"]),
+                                                     limit=1000).records,
+                     key=lambda r: r.asset_materialization.metadata[SNAPSHOT_ID_KEY].value)
+    assert all(r.asset_materialization.metadata["lakecdc/decoder_fallbacks"].value == 0 for r in records[1:])
+    assert records[-1].asset_materialization.metadata["dagster/row_count"].value == sink.row_count(ORDERS)
     run_micro_batch(config)  # the locks were released; the run reads on from the follow's checkpoint
     assert_same_rows(mariadb, config.sink.catalog_options, "inventory", "orders", ["id", "product", "price"],
                      context="after the follow job and a run")

@@ -355,6 +355,7 @@ class MicroBatch:
                 continue
             if isinstance(batch, BinlogCheckpoint):
                 self._track_open_xa(reader, targets)
+                self._record_fallbacks(reader, source_plans, targets, at_checkpoint=True)
                 self._checkpoint_targets(targets, batch.offset, checkpoints, evolver)
                 assert on_checkpoint is not None  # only follow reads yield checkpoints
                 on_checkpoint(batch.offset)
@@ -390,11 +391,17 @@ class MicroBatch:
                 self.results[target].offset = reached
                 self.log.info("%s had no changes; moving its checkpoint to %s", target, reached)
 
-    def _record_fallbacks(self, reader, source_plans: dict[TableId, SourcePlan], targets: set[TableId]) -> None:
-        """Logs the read's decoder fallbacks and adds them to the results of the targets their sources feed."""
+    def _record_fallbacks(self, reader, source_plans: dict[TableId, SourcePlan], targets: set[TableId],
+                          at_checkpoint: bool = False) -> None:
+        """Logs the read's decoder fallbacks and adds them to the results of the targets their sources feed.
+        ``at_checkpoint`` (follow mode): those since the last checkpoint, which go with the commit made there; the
+        reader's counts then start again, so the end of the read does not count them twice."""
         report_fallbacks(reader, self.log, lambda source_id: [self.results[t].decoder_fallbacks
                                                               for t in source_plans[source_id].targets
-                                                              if t in targets])
+                                                              if t in targets],
+                         during=" since the last checkpoint" if at_checkpoint else "", log_none=not at_checkpoint)
+        if at_checkpoint:
+            reader.decoder_fallbacks.clear()
 
     def _track_open_xa(self, reader, targets: set[TableId]) -> None:
         """Every checkpoint this read writes records where the oldest XA transaction still open starts: a later
@@ -578,6 +585,9 @@ class MicroBatch:
         self.run.follow_commits += 1
         failpoint("follow-commit")
         self._upkeep(committed)
+        for target in committed:
+            # from the file statistics only: a read-back at every checkpoint would cost more than the commit
+            self.results[target].row_count = self.sink.row_count_from_statistics(target)
         if follow.on_commit is not None:
             follow.on_commit([replace(self.results[t]) for t in committed])
         for target in committed:
@@ -675,6 +685,7 @@ def _reset_counts(result: TableResult) -> None:
     result.partitions = {}
     result.row_count = None
     result.upkeep = None
+    result.decoder_fallbacks = {}
 
 
 def _far_behind(checkpoint: BinlogOffset, reached: BinlogOffset) -> bool:

@@ -120,17 +120,19 @@ def count_partitions(output: pa.Table, partition_keys: list[str], into: dict[str
 
 
 def report_fallbacks(reader, log: logging.Logger | logging.LoggerAdapter,
-                     into: Callable[[TableId], list[dict[str, int]]], during: str = "") -> None:
+                     into: Callable[[TableId], list[dict[str, int]]], during: str = "",
+                     log_none: bool = True) -> None:
     """Logs a binlog read's decoder fallbacks (rows events decoded value by value by python-mysql-replication
     instead of the columnar decoder, lakecdc.source.rows_decoder; a fast run has none) per source table, and adds
-    them to each of ``into(source table)``: the counts per cause of the results that source feeds."""
+    them to each of ``into(source table)``: the counts per cause of the results that source feeds. ``log_none``
+    False: say nothing when there were none (follow mode reports at every checkpoint)."""
     for source_id, causes in sorted(reader.decoder_fallbacks.items()):
         for counted in into(source_id):
             for cause, events in causes.items():
                 counted[cause] = counted.get(cause, 0) + events
         log.warning("binlog decoder fallbacks of %s%s (rows events decoded by python-mysql-replication, several "
                     "times slower): %s", source_id, during, fallback_summary(causes))
-    if not reader.decoder_fallbacks:
+    if not reader.decoder_fallbacks and log_none:
         log.info("binlog decoder fallbacks%s: none (every rows event decoded by the columnar decoder)", during)
 
 

@@ -25,6 +25,7 @@ from lakecdc.sink.metadata import StoredTable, Warehouse, open_warehouse_metadat
 from lakecdc.sink.reader import empty_changes as _empty_changes
 from lakecdc.sink.reader import read_changes as _read_changes
 from lakecdc.sink.reader import read_table as _read_table
+from lakecdc.sink.reader import counted_from_files as _counted_from_files
 from lakecdc.sink.reader import row_count as _row_count
 from lakecdc.sink.tables import TableDescription, build_schema, check_existing_table, describe_table
 from lakecdc.sink.writer import TableWriter
@@ -430,3 +431,7 @@ class PaimonSink:
 
     def row_count(self, table_id: TableId) -> int:
         return _row_count(table_id, self._require(table_id, native.NATIVE_OPTIONS))
+
+    def row_count_from_statistics(self, table_id: TableId) -> int | None:
+        """The row count when the data files' statistics prove it (reads manifests only), else None."""
+        return _counted_from_files(table_id, self._require(table_id, native.NATIVE_OPTIONS))
