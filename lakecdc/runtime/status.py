@@ -81,8 +81,12 @@ def pipeline_status(config: PipelineConfig, *, activity: BinlogActivity | None =
     from lakecdc.runtime.snapshots import admit_tables, without_sources
 
     source = open_source(config)
-    plan = build_plan(config, source)
-    head = source.head_offset()
+    source.share_connection()  # the plan's queries and the head on one connection (the sensor asks every tick)
+    try:
+        plan = build_plan(config, source)
+        head = source.head_offset()
+    finally:
+        source.close()
     sink = open_sink(config)
     checkpoints = {t: read_checkpoint(sink.checkpoint(t)) if sink.table_exists(t) else None for t in plan.targets}
     # tables a run would not capture (created after the start, without scan.newly-added-table.*) are not listed
