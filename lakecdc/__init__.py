@@ -5,6 +5,8 @@ Layers (data flows one way): ``source`` (MySQL snapshot and binlog) → ``transf
 ``dagster`` turns pipelines into assets and sensors; ``cli`` is the command line.
 """
 
+import importlib
+
 __version__ = "0.1.0"
 
 # The dg Component (``type: lakecdc.CdcPipelineComponent`` in a defs.yaml), imported on first use so that
@@ -14,8 +16,6 @@ _LAZY = {"CdcPipelineComponent": "lakecdc.dagster.component"}
 
 def __getattr__(name: str):
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'lakecdc' has no attribute {name!r}")
 

@@ -10,9 +10,14 @@ import argparse
 import gc
 import json
 import logging
+import signal
 import sys
+import threading
 
-from lakecdc.errors import LakeCdcError, PipelineConfigError
+from lakecdc.errors import LakeCdcError, PipelineConfigError, SinkError
+
+# Each command imports the library modules it needs when it runs (lakecdc.model and everything below it load
+# pyarrow, the runtime also pypaimon and the MySQL client): ``lakecdc --help`` starts without them.
 
 
 def _load(path: str):
@@ -32,7 +37,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
         source = open_source(config)
         source.check_server()
         plan = build_plan(config, source)
-        from lakecdc.errors import PipelineConfigError, SinkError
         from lakecdc.sink.tables import validate_options
 
         for target, target_plan in sorted(plan.targets.items()):
@@ -86,9 +90,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _follow(config, args: argparse.Namespace) -> int:
     """``run --follow``: commit every pipeline.checkpoint-interval until SIGINT/SIGTERM, then commit what was read
     and exit 0. Each commit is printed as it happens (one JSON object per line with --json)."""
-    import signal
-    import threading
-
     from lakecdc.runtime import follow_pipeline
 
     stop = threading.Event()
@@ -139,7 +140,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_upkeep(args: argparse.Namespace) -> int:
-    from lakecdc.errors import SinkError
     from lakecdc.model import TableId
     from lakecdc.runtime.upkeep import upkeep_pipeline
     from lakecdc.sink.upkeep import parse_duration_ms

@@ -17,16 +17,23 @@ from typing import Any, Literal, overload
 
 import yaml
 
-from lakecdc.errors import PipelineConfigError
+from lakecdc.errors import PipelineConfigError, SinkError
 from lakecdc.options import (ANY, BOOL, DURATION, INT, STRING, Option, Prefix, Where, check_keys, check_zone,
                              declarations, describe, nested, option, read)
+from lakecdc.sink.object_store import SECRET_S3_OPTIONS, canonical_s3_option
 from lakecdc.sink.sink_options import OPTIONS as SINK_OPTIONS
 from lakecdc.sink.sink_options import PaimonSinkOptions
 from lakecdc.sink.sink_options import from_yaml as sink_options_from_yaml
+from lakecdc.sink.tables import pipeline_options_problem
 from lakecdc.source.options import OPTIONS as SOURCE_OPTIONS
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.options import from_yaml as source_options_from_yaml
+from lakecdc.transform import TransformContext, TransformRuleConfig, parse_table_options, validate_rule
 from lakecdc.transform.metadata_columns import parse_metadata_columns
+from lakecdc.transform.routes import Router
+from lakecdc.transform.rules import SOFT_DELETE
+from lakecdc.transform.types import system_zone
+from lakecdc.transform.udf import parse_udfs, udf_functions
 
 # --- known keys -----------------------------------------------------------------------------------------------
 
@@ -75,8 +82,6 @@ def _one_of(*choices: str, message: str | None = None):
 
 def _local_time_zone(zone: str, where: Where) -> str:
     if zone == "systemDefault":
-        from lakecdc.transform.types import system_zone
-
         zone = system_zone()
     problem = check_zone(zone)
     if problem:
@@ -85,8 +90,6 @@ def _local_time_zone(zone: str, where: Where) -> str:
 
 
 def _udfs(value: Any, where: Where) -> tuple:
-    from lakecdc.transform.udf import parse_udfs
-
     return parse_udfs(value, file=where.file, path=where.path)
 
 
@@ -316,9 +319,6 @@ def _check_password_source(raw: dict, file: str | None) -> None:
 def _check_storage_secret_sources(raw: dict, file: str | None) -> None:
     """S3 keys (``catalog.properties.s3.access-key`` / ``s3.secret-key`` / ``s3.session-token`` and their aliases)
     come only from the environment, like passwords: empty or exactly one ``${VAR}``."""
-    from lakecdc.errors import SinkError
-    from lakecdc.sink.object_store import SECRET_S3_OPTIONS, canonical_s3_option
-
     sink = raw.get("sink")
     if not isinstance(sink, dict):
         return
@@ -434,14 +434,10 @@ class _Parser:
                                 **values)
         self.validate_transforms(config)
         self.validate_table_options(config)
-        from lakecdc.transform.routes import Router
-
         Router(config.routes, mode=config.route_mode, file=self.file)  # route patterns, before any connection
         return config
 
     def transforms(self, raw: Any) -> list:
-        from lakecdc.transform import TransformRuleConfig
-
         if raw is None:
             return []
         if not isinstance(raw, list):
@@ -486,10 +482,6 @@ class _Parser:
         return routes
 
     def validate_transforms(self, config: PipelineConfig) -> None:
-        from lakecdc.transform import TransformContext, validate_rule
-
-        from lakecdc.transform.udf import udf_functions
-
         ctx = TransformContext(local_time_zone=config.local_time_zone, metadata_list=config.source.metadata_list,
                                source_file=self.file, metadata_columns=config.metadata_columns,
                                udfs=udf_functions(config.udfs), decimal_precision=config.decimal_precision)
@@ -499,10 +491,7 @@ class _Parser:
     def validate_table_options(self, config: PipelineConfig) -> None:
         """Refuse Paimon table options the storage library cannot honour correctly, or whose merge engine cannot
         take the -U/-D rows the pipeline writes (lakecdc.sink.options), before any run."""
-        from lakecdc.sink.upkeep import policy_problem
-        from lakecdc.sink.tables import pipeline_options_problem
-        from lakecdc.transform import parse_table_options
-        from lakecdc.transform.rules import SOFT_DELETE
+        from lakecdc.sink.upkeep import policy_problem  # here: upkeep brings the Avro manifest code (start-up)
 
         # sink-level options apply to every table no rule gives table-options to; such tables take MySQL updates
         # (-U/+U) and deletes (-D), so the merge engine must take them (Flink's Paimon writer fails on the first)
@@ -523,9 +512,6 @@ class _Parser:
 
 def transform_context(config: PipelineConfig):
     """The transform context a pipeline's rules are compiled with."""
-    from lakecdc.transform import TransformContext
-    from lakecdc.transform.udf import udf_functions
-
     return TransformContext(local_time_zone=config.local_time_zone, metadata_list=config.source.metadata_list,
                             source_file=config.path, metadata_columns=config.metadata_columns,
                             udfs=udf_functions(config.udfs), decimal_precision=config.decimal_precision)

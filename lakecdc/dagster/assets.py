@@ -30,6 +30,11 @@ from lakecdc.dagster.translator import (PIPELINE_TAG, TABLE_TAG, AssetKeys, Dags
                                         PaimonTableProps)
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
 from lakecdc.model import TableId
+from lakecdc.runtime import run_micro_batch
+from lakecdc.runtime.connect import open_source
+from lakecdc.runtime.plan import build_plan, captured_tables
+from lakecdc.runtime.resnapshot import resnapshot_or_snapshot
+from lakecdc.runtime.verify import expected_types, soft_delete_column
 from lakecdc.selectors import TableSelector
 from lakecdc.transform.rules import select_rule
 from lakecdc.transform.routes import Router
@@ -62,8 +67,6 @@ def discover_tables(config: PipelineConfig) -> list[TableId]:
             exclude = TableSelector(config.source.tables_exclude)
             literal = [t for t in literal if not exclude.matches(t)]
         return sorted(set(literal))
-    from lakecdc.runtime.connect import open_source
-    from lakecdc.runtime.plan import captured_tables
 
     try:
         return captured_tables(config, open_source(config).list_tables())
@@ -135,9 +138,6 @@ class TableRunConfig(dg.Config):
 def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool = False, partition: str = ""):
     """Run one table's micro-batch (or re-snapshot) and return what it committed, or None. Errors become
     Dagster Failures; only transient source errors may be retried."""
-    from lakecdc.runtime.resnapshot import resnapshot_or_snapshot
-    from lakecdc.runtime import run_micro_batch
-
     if partition and not resnapshot:
         raise dg.Failure("'partition' only applies with 'resnapshot: true'", allow_retries=False)
     try:
@@ -157,8 +157,6 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
            expect_materialization: bool, keys: Optional[AssetKeys] = None):
     """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the check results.
     ``keys``: the pipeline's asset keys (default: the default translator's)."""
-    from lakecdc.runtime.verify import soft_delete_column
-
     keys = keys or AssetKeys.default([target])
     key = keys.paimon[target]
     state = TableState.load(config, target, key)
@@ -221,9 +219,6 @@ def load_time_plan(config: PipelineConfig):
     """The pipeline's plan from MySQL as the definitions load (its schemas become the assets' column schemas, and
     a transform that does not fit the tables, e.g. a misspelt partition key, fails loading, so ``dg check defs``
     reports it). Returns (plan, "") or, when MySQL does not answer, (None, why)."""
-    from lakecdc.runtime.connect import open_source
-    from lakecdc.runtime.plan import build_plan
-
     source = open_source(config, connect_timeout=LOAD_CONNECT_TIMEOUT_SECONDS, connect_max_retries=0)
     try:
         return build_plan(config, source), ""
@@ -235,8 +230,6 @@ def load_time_plan(config: PipelineConfig):
 def target_columns(config: PipelineConfig, plan, target: TableId) -> Optional[dg.TableSchema]:
     """The Paimon columns the pipeline creates for ``target``, typed as Paimon stores them (the types the
     ``schema_matches_source`` check expects), from the plan."""
-    from lakecdc.runtime.verify import expected_types
-
     target_plan = plan.targets.get(target) if plan is not None else None
     if target_plan is None:
         return None

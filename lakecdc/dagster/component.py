@@ -31,6 +31,8 @@ import yaml
 from pydantic import ConfigDict
 
 from lakecdc.config import parse_pipeline
+from lakecdc.dagster.definitions import build_definitions_from_configs
+from lakecdc.dagster.resources import MySqlResource, PaimonCatalogResource
 from lakecdc.dagster.translator import DagsterLakeCdcTranslator
 from lakecdc.errors import PipelineConfigError
 
@@ -57,8 +59,6 @@ class MySqlSettings(dg.Model, dg.Resolvable):
     password_env: Optional[str] = None  # name of the environment variable holding the password
 
     def resource(self):
-        from lakecdc.dagster.resources import MySqlResource
-
         return MySqlResource(hostname=self.hostname, port=self.port, username=self.username,
                              password=dg.EnvVar(self.password_env) if self.password_env else None)
 
@@ -71,8 +71,6 @@ class PaimonSettings(dg.Model, dg.Resolvable):
     warehouse_env: Optional[str] = None  # name of the environment variable holding the warehouse
 
     def resource(self):
-        from lakecdc.dagster.resources import PaimonCatalogResource
-
         return PaimonCatalogResource(warehouse=dg.EnvVar(self.warehouse_env) if self.warehouse_env
                                      else self.warehouse)
 
@@ -117,8 +115,6 @@ class CdcPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
         return parse_pipeline(text, path=f"{defs_file} (attributes.pipeline)")
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
-        from lakecdc.dagster.definitions import build_definitions_from_configs
-
         defs_file = str(context.path / "defs.yaml")
         config = self.load_config(context.path, defs_file)
         resources = None

@@ -7,6 +7,8 @@ import re
 
 import dagster as dg
 
+import pymysql
+
 from lakecdc.config import PipelineConfig
 from lakecdc.errors import BinlogPurgedError, LakeCdcError, SourceError
 
@@ -38,7 +40,6 @@ def is_transient(error: BaseException) -> bool:
     if isinstance(error, LakeCdcError):
         return False
     # Driver or network errors that escaped the source layer's wrapping.
-    import pymysql
 
     return isinstance(error, (pymysql.OperationalError, ConnectionError, TimeoutError))
 

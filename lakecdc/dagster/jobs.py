@@ -19,7 +19,9 @@ from typing import Any, Callable, Optional
 import dagster as dg
 
 from lakecdc.config import PipelineConfig
-from lakecdc.dagster.assets import partitions_name, pool_name, register_partitions, report, run_table
+from lakecdc.dagster.assets import partitions_name, pool_name, register_partitions, report, run_table, table_lineage
+from lakecdc.runtime import follow_pipeline
+from lakecdc.runtime.upkeep import upkeep_pipeline
 from lakecdc.runtime.verify import check_names
 from lakecdc.dagster.failures import as_failure, retry_policy
 from lakecdc.dagster.metadata import as_asset_materialization, materialization
@@ -95,7 +97,6 @@ def build_follow_job(config: PipelineConfig, *, use_resources: bool = False,
     the default translator's). Cancelling the run (SIGINT/SIGTERM to the run worker) lets it commit what it read up
     to the binlog head, then ends the run as cancelled."""
     pipeline = config
-    from lakecdc.dagster.assets import table_lineage
 
     lineage = table_lineage(config)
     keys = keys or AssetKeys.default(sorted(lineage), sorted({s for feeds in lineage.values() for s in feeds}))
@@ -105,8 +106,6 @@ def build_follow_job(config: PipelineConfig, *, use_resources: bool = False,
            description=f"Follow the binlog of {config.name!r} and commit every "
                        f"{config.checkpoint_interval_seconds:g} s until the run is cancelled")
     def _follow(context: dg.OpExecutionContext, config: FollowRunConfig):
-        from lakecdc.runtime import follow_pipeline
-
         effective = effective_config(pipeline, context.resources)
         started = time.monotonic()
         commits = [0]
@@ -209,8 +208,6 @@ def build_upkeep_job(config: PipelineConfig, targets: list[TableId], *,
                tags={TABLE_TAG: str(target)},
                description=f"Compact, merge manifests, expire snapshots and remove orphan files of {target}")
         def _upkeep(context: dg.OpExecutionContext, config: UpkeepRunConfig):
-            from lakecdc.runtime.upkeep import upkeep_pipeline
-
             effective = effective_config(pipeline, context.resources)
             try:
                 [result] = upkeep_pipeline(effective, [target], full_compaction=config.full_compaction,

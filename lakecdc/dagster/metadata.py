@@ -10,8 +10,13 @@ import re
 import dagster as dg
 
 from lakecdc.dagster.translator import code, paimon_table_name
-from lakecdc.model import BinlogOffset, TableCounts, TableId
-from lakecdc.runtime.checkpoint import PHASE_BINLOG, PHASE_RESNAPSHOT
+from lakecdc.model import DELETE, BinlogOffset, TableCounts, TableId
+from lakecdc.runtime.checkpoint import (PHASE, PHASE_BINLOG, PHASE_RESNAPSHOT, counts_from_properties,
+                                        offset_from_properties)
+from lakecdc.runtime.connect import open_warehouse
+from lakecdc.runtime.report import partition_name
+from lakecdc.sink.sql import run_sql
+from lakecdc.sink.upkeep import latest_change_snapshot_id
 from lakecdc.source.rows_decoder import fallback_summary
 from lakecdc.transform.types import type_name
 
@@ -37,8 +42,6 @@ def mysql_key(table: TableId) -> dg.AssetKey:
 def stored_types(catalog_options: dict[str, str] | None, target: TableId) -> dict[str, str]:
     """Column → Paimon type as stored (``lakecdc describe``'s spelling, without NOT NULL), {} when the table cannot
     be read (the schema then falls back to the Arrow types)."""
-    from lakecdc.runtime.connect import open_warehouse
-
     if not catalog_options:
         return {}
     try:
@@ -132,9 +135,6 @@ def partition_rows(catalog_options: dict[str, str], target: TableId, partition_k
                    partitions: list[str]) -> dict[str, int] | None:
     """Rows per partition after the commit, for the given partitions, read by the independent reader (None when
     the read fails: the metadata then shows the changes only)."""
-    from lakecdc.runtime.report import partition_name
-    from lakecdc.sink.sql import run_sql
-
     if not partition_keys or not partitions or len(partitions) > MAX_PARTITIONS_LISTED:
         return None
     ident = lambda name: '"' + name.replace('"', '""') + '"'  # noqa: E731
@@ -158,9 +158,6 @@ def partition_rows(catalog_options: dict[str, str], target: TableId, partition_k
 def active_rows(catalog_options: dict[str, str], target: TableId, marker: str) -> int | None:
     """Rows of a SOFT_DELETE table not marked deleted in ``marker`` (the rows ``row_count_matches_source``
     compares); None when the read fails."""
-    from lakecdc.model import DELETE
-    from lakecdc.sink.sql import run_sql
-
     ident = lambda name: '"' + name.replace('"', '""') + '"'  # noqa: E731
     query = (f"SELECT COUNT(*) AS n FROM {ident(target.database)}.{ident(target.table)} "
              f"WHERE {ident(marker)} IS NULL OR {ident(marker)} <> '{DELETE}'")
@@ -265,9 +262,6 @@ def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId
     """A snapshot that an earlier, crashed run committed without Dagster recording it, as a materialisation of
     ``key`` (default: the default translator's key)."""
     key = key or paimon_key(target)
-    from lakecdc.runtime.checkpoint import PHASE, counts_from_properties, offset_from_properties
-    from lakecdc.runtime.connect import open_warehouse
-    from lakecdc.sink.upkeep import latest_change_snapshot_id
 
     sink = open_warehouse(catalog_options)
     if not sink.table_exists(target):

@@ -18,6 +18,8 @@ import dagster as dg
 from pydantic import Field
 
 from lakecdc.config import PipelineConfig
+from lakecdc.errors import PipelineConfigError
+from lakecdc.sink.object_store import SECRET_S3_OPTIONS, canonical_s3_option
 
 
 class MySqlResource(dg.ConfigurableResource):
@@ -78,9 +80,6 @@ def check_secrets(resources: dict) -> None:
     """Refuse secrets given as plain text: Dagster shows resource config in the UI (the Resources page, the run's
     config), so a MySqlResource password and a PaimonCatalogResource's S3 keys must be ``dg.EnvVar``, which the UI
     shows by name only; S3 keys inside ``catalog_options`` (a plain dict, which cannot hold an EnvVar) are refused."""
-    from lakecdc.errors import PipelineConfigError
-    from lakecdc.sink.object_store import SECRET_S3_OPTIONS, canonical_s3_option
-
     for key, resource in resources.items():
         if isinstance(resource, PaimonCatalogResource):
             for option in resource.catalog_options:

@@ -22,8 +22,9 @@ from lakecdc.config import PipelineConfig
 from lakecdc.dagster.jobs import PIPELINE_TAG, TABLE_TAG
 from lakecdc.dagster.translator import AssetKeys
 from lakecdc.dagster.resources import effective_config, resource_keys
-from lakecdc.errors import LakeCdcError
+from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import BinlogOffset, TableId
+from lakecdc.runtime import pipeline_status
 from lakecdc.source.activity import BinlogActivity, parse_offset
 
 _ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -66,7 +67,6 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
                     "checkpoint (and idle tables due a checkpoint refresh), except tables an active run is writing")
     def _sensor(context: dg.SensorEvaluationContext):
         effective = effective_config(pipeline, context.resources)
-        from lakecdc.runtime import pipeline_status
 
         previous = _read_cursor(context.cursor)
         try:
@@ -150,8 +150,6 @@ def build_schedule(config: PipelineConfig, job) -> dg.ScheduleDefinition | None:
             else dg.DefaultScheduleStatus.STOPPED,
             description=f"Micro-batch of every table of {config.name!r} on the cron schedule {automation.schedule}")
     except dg.DagsterInvalidDefinitionError as exc:
-        from lakecdc.errors import PipelineConfigError
-
         raise PipelineConfigError(f"invalid cron schedule {automation.schedule!r}: {exc}", file=config.path,
                                   path="pipeline.lakecdc.schedule") from None
 

@@ -14,10 +14,11 @@ import pyarrow as pa
 
 from lakecdc.errors import SinkError
 from lakecdc.model import TableId
-from lakecdc.paimon.cdc import CdcRecord, record_fields, records_to_changes, schema_changes
+from lakecdc.paimon.cdc import CdcRecord, parse_type, record_fields, records_to_changes, schema_changes
 from lakecdc.paimon.read import ReadResult, compile_where
 from lakecdc.paimon.rows import ROW_KIND_COLUMN, to_changes
 from lakecdc.sink import PaimonSink, TableDescription, TableWriter
+from lakecdc.sink.sql import run_sql
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,6 @@ def _arrow_schema(schema: pa.Schema | Iterable) -> pa.Schema:
     if isinstance(schema, pa.Schema):
         return schema
     from pypaimon.schema.data_types import PyarrowFieldParser
-
-    from lakecdc.paimon.cdc import parse_type
 
     fields = []
     for item in schema:
@@ -106,8 +105,6 @@ class Catalog:
     def sql(self, query: str, *, write: bool = False) -> pa.Table:
         """Run SQL over the warehouse with pypaimon-rust's DataFusion engine (tables as ``db.table``). Read-only
         unless ``write``; writing statements then hold the lock of the tables they name (lakecdc.sink.sql)."""
-        from lakecdc.sink.sql import run_sql
-
         return run_sql(self._sink.catalog_options, query, write=write)
 
 
@@ -253,7 +250,7 @@ class Table:
         """Table upkeep (lakecdc.sink.upkeep, docs/operations.md): compaction of small files, manifest
         merging, snapshot expiry by the table's ``snapshot.*`` options and removal of orphan files, under the table
         lock (waiting up to ``wait_seconds`` for another writer, then skipping). Returns an UpkeepResult."""
-        from lakecdc.sink.upkeep import upkeep_table
+        from lakecdc.sink.upkeep import upkeep_table  # here: upkeep brings the Avro manifest code (start-up)
 
         return upkeep_table(self._sink, self.table_id, compact=compact, full_compaction=full_compaction,
                             merge_manifests=merge_manifests, expire=expire, remove_orphans=remove_orphans,

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecdc.model import OP_COLUMN, TableId
+from lakecdc.source.connection import connect, query
 from lakecdc.source.rows_decoder import fallback_summary
 
 # Seconds between two progress lines of one table's snapshot (tests lower it).
@@ -28,7 +29,6 @@ def estimate_rows(options, tables: list[TableId]) -> dict[TableId, int]:
     enough for an ETA, read in one query. Empty when they cannot be read."""
     if not tables:
         return {}
-    from lakecdc.source.connection import connect, query
 
     try:
         conn = connect(options)

@@ -38,6 +38,7 @@ from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, TableCounts, 
 from lakecdc.runtime.checkpoint import (PHASE_BINLOG, PHASE_RESNAPSHOT, PHASE_SNAPSHOT, RESNAPSHOT_OFFSET,
                                         RESNAPSHOT_PARTITION, checkpoint_properties, read_checkpoint)
 from lakecdc.runtime.connect import open_sink, open_source
+from lakecdc.runtime.micro_batch import run_micro_batch
 from lakecdc.runtime.plan import PipelinePlan, TargetPlan, build_plan
 from lakecdc.runtime.report import DEFAULT_PARTITION_NAME, SnapshotProgress, count_partitions, estimate_rows
 from lakecdc.runtime.schema_evolution import (IGNORE, LENIENT, SchemaChangeError, SinkEvent, coerce_into_table,
@@ -120,8 +121,6 @@ def resnapshot_or_snapshot(config: PipelineConfig, target: TableId, partition: s
     """Re-snapshot ``target`` (or one partition); a table without checkpoint gets its first snapshot from the
     micro-batch instead. Returns the ResnapshotResult, or the micro-batch's TableResult (None when it committed
     nothing)."""
-    from lakecdc.runtime.micro_batch import run_micro_batch
-
     log = log or logger
     if not needs_first_snapshot(config, target):
         return resnapshot(config, target, partition, run_id=run_id, log=log)

@@ -20,6 +20,7 @@ from lakecdc.model import BinlogOffset, TableId
 from lakecdc.runtime.checkpoint import read_checkpoint
 from lakecdc.runtime.connect import open_sink, open_source
 from lakecdc.runtime.plan import build_plan
+from lakecdc.runtime.snapshots import admit_tables, without_sources
 from lakecdc.source import MySqlSource
 from lakecdc.source.activity import BinlogActivity, binlog_sizes, bytes_between, scan_activity
 
@@ -78,8 +79,6 @@ def pipeline_status(config: PipelineConfig, *, activity: BinlogActivity | None =
                     scan_limit: int = SCAN_LIMIT_BYTES) -> PipelineStatus:
     """Each table's state. ``activity``: the previous call's ``PipelineStatus.activity`` (the sensor's cursor), so
     only the binlog written since is scanned."""
-    from lakecdc.runtime.snapshots import admit_tables, without_sources
-
     source = open_source(config)
     source.share_connection()  # the plan's queries and the head on one connection (the sensor asks every tick)
     try:

@@ -28,11 +28,15 @@ from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, ChangeBatch, 
 from lakecdc.runtime.checkpoint import Checkpoint, read_checkpoint
 from lakecdc.runtime.connect import open_sink, open_source
 from lakecdc.runtime.plan import TargetPlan, build_plan
-from lakecdc.runtime.schema_evolution import IGNORE, LENIENT
+from lakecdc.runtime.schema_evolution import IGNORE, LENIENT, TRY_EVOLVE, included_types
 from lakecdc.sink import TableDescription
-from lakecdc.sink.evolution import paimon_type
+from lakecdc.sink.evolution import paimon_type, readable_type_change
+from lakecdc.sink.sql import run_sql
 from lakecdc.source import MySqlSource
-from lakecdc.transform.expressions import DATA_EVENT_TYPE
+from lakecdc.source.connection import connect, query
+from lakecdc.source.ddl import ADD_COLUMN, ALTER_COLUMN_TYPE, DROP_COLUMN, RENAME_COLUMN
+from lakecdc.source.snapshot import quote_identifier
+from lakecdc.transform.expressions import DATA_EVENT_TYPE, parse_projection
 from lakecdc.transform.rules import SOFT_DELETE, select_rule
 
 PK_UNIQUE = "primary_key_unique"
@@ -116,8 +120,6 @@ def check_names(config: PipelineConfig, sources: list[TableId]) -> list[str]:
 def soft_delete_column(config: PipelineConfig, plan: TargetPlan) -> str | None | Literal[False]:
     """For a SOFT_DELETE table, the output column carrying ``__data_event_type__`` unchanged (None when it has
     none); False when the table does not soft-delete."""
-    from lakecdc.transform.expressions import parse_projection
-
     soft = [s for s in plan.sources if s.transform.converter == SOFT_DELETE]
     if not soft:
         return False
@@ -192,8 +194,6 @@ def _not_evaluated(state: TableState, name: str, why: str) -> CheckResult:
 
 
 def _sql(state: TableState, query: str) -> pa.Table:
-    from lakecdc.sink.sql import run_sql
-
     try:
         return run_sql(state.config.sink.catalog_options, query)
     except Exception as exc:  # DataFusion raises its own exception types
@@ -273,9 +273,6 @@ def count_at_checkpoint(config: PipelineConfig, plan: TargetPlan, checkpoint: Bi
     """The MySQL rows of ``plan``'s source tables at ``checkpoint``, or None when reconciling would read more than
     MAX_RECONCILE_BYTES of binlog. ``xa_scan_start``: the checkpoint's open prepared XA transaction (its rows count
     where it commits)."""
-    from lakecdc.source.connection import connect, query
-    from lakecdc.source.snapshot import quote_identifier
-
     source = open_source(config)
     options = source.options
     sources = {s.source.table_id: s.source for s in plan.sources}
@@ -356,10 +353,6 @@ def kept_by_design(config: PipelineConfig, drift: SchemaDrift) -> SchemaDrift:
     """The part of ``drift`` that the runs never close because ``schema.change.behavior`` or
     ``include/exclude.schema.changes`` keep those changes out of the table (ignore: all of it; excluded add, drop,
     rename or type changes; try_evolve: type changes lakecdc refuses whatever the stored values)."""
-    from lakecdc.runtime.schema_evolution import TRY_EVOLVE, included_types
-    from lakecdc.sink.evolution import readable_type_change
-    from lakecdc.source.ddl import ADD_COLUMN, ALTER_COLUMN_TYPE, DROP_COLUMN, RENAME_COLUMN
-
     if config.schema_change_behavior == IGNORE:
         return drift
     included = included_types(config)

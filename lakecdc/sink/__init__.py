@@ -10,6 +10,7 @@ the tables' stored options are only the user's ``table.properties.*`` and transf
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from typing import ContextManager, Iterator
 
@@ -198,8 +199,6 @@ class PaimonSink:
                    or list(stored.partition_keys) != list(wanted.partition_keys)
                    or any((stored.options or {}).get(k) != v for k, v in wanted.options.items()))
         if differs:
-            import logging
-
             logging.getLogger("lakecdc.sink").warning(
                 "table %s has no snapshot (an earlier run created it and failed before its first commit) and its "
                 "definition differs from the pipeline's: re-creating it", table_id)

@@ -19,9 +19,11 @@ import re
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakecdc.errors import SinkError
 from lakecdc.model import DEFAULT_KEY, BinlogOffset, TableId
+from lakecdc.sink.tables import TIME_PRECISION, declared_type, paimon_arrow_type
 
 log = logging.getLogger(__name__)
 
@@ -72,15 +74,13 @@ def paimon_type(table_id: TableId, field: pa.Field):
     TIMESTAMP(p), CHAR/VARCHAR(n), BINARY/VARBINARY(n))."""
     from pypaimon.schema.data_types import AtomicType, PyarrowFieldParser
 
-    from lakecdc.sink.tables import _TIME_PRECISION, declared_type, paimon_arrow_type
-
     arrow_type = paimon_arrow_type(table_id, field.name, field.type)
     data_type = PyarrowFieldParser.to_paimon_type(arrow_type, field.nullable)
     sized = declared_type(field)
     if sized is not None:
         return AtomicType(sized, field.nullable)
     if pa.types.is_time(arrow_type):
-        return AtomicType(f"TIME({_TIME_PRECISION[arrow_type.unit]})", field.nullable)
+        return AtomicType(f"TIME({TIME_PRECISION[arrow_type.unit]})", field.nullable)
     return data_type
 
 
@@ -418,7 +418,6 @@ def check_stored_values(column: pa.ChunkedArray | pa.Array, old: str, new_type) 
     read back in ``new_type`` as MySQL converted them, or None. The readers convert the old data files with
     pypaimon's read-path cast (unsafe: truncating, wrapping, NULL for text they cannot parse), while MySQL's
     ALTER rounds, refuses values that do not fit (strict mode) and pads BINARY(n)."""
-    import pyarrow.compute as pc
     from pypaimon.read.reader.data_file_batch_reader import cast_array_for_schema_evolution
     from pypaimon.schema.data_types import PyarrowFieldParser
 

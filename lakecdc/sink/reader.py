@@ -89,7 +89,7 @@ def counted_from_files(table_id: TableId, table) -> int | None:
     (``-U``/``-D``, the files' delete row count) and, for a primary-key table, no two files of one bucket have
     overlapping key ranges (a key lives in one bucket; each file holds a key at most once): then every row of
     every file is a live row of its own key, and the count is the sum of the files' row counts."""
-    from lakecdc.sink.table_files import disjoint_runs, open_table_files
+    from lakecdc.sink.table_files import disjoint_runs, open_table_files  # here: the Avro manifest code (start-up)
 
     options = {str(k): str(v).lower() for k, v in (table.table_schema.options or {}).items() if v is not None}
     if options.get("deletion-vectors.enabled") == "true" or options.get("bucket") == "-2":

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from lakecdc.errors import SinkError
 from lakecdc.model import TableId
+from lakecdc.sink import PaimonSink
 from lakecdc.sink.catalog import normalize_catalog_options, storage_options
 from lakecdc.sink.object_store import is_object_store
 
@@ -82,8 +83,6 @@ def run_sql(catalog_options: dict[str, str], query: str, *, write: bool = False,
                         "writer could lose a commit. Write through a pipeline or the Python API (lakecdc.paimon)")
     with contextlib.ExitStack() as locks:
         if writes:
-            from lakecdc.sink import PaimonSink
-
             sink = PaimonSink(catalog_options)
             for table_id in tables:
                 locks.enter_context(sink.lock(table_id, owner="lakecdc sql --write"))

@@ -33,6 +33,8 @@ from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, Iterator, cast
 
 from lakecdc.errors import SinkError
+from lakecdc.sink.catalog import local_warehouse_path
+from lakecdc.sink.object_store import is_object_store
 
 ADD, DELETE = 0, 1
 _SNAPSHOT_FILE = re.compile(r"^snapshot-(\d+)$")
@@ -206,7 +208,7 @@ class ObjectStore:
         self._mtimes: dict[str, int] = {}
 
     def listdir(self, directory: PurePath) -> list[str]:
-        import pyarrow.fs as pafs
+        import pyarrow.fs as pafs  # s3:// only: local runs do without it
 
         infos = self.fs.get_file_info(pafs.FileSelector(str(directory), allow_not_found=True))
         return [PurePosixPath(i.path).name for i in infos]
@@ -219,7 +221,7 @@ class ObjectStore:
             return None
 
     def remove(self, path: PurePath) -> bool:
-        import pyarrow.fs as pafs
+        import pyarrow.fs as pafs  # s3:// only: local runs do without it
 
         if self.fs.get_file_info(str(path)).type == pafs.FileType.NotFound:
             return False
@@ -234,7 +236,7 @@ class ObjectStore:
         self.file_io.try_to_write_atomic(f"s3://{path}", data.decode())  # one plain PUT (a hint)
 
     def walk(self, root: PurePath, skip_top: frozenset[str]) -> dict[str, list[PurePath]]:
-        import pyarrow.fs as pafs
+        import pyarrow.fs as pafs  # s3:// only: local runs do without it
 
         found: dict[str, list[PurePath]] = {}
         for info in self.fs.get_file_info(pafs.FileSelector(str(root), recursive=True, allow_not_found=True)):
@@ -539,9 +541,6 @@ class TableFiles:
 
 def open_table_files(table, table_id) -> TableFiles:
     """The TableFiles of a pypaimon table of a local or object-store (s3://) warehouse."""
-    from lakecdc.sink.catalog import local_warehouse_path
-    from lakecdc.sink.object_store import is_object_store
-
     table_path = str(table.table_path)
     if is_object_store(table_path):
         return TableFiles(table, PurePosixPath(table.file_io.to_filesystem_path(table_path)), table_id,

@@ -149,7 +149,7 @@ def declare_sized_types(data_fields, schema: pa.Schema) -> None:
             data_field.type = AtomicType(sized, data_field.type.nullable)
 
 
-_TIME_PRECISION = {"s": 0, "ms": 3, "us": 6, "ns": 9}
+TIME_PRECISION = {"s": 0, "ms": 3, "us": 6, "ns": 9}
 
 
 def _keep_time_precision(paimon_schema, fields: list[pa.Field]) -> None:
@@ -161,7 +161,7 @@ def _keep_time_precision(paimon_schema, fields: list[pa.Field]) -> None:
     for data_field in paimon_schema.fields:
         arrow_field = by_name.get(data_field.name)
         if arrow_field is not None and pa.types.is_time(arrow_field.type) and isinstance(data_field.type, AtomicType):
-            precision = _TIME_PRECISION[arrow_field.type.unit]
+            precision = TIME_PRECISION[arrow_field.type.unit]
             data_field.type = AtomicType(f"TIME({precision})", data_field.type.nullable)
 
 

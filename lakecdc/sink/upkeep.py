@@ -52,6 +52,7 @@ import pyarrow as pa
 
 from lakecdc.errors import SinkError, TableLockedError
 from lakecdc.model import CHECKPOINT_KEY, OP_COLUMN, TableId
+from lakecdc.sink import native
 from lakecdc.sink.table_files import ADD, ManifestRecord, References, disjoint_runs, merge_records, open_table_files
 
 logger = logging.getLogger("lakecdc.sink.upkeep")
@@ -282,8 +283,6 @@ class _Upkeep:
 
     def __init__(self, sink, table_id: TableId, options: dict[str, str] | None, failpoint, log,
                  result: UpkeepResult):
-        from lakecdc.sink import native
-
         self.sink, self.table_id, self.failpoint, self.log, self.result = sink, table_id, failpoint, log, result
         self.table = sink._require(table_id, native.NATIVE_OPTIONS)
         stored = {str(k): str(v) for k, v in (self.table.table_schema.options or {}).items() if v is not None}

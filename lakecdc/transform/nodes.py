@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from lakecdc.errors import ExpressionError
 from lakecdc.transform.types import exact_decimal
 
 NO_CONST = object()
@@ -77,10 +79,6 @@ def eval_where(node: "Node", env: EvalEnv, mask: pa.Array) -> pa.Array:
     reach them, so a division by zero or an unparseable value on the other rows does not fail the job. The whole
     column is evaluated first (the fast path: kernels run once, nothing is gathered); only when that fails are the
     selected rows evaluated on their own, so an error is raised only when a selected row causes it."""
-    import pyarrow.compute as pc
-
-    from lakecdc.errors import ExpressionError
-
     mask = pc.fill_null(mask, False)
     count = pc.sum(mask.cast(pa.int64())).as_py() or 0
     if count == 0:

@@ -26,7 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecdc.errors import PipelineConfigError
-from lakecdc.model import TableId
+from lakecdc.model import OP_COLUMN, TableId
+from lakecdc.sink.catalog import name_problem
+from lakecdc.transform.functions.strings import base64_encode
 from lakecdc.transform.types import (decimal_to_float, family, flink_name, integer_decimal, java_to_string,
                                      precision_of, to_wall_clock)
 
@@ -141,8 +143,6 @@ class Router:
     def _check_name(self, source: TableId, target: TableId) -> None:
         """A MySQL name Paimon cannot take (``../x``, ``a.b``, ``t$1``, ...) is refused before anything is written,
         so no table path can leave its database directory; a route gives such a table a plain name."""
-        from lakecdc.sink.catalog import name_problem
-
         problem = name_problem(target)
         if problem:
             raise PipelineConfigError(
@@ -285,7 +285,6 @@ def coerce_array(arr: pa.Array, target: pa.DataType, zone: str) -> pa.Array:
     kind, target_kind = family(source), family(target)
     if target_kind == "string":
         if kind == "binary":
-            from lakecdc.transform.functions.strings import base64_encode
             return base64_encode(arr)  # SchemaMergingUtils "hexlify" is base64
         return java_to_string(arr, zone)
     if target_kind == "numeric":
@@ -316,8 +315,6 @@ class CoercedTransform:
         self._zone = zone
 
     def apply(self, batch) -> pa.Table:
-        from lakecdc.model import OP_COLUMN
-
         return coerce_table(self._inner.apply(batch), self.output_schema, self._zone, [OP_COLUMN])
 
     def __getattr__(self, name):

@@ -8,6 +8,7 @@ has the sign of the dividend, DECIMAL division truncates to the scale of the div
 
 from __future__ import annotations
 
+import decimal as _d
 import os
 
 import numpy as np
@@ -16,9 +17,11 @@ import pyarrow.compute as pc
 
 from lakecdc.errors import ExpressionError
 from lakecdc.transform.functions.base import (Site, data_error, fam, function, is_null_literal, null_of, require)
+from lakecdc.transform.functions.temporal import interval_arithmetic
 from lakecdc.transform.nodes import Call, Node
 from lakecdc.transform.types import (arithmetic_type, capped_decimal, cast_array, decimal_to_float,
                                      exact_decimal, fit_decimal, integer_decimal)
+from lakecdc.transform.types import common_numeric
 
 _KERNELS = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}
 
@@ -50,7 +53,6 @@ def decimal_arithmetic(op: str, x: pa.Array, y: pa.Array, site: Site) -> pa.Arra
 def _decimal_arithmetic_rows(op: str, x: pa.Array, y: pa.Array, site: Site) -> pa.Array:
     """Per-row BigDecimal arithmetic for operands too wide for Arrow's 76-digit kernels (both near 38 digits):
     rare enough that a Python loop costs nothing in practice, and it keeps such rows exact instead of failing."""
-    import decimal as _d
     context = _d.Context(prec=200, rounding=_d.ROUND_DOWN)
     scale = {"+": max(x.type.scale, y.type.scale), "-": max(x.type.scale, y.type.scale),
              "*": min(38, x.type.scale + y.type.scale), "/": x.type.scale, "%": max(x.type.scale, y.type.scale)}[op]
@@ -79,7 +81,6 @@ def _division_by_zero(site: Site, left: pa.Array, right: pa.Array) -> Expression
 
 def binary_arithmetic(op: str, a: Node, b: Node, site: Site) -> Node:
     if op in "+-" and "interval" in (fam(a), fam(b)):
-        from lakecdc.transform.functions.temporal import interval_arithmetic
         return interval_arithmetic(op, a, b, site)
     for x in (a, b):
         require(x, ("numeric",), f"operator {op}")
@@ -103,7 +104,6 @@ def binary_arithmetic(op: str, a: Node, b: Node, site: Site) -> Node:
 
 
 def _mod_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
-    from lakecdc.transform.types import common_numeric
     return common_numeric(a, b)
 
 
