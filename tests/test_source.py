@@ -15,7 +15,7 @@ import pytest
 
 from lakecdc.errors import BinlogPurgedError, SourceError
 from lakecdc.model import OP_COLUMN, OP_TS_COLUMN, BinlogOffset, TableId
-from lakecdc.source import BinlogReader, MySqlSource, MySqlSourceOptions, SnapshotReader, parse_server_id
+from lakecdc.source import BinlogReader, MySqlSource, MySqlSourceOptions, InitialLoadReader, parse_server_id
 
 TUTORIAL_DDL = """CREATE TABLE orders (
   id BIGINT NOT NULL,
@@ -252,7 +252,7 @@ def test_snapshot_tutorial_rows(source, orders):
     table = source.describe_table(table_id)
     head_before = source.head_offset()
     with source.snapshot([table]) as snap:
-        assert isinstance(snap, SnapshotReader)
+        assert isinstance(snap, InitialLoadReader)
         assert snap.offset.same_position(head_before)
         assert snap.offset.gtid and snap.offset.gtid == head_before.gtid
         batches = list(snap.read(table_id))

@@ -2,7 +2,7 @@
 
 1. Check the server, resolve the captured tables, compile the transforms (all errors before any write).
 2. Lock every target table, create missing ones, read each table's checkpoint from its latest snapshot, and
-   decide what each does (lakecdc.runtime.snapshots: startup mode, newly added tables, unfinished snapshots).
+   decide what each does (lakecdc.runtime.initial_load: startup mode, newly added tables, unfinished snapshots).
 3. Tables with a checkpoint read the binlog from it up to the head position taken at the start of the run (a
    transaction boundary); tables without one start as ``scan.startup.mode`` says. They commit once each.
 4. Tables that need a snapshot take it in chunks, committing rows and progress every
@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from lakecdc.config import PipelineConfig
 from lakecdc.errors import SinkError
 from lakecdc.model import OP_COLUMN, BinlogOffset, ChangeBatch, SourceTable, TableCounts, TableId
-from lakecdc.runtime import snapshots as _snapshots
+from lakecdc.runtime import initial_load as _initial_load
 from lakecdc.runtime.checkpoint import (PHASE_BINLOG, PHASE_SNAPSHOT, PIPELINE, checkpoint_properties,
                                         read_checkpoint)
 from lakecdc.runtime.connect import open_sink, open_source
@@ -196,15 +196,15 @@ class MicroBatch:
             checkpoints = {t: read_checkpoint(self.sink.checkpoint(t)) for t in self.plan.targets}
             head = self.run.head = self.source.head_offset()
             # what each table does (startup positions resolved, purged binlogs found) before any table is created
-            work = _snapshots.plan_work(self.config, self.plan, checkpoints, admission, self.source, head, self.log)
-            _snapshots.check_binlog_available(
+            work = _initial_load.plan_work(self.config, self.plan, checkpoints, admission, self.source, head, self.log)
+            _initial_load.check_binlog_available(
                 self.source, {t: w.offset for t, w in work.items()
-                              if w.kind in (_snapshots.BINLOG, _snapshots.SNAPSHOT) and w.offset is not None},
+                              if w.kind in (_initial_load.BINLOG, _initial_load.SNAPSHOT) and w.offset is not None},
                 self.sink.warehouse)
             self.source.close()  # the end of the start-up's shared connection
             self.run.tables = self._prepare_targets(checkpoints)
             self._read_binlogs(work, checkpoints, head)
-            self._run_snapshots(work, keys)
+            self._run_initial_loads(work, keys)
             failpoint("after-commit")
             # table upkeep (compaction, manifests, expiry, orphans) under the locks this run holds
             self._upkeep([r.target for r in self.results.values()
@@ -218,16 +218,16 @@ class MicroBatch:
 
     # ----------------------------------------------------------------------------------------------- step 1
 
-    def _resolve(self, targets: set[TableId] | None) -> tuple[_snapshots.Admission, dict]:
+    def _resolve(self, targets: set[TableId] | None) -> tuple[_initial_load.Admission, dict]:
         """The plan of this run (``self.plan``) and the captured tables; returns the admission and each source's
         chunk key. Every configuration error surfaces here, before any lock is taken or anything written."""
         stored = self._stored_checkpoints(planned_targets(self.config, self.source))
         # decode the binlog after each checkpoint with the schema its rows were written with (and keep reading
         # tables dropped upstream up to their DROP TABLE)
         full_plan = build_plan(self.config, self.source, schemas=schema_history(stored, self.source.options))
-        admission = _snapshots.admit_tables(self.config, full_plan, stored, self.log)
+        admission = _initial_load.admit_tables(self.config, full_plan, stored, self.log)
         plan = full_plan.restrict(set(targets)) if targets is not None else full_plan
-        self.plan = _snapshots.without_sources(plan, admission.ignored)
+        self.plan = _initial_load.without_sources(plan, admission.ignored)
         keys = {sid: self.source.chunk_key(p.source) for sid, p in self.plan.sources.items()}  # bad options fail here
         self.run.ignored_tables = sorted(admission.ignored)
         self.captured = sorted(str(t) for t in admission.captured)
@@ -281,7 +281,7 @@ class MicroBatch:
         try:
             # (BINLOG work always has its checkpoint's offset)
             binlog_starts = {t: w.offset for t, w in work.items()
-                             if w.kind == _snapshots.BINLOG and w.offset is not None}
+                             if w.kind == _initial_load.BINLOG and w.offset is not None}
             binlog_targets = set(binlog_starts)
             if binlog_targets:
                 self._read_binlog(binlog_targets, dict(binlog_starts), head,
@@ -289,7 +289,7 @@ class MicroBatch:
                                   xa_scan_starts={t: c.xa_scan_start for t in binlog_targets
                                                   if (c := checkpoints.get(t)) is not None})
                 self.run.binlog_reads += 1
-            fresh = {t: w for t, w in work.items() if w.kind == _snapshots.FRESH_BINLOG}
+            fresh = {t: w for t, w in work.items() if w.kind == _initial_load.FRESH_BINLOG}
             for (start, skip_events, skip_rows), group in _by_start(fresh).items():
                 evolver = self._schema_applier(group, {t: None for t in group})
                 self._read_fresh_binlog(group, start, head, skip_events, skip_rows, evolver)
@@ -432,15 +432,15 @@ class MicroBatch:
 
     # ----------------------------------------------------------------------------------------------- step 4
 
-    def _run_snapshots(self, work: dict, keys: dict) -> None:
-        """Chunked snapshots of the tables that need one, each committing as it goes (lakecdc.runtime.snapshots)."""
-        targets = sorted(t for t, w in work.items() if w.kind == _snapshots.SNAPSHOT)
+    def _run_initial_loads(self, work: dict, keys: dict) -> None:
+        """Chunked snapshots of the tables that need one, each committing as it goes (lakecdc.runtime.initial_load)."""
+        targets = sorted(t for t, w in work.items() if w.kind == _initial_load.SNAPSHOT)
         if not targets:
             return
         estimates = estimate_rows(self.source.options, sorted({s for t in targets for s in work[t].progress}))
         for target in targets:
             result = self.results[target]
-            ctx = _snapshots.SnapshotContext(
+            ctx = _initial_load.InitialLoadContext(
                 config=self.config, plan=self.plan, source=self.source, sink=self.sink, run_id=self.run_id,
                 captured=self.captured,
                 apply=functools.partial(_write_batch, result=result),
@@ -448,7 +448,7 @@ class MicroBatch:
                 progress_report=lambda table_id: SnapshotProgress(table_id, estimates.get(table_id), self.log))
             result.phase = PHASE_SNAPSHOT
             result.snapshot_complete = False
-            _add_snapshot_outcome(result, _snapshots.run_snapshot(ctx, work[target], keys))
+            _add_snapshot_outcome(result, _initial_load.run_initial_load(ctx, work[target], keys))
 
     # ----------------------------------------------------------------------------------------------- step 5
 
@@ -653,7 +653,7 @@ def _write_batch(source_plan: SourcePlan, batch: ChangeBatch, writer: TableWrite
     return output.num_rows
 
 
-def _add_snapshot_outcome(result: TableResult, outcome: _snapshots.SnapshotOutcome) -> None:
+def _add_snapshot_outcome(result: TableResult, outcome: _initial_load.InitialLoadOutcome) -> None:
     """What a table's chunked snapshot did, added to what the run did to the table before."""
     result.snapshot_complete = outcome.complete
     result.commits += outcome.commits

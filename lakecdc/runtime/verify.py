@@ -35,7 +35,7 @@ from lakecdc.sink.sql import run_sql
 from lakecdc.source import MySqlSource
 from lakecdc.source.connection import connect, query
 from lakecdc.source.ddl import ADD_COLUMN, ALTER_COLUMN_TYPE, DROP_COLUMN, RENAME_COLUMN
-from lakecdc.source.snapshot import quote_identifier
+from lakecdc.source.initial_load import quote_identifier
 from lakecdc.transform.expressions import DATA_EVENT_TYPE, parse_projection
 from lakecdc.transform.rules import SOFT_DELETE, select_rule
 

@@ -46,12 +46,12 @@ from lakecdc.source.chunks import ChunkKey, ChunkProgress, chunk_key_for, restri
 from lakecdc.source.gtid import gtid_flavor
 from lakecdc.source.options import (MySqlSourceOptions, parse_chunk_key_columns, parse_server_id,
                                     parse_server_id_range)
-from lakecdc.source.snapshot import SnapshotReader
+from lakecdc.source.initial_load import InitialLoadReader
 
 __all__ = [
     "MySqlSourceOptions",
     "MySqlSource",
-    "SnapshotReader",
+    "InitialLoadReader",
     "BinlogReader",
     "BinlogCheckpoint",
     "TableSchemaChange",
@@ -148,9 +148,9 @@ class MySqlSource:
         with self._session() as conn:
             return _connection.head_offset(conn, self.options)
 
-    def snapshot(self, tables: list[SourceTable]) -> SnapshotReader:
+    def snapshot(self, tables: list[SourceTable]) -> InitialLoadReader:
         """A consistent snapshot of ``tables`` (a context manager; ``offset`` is its exact binlog position)."""
-        return SnapshotReader(self.options, list(tables))
+        return InitialLoadReader(self.options, list(tables))
 
     def read_binlog(self, tables: dict[TableId, SourceTable], start_offsets: dict[TableId, BinlogOffset],
                     stop: BinlogOffset | None, *, cuts=(), skip_events: int = 0, skip_rows: int = 0,

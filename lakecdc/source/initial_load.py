@@ -1,4 +1,9 @@
-"""Consistent snapshot of several tables at an exact binlog position, read as Arrow change batches (+I rows).
+"""The initial load: a consistent snapshot of several tables at an exact binlog position, read as Arrow change
+batches (+I rows).
+
+Names: in lakecdc's code the MySQL side of this is the *initial load* (Flink CDC's "snapshot phase", whose user-facing
+words, such as ``scan.snapshot.*`` and ``scan.startup.mode: snapshot``, the options and docs keep), while *snapshot*
+alone, as in ``snapshot_id``, is a Paimon snapshot: a version of a Paimon table.
 
 MariaDB: ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` then ``SHOW STATUS LIKE 'binlog_snapshot_%'`` gives the
 binlog position of the snapshot itself, lock-free (``BINLOG_GTID_POS`` turns it into a GTID position).
@@ -59,7 +64,7 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-class SnapshotReader:
+class InitialLoadReader:
     """One consistent read of several tables: use as a context manager; ``offset`` is the snapshot's position.
 
     Tables are read one after the other on one connection inside one transaction: consume (or close) the
@@ -80,7 +85,7 @@ class SnapshotReader:
 
     # -------------------------------------------------------------------------------------------- lifecycle
 
-    def open(self) -> "SnapshotReader":
+    def open(self) -> "InitialLoadReader":
         if self._closed:
             raise SourceError("this snapshot reader is closed; take a new snapshot")
         if self._conn is not None:
@@ -164,7 +169,7 @@ class SnapshotReader:
             except Exception:  # noqa: BLE001 - closing a broken connection
                 pass
 
-    def __enter__(self) -> "SnapshotReader":
+    def __enter__(self) -> "InitialLoadReader":
         return self.open()
 
     def __exit__(self, *exc) -> None:

@@ -1,4 +1,5 @@
-"""What each Paimon table of a run has to do, and the chunked, resumable snapshot.
+"""What each Paimon table of a run has to do, and the chunked, resumable initial load (the MySQL snapshot phase;
+*snapshot* alone in code names is a Paimon snapshot, see lakecdc.source.initial_load).
 
 **Which source tables a run captures** (:func:`admit_tables`). Every run resolves ``tables`` against the live
 server. A table that no checkpoint of the pipeline has seen before was created after the pipeline started: it is
@@ -12,7 +13,7 @@ lists an unfinished snapshot (``lakecdc.snapshot.pending``) or lacks one of its 
 or starts that snapshot; a ``snapshot``-mode table whose snapshot is complete is finished; the others read the
 binlog from their checkpoint.
 
-**The chunked snapshot** (:func:`run_snapshot`), one commit group after the other until every source is read:
+**The chunked snapshot** (:func:`run_initial_load`), one commit group after the other until every source is read:
 
 1. open a consistent snapshot at binlog position P;
 2. catch up the part already committed: binlog changes in (C, P], C being the checkpoint, restricted to the
@@ -209,7 +210,7 @@ def check_binlog_available(source: MySqlSource, checkpoints: dict[TableId, Binlo
 
 
 @dataclass
-class SnapshotContext:
+class InitialLoadContext:
     """What the chunked snapshot of one table needs from the run."""
 
     config: PipelineConfig
@@ -226,7 +227,7 @@ class SnapshotContext:
 
 
 @dataclass
-class SnapshotOutcome:
+class InitialLoadOutcome:
     commits: int = 0
     snapshot_id: int | None = None
     offset: BinlogOffset | None = None
@@ -238,7 +239,8 @@ class SnapshotOutcome:
     decoder_fallbacks: dict[str, int] = field(default_factory=dict)  # of the catch-up's binlog reads, per cause
 
 
-def run_snapshot(ctx: SnapshotContext, work: TargetWork, keys: dict[TableId, ChunkKey | None]) -> SnapshotOutcome:
+def run_initial_load(ctx: InitialLoadContext, work: TargetWork,
+                     keys: dict[TableId, ChunkKey | None]) -> InitialLoadOutcome:
     """Snapshot one Paimon table's unfinished source tables, committing every ``snapshot_commit_rows`` rows."""
     target = work.target
     target_plan = ctx.plan.targets[target]
@@ -246,7 +248,7 @@ def run_snapshot(ctx: SnapshotContext, work: TargetWork, keys: dict[TableId, Chu
     progress = dict(work.progress)
     done = list(work.done_sources)
     position = work.checkpoint.offset if work.checkpoint is not None else None
-    outcome = SnapshotOutcome(offset=position)
+    outcome = InitialLoadOutcome(offset=position)
     reports = {}
     for table_id, p in progress.items():
         key = keys.get(table_id)
@@ -273,9 +275,9 @@ def run_snapshot(ctx: SnapshotContext, work: TargetWork, keys: dict[TableId, Chu
     return outcome
 
 
-def _snapshot_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, SourcePlan],
+def _snapshot_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableId, SourcePlan],
                     progress: dict[TableId, ChunkProgress], done: list[TableId], position: BinlogOffset | None,
-                    keys: dict, outcome: SnapshotOutcome, reports: dict) -> BinlogOffset:
+                    keys: dict, outcome: InitialLoadOutcome, reports: dict) -> BinlogOffset:
     """One commit group (retried with backoff when the connection is lost). Updates ``progress`` in place and
     returns the group's position."""
     options = ctx.source.options
@@ -325,7 +327,7 @@ def _snapshot_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, 
         return snap_offset
 
 
-def _read_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, SourcePlan],
+def _read_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableId, SourcePlan],
                 progress: dict[TableId, ChunkProgress], done: list[TableId], position: BinlogOffset | None,
                 keys: dict, writer, counts: TableCounts, reports: dict, fallbacks: dict[str, int]):
     """Catch-up and chunks of one group written to ``writer``: (position, progress, rows written, snapshot rows,
@@ -362,7 +364,7 @@ def _read_group(ctx: SnapshotContext, target: TableId, plans: dict[TableId, Sour
     return offset, new_progress, written, rows_read, catchup_rows
 
 
-def _catch_up(ctx: SnapshotContext, target: TableId, plans: dict[TableId, SourcePlan],
+def _catch_up(ctx: InitialLoadContext, target: TableId, plans: dict[TableId, SourcePlan],
               progress: dict[TableId, ChunkProgress], done: list[TableId], start: BinlogOffset, stop: BinlogOffset,
               keys: dict, writer, counts: TableCounts, fallbacks: dict[str, int]) -> tuple[int, int]:
     """Binlog changes in (start, stop] of the rows this table already holds (whole done sources, snapshotted key
