@@ -52,9 +52,12 @@ class Dagster:
     def start(self, tmp: Path) -> None:
         # Create the instance's SQLite storages (runs, events, schedules) before the webserver and the daemon start:
         # two processes creating them at once race in alembic ("CommandError" in check_alembic_revision), which
-        # made the webserver fail to come up on a loaded machine.
-        subprocess.run([str(BIN / "dagster"), "instance", "migrate"], cwd=ROOT, env=self.env, check=True,
-                       capture_output=True, timeout=120)
+        # made the webserver fail to come up on a loaded machine. Done here (what `dagster instance migrate` does,
+        # without a dagster process start-up).
+        import dagster as dg
+
+        with dg.DagsterInstance.from_config(self.env["DAGSTER_HOME"]) as instance:
+            instance.upgrade()
         for name, command in (
                 ("webserver", [str(BIN / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p",
                                str(self.port)]),
