@@ -172,7 +172,7 @@ def cmd_upkeep(args: argparse.Namespace) -> int:
 
 def cmd_resnapshot(args: argparse.Namespace) -> int:
     from lakecdc.model import TableId
-    from lakecdc.runtime.resnapshot import resnapshot_or_snapshot
+    from lakecdc.runtime.resnapshots import resnapshot_or_snapshot
 
     config = _load(args.pipeline)
     try:

@@ -178,6 +178,19 @@ class MariaDBServer:
         self._stop_process()
         return last_error
 
+    def purge_binary_logs_to(self, file: str, timeout: float = 20.0) -> None:
+        """PURGE BINARY LOGS TO ``file`` until the server has really dropped the older files: MariaDB keeps a file
+        (silently, no warning) until its binlog checkpoint has been written, ~0.5 s after an XA or InnoDB commit
+        in it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.execute(f"PURGE BINARY LOGS TO '{file}'")
+            if self.execute("SHOW BINARY LOGS")[0][0] == file:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the binlog files before {file} were not purged within {timeout:g} s")
+            time.sleep(0.1)
+
     def shutdown(self) -> None:
         """Stop the server (clean shutdown), keeping its data and port for :meth:`resume` (tests of lost
         connections)."""

@@ -144,3 +144,25 @@ def test_the_source_imports_at_module_level():
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lakecdc"):
                 private = [a.name for a in node.names if a.name.startswith("_") and a.name != "_rowsdecoder"]
                 assert not private, f"{path.name} line {node.lineno} imports private names {private}"
+
+
+def test_lazy_package_exports_do_not_share_a_submodule_name():
+    """A package that exports names lazily (module ``__getattr__``) must not export a name that is also one of its
+    submodules: once anything imports that submodule, Python sets it as the package attribute and
+    ``from package import name`` returns the module instead of the function."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages([str(PACKAGE)], prefix="lakecdc."):
+        if not info.ispkg:
+            continue
+        package = importlib.import_module(info.name)
+        if not hasattr(package, "__getattr__"):
+            continue
+        submodules = {m.name for m in pkgutil.iter_modules(package.__path__)}
+        clash = sorted(submodules & set(getattr(package, "__all__", [])))
+        assert not clash, f"{info.name} exports {clash}, which are also its submodules"
+    import lakecdc.runtime.resnapshots  # noqa: F401  (imported first, as the Dagster definitions do)
+    from lakecdc.runtime import resnapshot
+
+    assert callable(resnapshot) and resnapshot.__module__ == "lakecdc.runtime.resnapshots"

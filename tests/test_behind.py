@@ -258,7 +258,7 @@ def test_an_idle_table_survives_a_purge_of_its_checkpoints_binlog(mariadb, other
 
         # The file b's old checkpoint was in is purged; b keeps working.
         current = MySqlSource(config.source).head_offset().file
-        mariadb.execute(f"PURGE BINARY LOGS TO '{current}'")
+        mariadb.purge_binary_logs_to(current)
         assert MySqlSource(config.source).binary_logs()[0] == current
         mariadb.execute(f"INSERT INTO `{b.database}`.b VALUES (3, 'three')")
         result = tick(defs, config, instance, cursor)

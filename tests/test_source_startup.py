@@ -109,11 +109,7 @@ def test_earliest_offset_reads_the_whole_retained_binlog(mariadb, items, tmp_pat
     # keep the retained binlog short: start a new file and drop the older ones
     mariadb.execute("FLUSH BINARY LOGS")
     current = head(mariadb).file
-    deadline = time.monotonic() + 20
-    while [r[0] for r in mariadb.execute("SHOW BINARY LOGS")][0] != current:
-        mariadb.execute(f"PURGE BINARY LOGS TO '{current}'")
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    mariadb.purge_binary_logs_to(current)
     insert(mariadb, items, 1, 2)
     mariadb.execute("DELETE FROM items WHERE id = 1", database=items)
     insert(mariadb, items, 3)

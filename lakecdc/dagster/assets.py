@@ -8,7 +8,7 @@ change counts, row count, column schema, column lineage and the partitions it ch
 blocking asset checks. A commit that a crashed run made but Dagster never recorded is reported by the next run.
 
 Run config (``Materialize`` → launchpad): ``resnapshot: true`` re-snapshots the table in one commit, and with
-``partition: k=v`` only that Paimon partition (see ``lakecdc.runtime.resnapshot``).
+``partition: k=v`` only that Paimon partition (see ``lakecdc.runtime.resnapshots``).
 """
 
 import dataclasses
@@ -33,7 +33,7 @@ from lakecdc.model import TableId
 from lakecdc.runtime import run_micro_batch
 from lakecdc.runtime.connect import open_source
 from lakecdc.runtime.plan import build_plan, captured_tables
-from lakecdc.runtime.resnapshot import resnapshot_or_snapshot
+from lakecdc.runtime.resnapshots import resnapshot_or_snapshot
 from lakecdc.runtime.verify import expected_types, soft_delete_column
 from lakecdc.selectors import TableSelector
 from lakecdc.transform.rules import select_rule

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them
     from lakecdc.runtime.micro_batch import RunResult, TableResult, follow_pipeline, run_micro_batch  # noqa: F401
-    from lakecdc.runtime.resnapshot import ResnapshotResult, resnapshot, resnapshot_or_snapshot  # noqa: F401
+    from lakecdc.runtime.resnapshots import ResnapshotResult, resnapshot, resnapshot_or_snapshot  # noqa: F401
     from lakecdc.runtime.status import PipelineStatus, TableStatus, pipeline_status  # noqa: F401
     from lakecdc.runtime.verify import CheckResult, check_pipeline  # noqa: F401
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them
 _EXPORTS = {
     "lakecdc.runtime.micro_batch": ("RunResult", "TableResult", "run_micro_batch", "follow_pipeline"),
     "lakecdc.runtime.status": ("PipelineStatus", "TableStatus", "pipeline_status"),
-    "lakecdc.runtime.resnapshot": ("ResnapshotResult", "resnapshot", "resnapshot_or_snapshot"),
+    "lakecdc.runtime.resnapshots": ("ResnapshotResult", "resnapshot", "resnapshot_or_snapshot"),
     "lakecdc.runtime.verify": ("CheckResult", "check_pipeline"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -33,7 +33,7 @@ SOURCE_SCHEMAS = "lakecdc.source.schemas"
 # known when its XA COMMIT comes after the checkpoint; transactions ending before the checkpoint are not applied again.
 XA_SCAN_START = "lakecdc.source.xa-scan-start"
 
-# A re-snapshot's commit (lakecdc.runtime.resnapshot): the partition it re-loaded ("" for the whole table) and the
+# A re-snapshot's commit (lakecdc.runtime.resnapshots): the partition it re-loaded ("" for the whole table) and the
 # binlog position of its MySQL snapshot (the checkpoint itself stays at the older offset for one partition).
 RESNAPSHOT_PARTITION = "lakecdc.resnapshot.partition"
 RESNAPSHOT_OFFSET = "lakecdc.resnapshot.offset"
