@@ -61,7 +61,7 @@ class TableLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
-            holder = _read_holder(fd)
+            holder = _holder_when_written(fd)
             os.close(fd)
             if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise TableLockedError(
@@ -96,13 +96,28 @@ class TableLock:
         self.release()
 
 
+HOLDER_WAIT_SECONDS = 0.5
+UNKNOWN_HOLDER = "holder unknown"
+
+
+def _holder_when_written(fd: int) -> str:
+    """The holder's description; a holder writes it right after taking the lock, so a writer that met the lock in
+    between waits briefly for it instead of naming no holder."""
+    deadline = time.monotonic() + HOLDER_WAIT_SECONDS
+    holder = _read_holder(fd)
+    while holder == UNKNOWN_HOLDER and time.monotonic() < deadline:
+        time.sleep(0.01)
+        holder = _read_holder(fd)
+    return holder
+
+
 def _read_holder(fd: int) -> str:
     try:
         raw = os.pread(fd, 4096, 0).decode(errors="replace").strip()
     except OSError:
         raw = ""
     if not raw:
-        return "holder unknown"
+        return UNKNOWN_HOLDER
     try:
         info = json.loads(raw)
         owner = f" owner {info['owner']!r}" if info.get("owner") else ""
