@@ -62,6 +62,23 @@ class TableId:
         return cls(database, table)
 
 
+# Characters a Paimon database or table name cannot hold: '/' and '\\' would make the table's path leave its database
+# directory ('../x'), '.' splits Paimon identifiers, '`' is Paimon's quoting and '$' marks its system tables
+# ('t$snapshots'). Here, not in the sink, because routes check their targets with it before any table exists.
+UNSAFE_PAIMON_NAME_CHARS = ("/", "\\", ".", "`", "$")
+
+
+def paimon_name_problem(table_id: TableId) -> str | None:
+    """Why a database or table name cannot be a Paimon table's (None when it can)."""
+    for kind, name in (("database", table_id.database), ("table", table_id.table)):
+        if not name or not name.strip():
+            return f"its {kind} name is empty"
+        bad = sorted({c for c in name if c in UNSAFE_PAIMON_NAME_CHARS or ord(c) < 32})
+        if bad:
+            return f"its {kind} name {name!r} contains {', '.join(map(repr, bad))}"
+    return None
+
+
 COMMENT_KEY = b"comment"  # Arrow field metadata: the column comment
 DECLARED_TYPE_KEY = b"lakecdc.paimon-type"  # Arrow field metadata: the Paimon type to declare (VARCHAR(20), ...)
 DEFAULT_KEY = b"lakecdc.default"  # Arrow field metadata: the column's default value as text

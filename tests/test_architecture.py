@@ -166,3 +166,20 @@ def test_lazy_package_exports_do_not_share_a_submodule_name():
     from lakecdc.runtime import resnapshot
 
     assert callable(resnapshot) and resnapshot.__module__ == "lakecdc.runtime.resnapshots"
+
+
+def test_data_flows_one_way_between_layers():
+    """source -> transform -> sink -> runtime / paimon -> dagster: no layer imports a later one (the transform layer
+    knows no sink, the source no transform)."""
+    order = {"source": 0, "transform": 1, "sink": 2, "runtime": 3, "paimon": 3, "dagster": 4}
+
+    def layer(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 and parts[1] in order else None
+
+    for module, targets in import_graph(module_level_only=False).items():
+        here = layer(module)
+        if here is None:
+            continue
+        later = sorted(t for t in targets if (there := layer(t)) is not None and order[there] > order[here])
+        assert not later, f"{module} imports {later}: a later layer"

@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from lakecdc.errors import SinkError
-from lakecdc.model import TableId
+from lakecdc.model import TableId, paimon_name_problem
 from lakecdc.sink import object_store
 
 SUPPORTED_METASTORES = ("filesystem", "jdbc")
@@ -76,24 +76,8 @@ def create_catalog(options: dict[str, str], file_io=None):
     return catalog
 
 
-# '/' and '\\' would make the table's path leave its database directory ('../x'), '.' splits Paimon identifiers,
-# '`' is Paimon's quoting and '$' marks its system tables ('t$snapshots').
-_UNSAFE_NAME_CHARS = ("/", "\\", ".", "`", "$")
-
-
-def name_problem(table_id: TableId) -> str | None:
-    """Why a database or table name cannot be a Paimon table's (None when it can)."""
-    for kind, name in (("database", table_id.database), ("table", table_id.table)):
-        if not name or not name.strip():
-            return f"its {kind} name is empty"
-        bad = sorted({c for c in name if c in _UNSAFE_NAME_CHARS or ord(c) < 32})
-        if bad:
-            return f"its {kind} name {name!r} contains {', '.join(map(repr, bad))}"
-    return None
-
-
 def identifier(table_id: TableId) -> str:
-    problem = name_problem(table_id)
+    problem = paimon_name_problem(table_id)
     if problem:
         raise SinkError(f"{table_id.database!r}.{table_id.table!r} cannot be a Paimon table: {problem} (path "
                         "separators, dots, backticks and '$' are not allowed in Paimon names)")

@@ -26,8 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecdc.errors import PipelineConfigError
-from lakecdc.model import OP_COLUMN, TableId
-from lakecdc.sink.catalog import name_problem
+from lakecdc.model import OP_COLUMN, TableId, paimon_name_problem
 from lakecdc.transform.functions.strings import base64_encode
 from lakecdc.transform.types import (decimal_to_float, family, flink_name, integer_decimal, java_to_string,
                                      precision_of, to_wall_clock)
@@ -143,7 +142,7 @@ class Router:
     def _check_name(self, source: TableId, target: TableId) -> None:
         """A MySQL name Paimon cannot take (``../x``, ``a.b``, ``t$1``, ...) is refused before anything is written,
         so no table path can leave its database directory; a route gives such a table a plain name."""
-        problem = name_problem(target)
+        problem = paimon_name_problem(target)
         if problem:
             raise PipelineConfigError(
                 f"table {source} would land in the Paimon table {target.database!r}.{target.table!r}, but {problem}: "
