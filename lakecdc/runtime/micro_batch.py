@@ -541,6 +541,7 @@ class MicroBatch:
             self.results[target].phase = PHASE_BINLOG
         evolver = self._schema_applier(targets, dict(checkpoints))
         commits = {t: self.results[t].commits for t in targets}
+        self.sink.prepare_writes()  # the first micro-batch may have written nothing: import the writer's stack now
 
         def on_checkpoint(offset: BinlogOffset) -> None:
             self._commit_checkpoint(targets, checkpoints, commits, evolver, follow)

@@ -101,6 +101,11 @@ class PaimonSink:
             self._catalog_instance = create_catalog(self.catalog_options, file_io)
         return self._catalog_instance
 
+    def prepare_writes(self) -> None:
+        """Create pypaimon's catalog now instead of at the first write (follow mode: its import, about a second,
+        would otherwise delay the first checkpoint's commit)."""
+        self._catalog  # noqa: B018 (the property creates it)
+
     # ----------------------------------------------------------------- tables
     def _stored(self, table_id: TableId) -> StoredTable | None:
         """The table's stored metadata (schema, keys, snapshots: what pypaimon's table describes it with), or None
