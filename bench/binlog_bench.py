@@ -7,13 +7,9 @@ fallbacks (rows events decoded in Python instead of the columnar decoder) are pr
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
-from bench.common import DATABASE, ROOT, Case, MariaDBServer, Reference, pipeline_yaml, timed
+from bench.common import DATABASE, Case, MariaDBServer, Reference, cli_run, pipeline_yaml
 from bench.pipeline_bench import decode_seconds
 
 TARGET = 10.0
@@ -55,7 +51,7 @@ def case(server: MariaDBServer, table: str, rows: int, changes: int, config) -> 
     if decoded != changes:
         raise RuntimeError(f"python-mysql-replication decoded {decoded} row changes, expected {changes}")
     warehouse = Path(config.sink.catalog_options["warehouse"])
-    seconds, tables = timed(cli_run, pipeline_yaml(server.port, table, warehouse))
+    seconds, tables = cli_run(pipeline_yaml(server.port, table, warehouse))
     applied = {name: sum(t[name] for t in tables) for name in counts}
     if applied != counts:
         raise RuntimeError(f"lakecdc applied {applied}, expected {counts}")
@@ -70,15 +66,3 @@ def case(server: MariaDBServer, table: str, rows: int, changes: int, config) -> 
              f"binlog decoder fallbacks: {fallback_summary(fallbacks) or 'none'}"]
     notes += [f"upkeep after the commit: {t['upkeep']}" for t in tables if t.get("upkeep")]
     return Case(title, "changes/s", "lakecdc run (binlog micro-batch)", seconds, changes, [reference], notes)
-
-
-def cli_run(yaml_text: str) -> list[dict]:
-    """``lakecdc run --json`` of the pipeline in its own process, as a user runs it: the tables of its result."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "pipeline.yaml"
-        path.write_text(yaml_text)
-        proc = subprocess.run([sys.executable, "-m", "lakecdc.cli", "run", "--json", str(path)], cwd=ROOT,
-                              capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"lakecdc run failed ({proc.returncode}): {proc.stderr[-3000:]}")
-    return json.loads(proc.stdout)["tables"]

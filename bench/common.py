@@ -3,6 +3,12 @@ lines (lakecdc's rate, each reference's rate, the ratio and the target) the suit
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -162,3 +168,32 @@ def timed(fn, *args, **kwargs) -> tuple[float, object]:
     started = time.perf_counter()
     result = fn(*args, **kwargs)
     return time.perf_counter() - started, result
+
+
+def installed_env() -> dict[str, str]:
+    """The environment of a measured ``lakecdc`` process: bytecode cached as after an install (pip compiles the
+    packages it installs; lakecdc's own modules get their ``__pycache__`` once), even where the environment sets
+    PYTHONDONTWRITEBYTECODE (then every start would compile lakecdc's modules again)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+@functools.cache
+def _cli_env() -> dict[str, str]:
+    """installed_env, with lakecdc's modules compiled before the first measured command."""
+    env = installed_env()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "lakecdc"], cwd=ROOT, env=env, check=True)
+    return env
+
+
+def cli_run(yaml_text: str) -> tuple[float, list[dict]]:
+    """``lakecdc run --json`` of the pipeline in its own process, as a user runs it: the seconds from process start
+    to exit, and the tables of its result."""
+    env = _cli_env()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "pipeline.yaml"
+        path.write_text(yaml_text)
+        seconds, proc = timed(subprocess.run, [sys.executable, "-m", "lakecdc.cli", "run", "--json", str(path)],
+                              cwd=ROOT, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"lakecdc run failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    return seconds, json.loads(proc.stdout)["tables"]

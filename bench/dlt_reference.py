@@ -1,7 +1,7 @@
 """Reference for the snapshot case, run in its own process: dlt's ``sql_table`` source reading one MySQL table and
 writing Parquet to a local directory (dlt's filesystem destination), with the ``pyarrow`` or ``connectorx`` backend
 and dlt's defaults otherwise. Prints one JSON line: the seconds of ``pipeline.run`` (extract, normalize, load; imports
-and set-up excluded, as for lakecdc) and the rows found in the Parquet files written.
+and set-up excluded) and the rows found in the Parquet files written (the suite also times the whole process).
 
 Usage: .venv/bin/python -m bench.dlt_reference --port PORT --table orders --backend pyarrow|connectorx --dir DIR
 """

@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.common import ROOT, Case, MariaDBServer
+from bench.common import ROOT, Case, MariaDBServer, installed_env
 
 WRITE_EVERY = 0.2  # seconds between two MySQL commits of the writer (5 commits/s)
 POLL_EVERY = 0.05  # seconds between two looks at the Paimon table
@@ -168,12 +168,6 @@ def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-def _run_env(tmp: Path) -> dict[str, str]:
-    """The environment of the measured runs: bytecode cached (in ``tmp``) as after an install, even where the
-    environment sets PYTHONDONTWRITEBYTECODE (then every start would compile lakecdc's modules again)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-    return env
 
 
 def fixed_cost(server: MariaDBServer, path: Path, env: dict[str, str], runs: int = 5) -> list[str]:
@@ -211,7 +205,7 @@ def case(server: MariaDBServer, tmp: Path, seconds: float, sensor_interval: floa
     path = _tutorial(server, warehouse, "3s")
     config = load_pipeline(path)
     subprocess.run([CLI, "run", str(path)], check=True, capture_output=True)  # the snapshot
-    lines += fixed_cost(server, path, _run_env(tmp))
+    lines += fixed_cost(server, path, installed_env())
 
     def follow(stop: threading.Event) -> None:
         proc = subprocess.Popen([CLI, "run", "--follow", str(path)], stdout=subprocess.DEVNULL,

@@ -322,6 +322,52 @@ def test_file_uri_warehouse_and_writer_lifecycle(wh):
     assert_rows(sink, wh, ORDERS, [row(1, "a")])
 
 
+def test_writes_overlap_the_caller_and_a_failed_write_stops_the_commit(wh, monkeypatch):
+    """write() returns while the Rust writer (on its own thread) still writes the batch; the next call waits for
+    it. A write that fails there fails the next write/commit, and nothing is committed."""
+    import threading
+
+    from lakecdc.sink import native
+
+    sink = make_sink(wh)
+    create_orders(sink)
+    real_write = native.write_with_row_kinds
+    release, writer_threads = threading.Event(), set()
+
+    def slow_write(write, batch, table_id, bucket=None):
+        writer_threads.add(threading.current_thread().name)
+        assert release.wait(30)
+        real_write(write, batch, table_id, bucket)
+
+    monkeypatch.setattr(native, "write_with_row_kinds", slow_write)
+    w = sink.open_writer(ORDERS)
+    w.write(changes(("+I", row(1, "a"))))  # returns although the writer is blocked
+    assert w.rows_written == 1
+    release.set()
+    w.write(changes(("+I", row(2, "b"))))
+    w.commit({CHECKPOINT_KEY: "f"})
+    assert writer_threads and threading.current_thread().name not in writer_threads
+    assert_rows(sink, wh, ORDERS, [row(1, "a"), row(2, "b")])
+
+    def failing_write(write, batch, table_id, bucket=None):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(native, "write_with_row_kinds", failing_write)
+    w = sink.open_writer(ORDERS)
+    w.write(changes(("+I", row(3, "c"))))
+    with pytest.raises(SinkError, match=r"inv\.orders: the Paimon writer refused the rows: disk full; nothing"):
+        w.commit({CHECKPOINT_KEY: "g"})
+    assert sink.latest_snapshot_id(ORDERS) == 1
+    w = sink.open_writer(ORDERS)
+    w.write(changes(("+I", row(3, "c"))))
+    with pytest.raises(SinkError, match=r"inv\.orders: the Paimon writer refused the rows: disk full"):
+        w.write(changes(("+I", row(4, "d"))))
+    with pytest.raises(SinkError, match="failed"):
+        w.commit({CHECKPOINT_KEY: "g"})
+    assert sink.latest_snapshot_id(ORDERS) == 1
+    assert_rows(sink, wh, ORDERS, [row(1, "a"), row(2, "b")])
+
+
 def test_writer_casts_by_name(wh):
     sink = make_sink(wh)
     schema = pa.schema([("id", pa.uint32()), ("small", pa.uint8()), ("big", pa.uint64()), ("v", pa.large_string()),
@@ -583,7 +629,9 @@ _CRASH_BEFORE_COMMIT = """
             data = data.append_column(f.name, pa.nulls(len(rows), f.type))
     w = sink.open_writer(t)
     w.write(data)
-    w._shards[0].write.prepare_commit()  # the Rust writer flushes its data files ...
+    w._drain()  # the write has reached the Rust writer, which lives on its own thread ...
+    shard = w._shards[0]
+    shard.submit(lambda: shard.write.prepare_commit()).result()  # ... and flushes its data files ...
     print("written", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)  # ... and the process dies before the commit
 """

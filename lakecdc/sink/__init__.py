@@ -434,7 +434,8 @@ class PaimonSink:
                              mode, ignore_delete)
 
     def row_count(self, table_id: TableId) -> int:
-        return _row_count(table_id, self._require(table_id, native.NATIVE_OPTIONS))
+        storage = storage_options(self.catalog_options) if uses_catalog_files(self.catalog_options) else None
+        return _row_count(table_id, self._require(table_id, native.NATIVE_OPTIONS), storage)
 
     def row_count_from_statistics(self, table_id: TableId) -> int | None:
         """The row count when the data files' statistics prove it (reads manifests only), else None."""

@@ -68,14 +68,37 @@ def read_table(table_id: TableId, table, columns: list[str] | None = None, predi
     return result
 
 
-def row_count(table_id: TableId, table) -> int:
+def row_count(table_id: TableId, table, storage: dict[str, str] | None = None) -> int:
     """Number of live rows (the merged read's): from the data files' statistics when they prove it
-    (:func:`counted_from_files`), otherwise read back (only the first primary-key column)."""
+    (:func:`counted_from_files`), otherwise read back (only the first primary-key column). ``storage``
+    (lakecdc.sink.catalog.storage_options of a filesystem metastore): read back by pypaimon-rust directly, which
+    skips pypaimon's split conversion (0.25 s instead of 0.4 s for 1,300,000 rows in two overlapping files)."""
     counted = counted_from_files(table_id, table)
     if counted is not None:
         return counted
     keys = list(table.primary_keys) or [table.table_schema.fields[0].name]
-    return read_table(table_id, table, keys[:1]).num_rows
+    if storage is None:
+        return read_table(table_id, table, keys[:1]).num_rows
+    latest = table.snapshot_manager().get_latest_snapshot()
+    return 0 if latest is None else _count_snapshot_rows(table_id, storage, latest.id, keys[0])
+
+
+def _count_snapshot_rows(table_id: TableId, storage: dict[str, str], snapshot_id: int, column: str) -> int:
+    """The rows of the merged read of snapshot ``snapshot_id``, reading one column with pypaimon-rust."""
+    from pypaimon_rust.datafusion import PaimonCatalog
+
+    try:
+        rust_table = PaimonCatalog(dict(storage)).get_table(str(table_id))
+        builder = rust_table.new_read_builder({"scan.snapshot-id": str(snapshot_id)}).with_projection([column])
+        plan = builder.new_scan().plan()
+        if plan.snapshot_id() not in (snapshot_id, None):
+            raise SinkError(f"table {table_id}: counting rows: pypaimon-rust planned snapshot {plan.snapshot_id()}, "
+                            f"not {snapshot_id}")
+        return sum(batch.num_rows for batch in builder.new_read().read_arrow(plan.splits()))
+    except SinkError:
+        raise
+    except Exception as error:
+        raise SinkError(f"table {table_id}: counting the rows of snapshot {snapshot_id} failed: {error}") from error
 
 
 # Merge engines whose merged read returns one row per key of the data files when no file holds a retract row

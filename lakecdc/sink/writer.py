@@ -8,11 +8,16 @@ order; an append table (no primary key) only receives ``+I`` and ``+U`` rows, bo
 Before a batch reaches Paimon it is checked against the table's merge engine (lakecdc.sink.options): a retract row
 the engine cannot take is refused, because pypaimon-rust would commit a lone one and every later read would fail.
 
-Parallelism (``parallelism > 1``) mirrors Flink's sink parallelism: N Rust writers, each on its own thread (the
-Rust writer is bound to the thread that created it), each taking the rows of a disjoint set of primary keys (a hash
-of the key), all committed as one snapshot. Per-key order is kept because a key always goes to the same writer.
-Dynamic-bucket primary-key tables (``bucket = -1``) are refused: their bucket index is kept per writer, so two
-writers would assign buckets independently (Paimon allows one writer for them too).
+Every Rust writer lives on a thread of its own (it is bound to the thread that created it) and writes while the
+caller prepares the next batch: ``write`` hands a batch over and returns, waiting only for the batch before it (one
+batch in flight per writer), so decoding or reading the next rows overlaps the Rust writer's sorting and encoding,
+which releases the GIL. A write that fails is reported by the next ``write``, ``flush`` or ``commit``, before
+anything is committed.
+
+Parallelism (``parallelism > 1``) mirrors Flink's sink parallelism: N Rust writers, each taking the rows of a
+disjoint set of primary keys (a hash of the key), all committed as one snapshot. Per-key order is kept because a key
+always goes to the same writer. Dynamic-bucket primary-key tables (``bucket = -1``) are refused: their bucket index
+is kept per writer, so two writers would assign buckets independently (Paimon allows one writer for them too).
 """
 
 from __future__ import annotations
@@ -42,21 +47,14 @@ def _row_kind_values() -> pa.Array:
 
 
 class _Shard:
-    """One native writer, and with parallelism > 1 the single thread it lives on (``executor``)."""
+    """One native writer and the single thread it lives on (``executor``)."""
 
-    def __init__(self, executor: ThreadPoolExecutor | None):
+    def __init__(self, executor: ThreadPoolExecutor):
         self.executor = executor
         self.write: Any = None  # pypaimon's native table write, once opened
 
     def submit(self, fn: Callable, *args) -> Future:
-        if self.executor is not None:
-            return self.executor.submit(fn, *args)
-        future: Future = Future()
-        try:
-            future.set_result(fn(*args))
-        except BaseException as error:  # noqa: BLE001 - handed to the caller through the future
-            future.set_exception(error)
-        return future
+        return self.executor.submit(fn, *args)
 
 
 def _wait_all(futures: list[Future]) -> list:
@@ -98,6 +96,7 @@ class TableWriter:
         self._base_snapshot_id = base_snapshot_id
         self._state = "open"
         self._shards: list[_Shard] = []
+        self._in_flight: list[Future] = []  # the last write's parts, still being written (one batch per shard)
         self._prepared: list = []  # commit messages of the files flushed so far (flush())
         self._buckets_since_flush: set = set()  # the explicit buckets written since the last flush (None: none)
         self._is_pk = bool(table.primary_keys)
@@ -112,9 +111,8 @@ class TableWriter:
         try:
             self._parallelism = self._check_parallelism(parallelism, options)
             self._builder = native.new_write_builder(table, commit_user, self._overwrite)
-            executors = [ThreadPoolExecutor(1, thread_name_prefix=f"paimon-write-{table_id}-{i}")
-                         for i in range(self._parallelism)] if self._parallelism > 1 else [None]
-            self._shards = [_Shard(e) for e in executors]
+            self._shards = [_Shard(ThreadPoolExecutor(1, thread_name_prefix=f"paimon-write-{table_id}-{i}"))
+                            for i in range(self._parallelism)]
             _wait_all([shard.submit(self._open_shard, shard) for shard in self._shards])
         except BaseException:
             self._close()
@@ -172,8 +170,9 @@ class TableWriter:
                     pa.field(native.VALUE_KIND_COLUMN, native.VALUE_KIND_TYPE, nullable=False),
                     pc.cast(kinds, native.VALUE_KIND_TYPE))
             parts = self._split(columns)
-            _wait_all([shard.submit(self._write_part, shard, part, bucket)
-                       for shard, part in zip(self._shards, parts) if part.num_rows])
+            self._drain()  # the previous batch first: one batch in flight per writer bounds the memory
+            self._in_flight = [shard.submit(self._write_part, shard, part, bucket)
+                               for shard, part in zip(self._shards, parts) if part.num_rows]
         except SinkError:
             self._fail()
             raise
@@ -181,6 +180,11 @@ class TableWriter:
             self._fail()
             raise SinkError(f"table {self.table_id}: the Paimon writer refused the rows: {error}") from error
         self.rows_written += columns.num_rows
+
+    def _drain(self) -> None:
+        """Wait for the writes in flight; the first failure is raised."""
+        in_flight, self._in_flight = self._in_flight, []
+        _wait_all(in_flight)
 
     def _check_row_kinds(self, kinds: pa.Array) -> None:
         """Refuse retract rows the table's merge engine cannot take (see lakecdc.sink.options), before writing."""
@@ -267,6 +271,7 @@ class TableWriter:
                             f"previous flush to name its bucket")
         self._buckets_since_flush = set()
         try:
+            self._drain()
             self._prepared += [m for part in _wait_all([shard.submit(self._prepare_shard, shard)
                                                         for shard in self._shards]) for m in part]
             _wait_all([shard.submit(self._reopen_shard, shard) for shard in self._shards])
@@ -289,6 +294,15 @@ class TableWriter:
                 self.abort()
                 raise SinkError(f"table {self.table_id}: snapshot property {k!r}={v!r}: keys and values must be "
                                 f"strings")
+        try:
+            self._drain()
+        except SinkError:
+            self._fail()
+            raise
+        except Exception as error:
+            self._fail()
+            raise SinkError(f"table {self.table_id}: the Paimon writer refused the rows: {error}; nothing was "
+                            f"committed") from error
         self._state = "committing"
         table_commit = None
         try:
@@ -334,6 +348,10 @@ class TableWriter:
 
     def abort(self) -> None:
         """Drop the uncommitted rows (the Rust writers delete the files they still own). Idempotent."""
+        try:
+            self._drain()
+        except BaseException:  # noqa: BLE001 - the rows are dropped anyway; the failure was or will be reported
+            pass
         if self._state in ("open", "failed"):
             _wait_all([shard.submit(self._abort_shard, shard) for shard in self._shards])
         if self._state == "open":
@@ -383,8 +401,7 @@ class TableWriter:
             _wait_all([shard.submit(self._close_shard, shard) for shard in shards])
         finally:
             for shard in shards:
-                if shard.executor is not None:
-                    shard.executor.shutdown(wait=True)
+                shard.executor.shutdown(wait=True)
             on_close, self._on_close = self._on_close, None
             if on_close is not None:
                 on_close()
