@@ -31,9 +31,9 @@ from bench.common import ROOT, Case, bench_server, create_orders
 CASES = ("snapshot", "memory", "binlog", "transform", "upkeep", "s3", "freshness")
 FULL = dict(rows=1_000_000, big_rows=5_000_000, changes=1_000_000, transform_rows=1_000_000,
             # upkeep_args=None: upkeep_bench.py's own defaults
-            upkeep_args=None, s3_rows=200_000, freshness_seconds=60.0, sensor_interval=30.0)
+            upkeep_args=None, s3_rows=200_000, freshness_seconds=60.0, sensor_interval=30.0, repeats=3)
 QUICK = dict(rows=50_000, big_rows=250_000, changes=50_000, transform_rows=100_000,
-             upkeep_args="20000 30 500", s3_rows=20_000, freshness_seconds=15.0, sensor_interval=5.0)
+             upkeep_args="20000 30 500", s3_rows=20_000, freshness_seconds=15.0, sensor_interval=5.0, repeats=1)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -49,6 +49,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="how long the freshness case's writer writes, per mode (default 60)")
     parser.add_argument("--sensor-interval", type=float,
                         help="the freshness case's sensor interval in seconds (default 30, the sensor's default)")
+    parser.add_argument("--repeats", type=int,
+                        help="runs of lakecdc and of each reference in the snapshot and binlog cases, alternating; "
+                             "the medians are compared (default 3; --quick: 1)")
     parser.add_argument("--upkeep-args", help="arguments for bench/upkeep_bench.py (ROWS COMMITS CHANGES)")
     parser.add_argument("--dlt-backends", default="pyarrow,connectorx",
                         help="dlt references of the snapshot case (comma-separated; empty: none)")
@@ -121,7 +124,8 @@ def run(args) -> list[Case]:
             warehouse = Path(tmp) / "warehouse"
             config = None
             if "snapshot" in args.cases:
-                case, config = snapshot_bench.case(server, "orders", args.rows, warehouse, args.dlt_backends)
+                case, config = snapshot_bench.case(server, "orders", args.rows, warehouse, args.dlt_backends,
+                                                   args.repeats)
                 report(case)
             if "memory" in args.cases:
                 print(f"loading {args.big_rows:,} orders for the memory case ...", flush=True)
@@ -130,7 +134,7 @@ def run(args) -> list[Case]:
             if "binlog" in args.cases:
                 if config is None:  # the binlog case continues a committed snapshot
                     _, _, config = snapshot_bench.run_snapshot(server, "orders", warehouse)
-                report(binlog_bench.case(server, "orders", args.rows, args.changes, config))
+                report(binlog_bench.case(server, "orders", args.rows, args.changes, config, args.repeats))
             if "s3" in args.cases:
                 create_orders(server, "orders_s3", args.s3_rows)
                 report(s3_bench.case(server, "orders_s3", args.s3_rows))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -162,6 +163,16 @@ def upkeep_timer(seconds: list):
         yield
     finally:
         micro_batch.upkeep_after_commits = upkeep
+
+
+def median_seconds(samples: list[float]) -> float:
+    """The median of repeated measurements (runs alternate with their references, so a burst of load from
+    elsewhere hits one sample of each, not a whole side)."""
+    return statistics.median(samples)
+
+
+def repeats_note(repeats: int) -> list[str]:
+    return [f"median of {repeats} runs of each, alternating"] if repeats > 1 else []
 
 
 def timed(fn, *args, **kwargs) -> tuple[float, object]:

@@ -19,10 +19,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
-from bench.common import (DATABASE, ROOT, Case, MariaDBServer, Reference, cli_run, pipeline_yaml, timed,
-                          upkeep_timer)
+from bench.common import (DATABASE, ROOT, Case, MariaDBServer, Reference, cli_run, median_seconds, pipeline_yaml,
+                          repeats_note, timed, upkeep_timer)
 
 DUMP_TARGET, PYARROW_TARGET, CONNECTORX_TARGET = 0.6, 3.0, 1.0
 
@@ -85,29 +86,45 @@ def run_snapshot(server: MariaDBServer, table: str, warehouse: Path, upkeep_seco
 
 
 def case(server: MariaDBServer, table: str, rows: int, warehouse: Path,
-         dlt_backends: tuple[str, ...] = ("pyarrow", "connectorx")) -> tuple[Case, object]:
+         dlt_backends: tuple[str, ...] = ("pyarrow", "connectorx"), repeats: int = 1) -> tuple[Case, object]:
     """The snapshot case: the whole ``lakecdc run`` command, process start to exit (imports, connections, the
-    snapshot, the commit, table upkeep), as a user runs it. Also returns the pipeline config (the binlog case
-    continues on the same warehouse)."""
+    snapshot, the commit, table upkeep), as a user runs it, ``repeats`` times alternating with the references (each
+    run into a fresh warehouse; the last one's is ``warehouse``). Also returns the pipeline config (the binlog case
+    continues on ``warehouse``)."""
     from lakecdc.config import parse_pipeline
 
-    t_dump = dump_seconds(server, table)
-    yaml_text = pipeline_yaml(server.port, table, warehouse)
-    seconds, tables = cli_run(yaml_text)
-    written = sum(t["inserted"] for t in tables)
-    if written != rows:
-        raise RuntimeError(f"lakecdc wrote {written} rows of {table}, expected {rows}")
-    references = [Reference("mariadb --batch --quick > /dev/null", t_dump, rows, DUMP_TARGET)]
     targets = {"pyarrow": PYARROW_TARGET, "connectorx": CONNECTORX_TARGET}
+    dumps: list[float] = []
+    runs: list[float] = []
+    dlt: dict[str, list[tuple[Reference, float | None]]] = {b: [] for b in dlt_backends}
+    tables: list[dict] = []
+    for repeat in range(repeats):
+        dumps.append(dump_seconds(server, table))
+        into = warehouse if repeat == repeats - 1 else warehouse.parent / f"{warehouse.name}-run-{repeat}"
+        seconds, tables = cli_run(pipeline_yaml(server.port, table, into))
+        if into != warehouse:
+            shutil.rmtree(into)
+        written = sum(t["inserted"] for t in tables)
+        if written != rows:
+            raise RuntimeError(f"lakecdc wrote {written} rows of {table}, expected {rows}")
+        runs.append(seconds)
+        for backend in dlt_backends:
+            dlt[backend].append(dlt_reference(server.port, table, rows, backend, targets[backend]))
+    seconds = median_seconds(runs)
+    references = [Reference("mariadb --batch --quick > /dev/null", median_seconds(dumps), rows, DUMP_TARGET)]
     notes = ["lakecdc's time is the whole command, process start to exit (imports, connections, upkeep)"]
-    for backend in dlt_backends:
-        reference, whole = dlt_reference(server.port, table, rows, backend, targets[backend])
-        references.append(reference)
-        if whole is not None:
+    notes += repeats_note(repeats)
+    for backend, samples in dlt.items():
+        reference = samples[0][0]
+        if reference.seconds is not None:
+            reference = replace(reference, seconds=median_seconds([r.seconds for r, _ in samples if r.seconds]))
+            whole = median_seconds([w for _, w in samples if w is not None])
             notes.append(f"dlt {backend}: its pipeline.run {reference.seconds:.2f} s (the reference above); its "
                          f"whole process (interpreter start, imports, set-up) {whole:.2f} s, lakecdc = "
                          f"{whole / seconds:.2f}x that")
+        references.append(reference)
     notes += [f"upkeep after the commit: {t['upkeep']}" for t in tables if t.get("upkeep")]
     title = f"snapshot of a {rows:,}-row orders table, MySQL -> committed Paimon (primary-key table)"
+    yaml_text = pipeline_yaml(server.port, table, warehouse)
     return (Case(title, "rows/s", "lakecdc run (snapshot micro-batch)", seconds, rows, references, notes),
             parse_pipeline(yaml_text))
