@@ -6,7 +6,11 @@ micro-batch runs after its commits (lakecdc.runtime.upkeep), so the snapshot's o
 the child runs a full compaction of the table (``lakecdc upkeep --full``: every live row rewritten), whose peak is
 reported too: the memory of a compaction of the whole table.
 
-The child: .venv/bin/python -m bench.memory_bench --port PORT --table TABLE --warehouse DIR
+The two sizes run twice: in the pipeline's default table layout (a primary-key table with dynamic buckets,
+``bucket = -1``, whose writer keeps an index of every key of a partition) and with fixed buckets
+(``table.properties.bucket: 4``, no key index), which shows what the key index adds.
+
+The child: .venv/bin/python -m bench.memory_bench --port PORT --table TABLE --warehouse DIR [--bucket N]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from bench.common import ROOT, Case, pipeline_yaml
 
 TARGET_MIB = 1024
 INDEPENDENT = 0.2  # "independent of the table size": the larger table's peak within 20 % of the smaller one's
+FIXED_BUCKETS = 4  # the fixed-bucket layout measured next to the default one
 
 
 def _status_mib(field: str) -> float:
@@ -41,13 +46,17 @@ def child() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--table", required=True)
     parser.add_argument("--warehouse", required=True)
+    parser.add_argument("--bucket", type=int, help="table.properties.bucket (default: the pipeline's, dynamic)")
     args = parser.parse_args()
 
     import lakecdc.sink.catalog  # noqa: F401 - imports (pypaimon, pypaimon-rust) belong to the baseline
     from lakecdc.config import parse_pipeline
     from lakecdc.runtime import run_micro_batch
 
-    config = parse_pipeline(pipeline_yaml(args.port, args.table, Path(args.warehouse), server_id=5991))
+    yaml_text = pipeline_yaml(args.port, args.table, Path(args.warehouse), server_id=5991)
+    if args.bucket is not None:
+        yaml_text = yaml_text.replace("\nsink:\n", f"\nsink:\n  table.properties.bucket: {args.bucket}\n", 1)
+    config = parse_pipeline(yaml_text)
     before_upkeep = _peak_before_upkeep()
     baseline = _rss_mib()
     result = run_micro_batch(config)
@@ -87,11 +96,12 @@ def _peak_before_upkeep() -> list:
     return seen
 
 
-def measure(port: int, table: str) -> dict:
-    """Run the child for ``bench.<table>`` and return what it printed."""
+def measure(port: int, table: str, bucket: int | None = None) -> dict:
+    """Run the child for ``bench.<table>`` (``bucket``: fixed buckets) and return what it printed."""
     with tempfile.TemporaryDirectory(prefix="lakecdc-bench-memory-") as tmp:
         proc = subprocess.run([sys.executable, "-m", "bench.memory_bench", "--port", str(port), "--table", table,
-                               "--warehouse", str(Path(tmp) / "warehouse")],
+                               "--warehouse", str(Path(tmp) / "warehouse")]
+                              + ([] if bucket is None else ["--bucket", str(bucket)]),
                               cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"memory child for {table} failed:\n{proc.stderr[-3000:]}")
@@ -99,10 +109,21 @@ def measure(port: int, table: str) -> dict:
 
 
 def case(port: int, tables: list[tuple[str, int]]) -> Case:
-    """Peak RSS of a snapshot of each (table, rows)."""
-    lines, peaks, snapshot_peaks, compaction_peaks, commit_rows = [], [], [], [], None
+    """Peak RSS of a snapshot of each (table, rows), in the default layout and with fixed buckets."""
+    lines: list[str] = []
+    commit_rows = None
+    for layout, bucket in (("default layout (dynamic buckets)", None), (f"bucket = {FIXED_BUCKETS}", FIXED_BUCKETS)):
+        lines.append(f"{layout}:")
+        commit_rows = _layout_lines(port, tables, bucket, lines)
+    title = (f"peak memory of a snapshot micro-batch (RSS high-water mark, VmHWM, of a child process; "
+             f"lakecdc.snapshot.commit-rows = {commit_rows:,})")
+    return Case(title, "MiB", "", None, 0, lines=lines)
+
+
+def _layout_lines(port: int, tables: list[tuple[str, int]], bucket: int | None, lines: list[str]) -> int:
+    peaks, snapshot_peaks, compaction_peaks, commit_rows = [], [], [], 0
     for table, rows in tables:
-        got = measure(port, table)
+        got = measure(port, table, bucket)
         if got["rows"] != rows:
             raise RuntimeError(f"memory child wrote {got['rows']} rows of {table}, expected {rows}")
         peaks.append(got["peak_mib"])
@@ -115,7 +136,7 @@ def case(port: int, tables: list[tuple[str, int]]) -> Case:
         if compaction is not None:
             compaction_peaks.append(compaction)
         after = "" if compaction is None else f"   with a full compaction after it {compaction:>7,.0f} MiB"
-        lines.append(f"{rows:>11,} rows   peak RSS {got['peak_mib']:>7,.0f} MiB{before}{after}   "
+        lines.append(f"  {rows:>11,} rows   peak RSS {got['peak_mib']:>7,.0f} MiB{before}{after}   "
                      f"(after imports {got['baseline_mib']:,.0f} MiB)")
     for label, values in (("whole micro-batch", peaks), ("snapshot before the upkeep step", snapshot_peaks),
                           ("micro-batch and a full compaction", compaction_peaks)):
@@ -123,11 +144,9 @@ def case(port: int, tables: list[tuple[str, int]]) -> Case:
             continue
         growth = values[-1] - values[0]
         verdict = "met" if max(values) < TARGET_MIB and growth <= INDEPENDENT * values[0] else "NOT MET"
-        lines.append(f"{label}: target < {TARGET_MIB:,} MiB, independent of the table size: {verdict} "
+        lines.append(f"  {label}: target < {TARGET_MIB:,} MiB, independent of the table size: {verdict} "
                      f"(peak {max(values):,.0f} MiB; largest table vs smallest: {growth:+,.0f} MiB)")
-    title = (f"peak memory of a snapshot micro-batch (RSS high-water mark, VmHWM, of a child process; "
-             f"lakecdc.snapshot.commit-rows = {commit_rows:,})")
-    return Case(title, "MiB", "", None, 0, lines=lines)
+    return commit_rows
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ is kept per writer, so two writers would assign buckets independently (Paimon al
 from __future__ import annotations
 
 import functools
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -46,8 +47,24 @@ def _row_kind_values() -> pa.Array:
     return pa.array(ROW_KINDS, pa.string())
 
 
+_writer_threads: list[ThreadPoolExecutor] = []
+_writer_threads_lock = threading.Lock()
+
+
+def _writer_thread(index: int) -> ThreadPoolExecutor:
+    """The ``index``-th of the process's writer threads, started at first use and kept: every writer of shard
+    ``index`` runs there. Long-lived threads, because glibc gives each new thread its own malloc arena and the
+    memory a finished writer freed in its arena is not reused by the next one's thread (a thread per writer raised
+    the peak RSS of a 5,000,000-row snapshot of five commit groups from 563 to 651 MiB)."""
+    with _writer_threads_lock:
+        while len(_writer_threads) <= index:
+            _writer_threads.append(ThreadPoolExecutor(1, thread_name_prefix=f"paimon-writer-{len(_writer_threads)}"))
+        return _writer_threads[index]
+
+
 class _Shard:
-    """One native writer and the single thread it lives on (``executor``)."""
+    """One native writer and the single thread it lives on (``executor``, shared with the process's other
+    writers of the same shard index)."""
 
     def __init__(self, executor: ThreadPoolExecutor):
         self.executor = executor
@@ -111,8 +128,7 @@ class TableWriter:
         try:
             self._parallelism = self._check_parallelism(parallelism, options)
             self._builder = native.new_write_builder(table, commit_user, self._overwrite)
-            self._shards = [_Shard(ThreadPoolExecutor(1, thread_name_prefix=f"paimon-write-{table_id}-{i}"))
-                            for i in range(self._parallelism)]
+            self._shards = [_Shard(_writer_thread(i)) for i in range(self._parallelism)]
             _wait_all([shard.submit(self._open_shard, shard) for shard in self._shards])
         except BaseException:
             self._close()
@@ -400,8 +416,6 @@ class TableWriter:
         try:
             _wait_all([shard.submit(self._close_shard, shard) for shard in shards])
         finally:
-            for shard in shards:
-                shard.executor.shutdown(wait=True)
             on_close, self._on_close = self._on_close, None
             if on_close is not None:
                 on_close()
