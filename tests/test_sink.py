@@ -368,6 +368,35 @@ def test_writes_overlap_the_caller_and_a_failed_write_stops_the_commit(wh, monke
     assert_rows(sink, wh, ORDERS, [row(1, "a"), row(2, "b")])
 
 
+def test_a_forked_child_writes_with_its_own_writer_thread(wh):
+    """Writer threads are kept per process; a child forked after the parent wrote (a prefork worker pool) starts
+    its own instead of handing its writes to a thread that does not exist there."""
+    sink = make_sink(wh)
+    create_orders(sink)
+    w = sink.open_writer(ORDERS)
+    w.write(changes(("+I", row(1, "a"))))
+    w.commit({CHECKPOINT_KEY: "f"})
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 only when its commit landed
+        code = 1
+        try:
+            child = make_sink(wh)
+            cw = child.open_writer(ORDERS)
+            cw.write(changes(("+I", row(2, "b"))))
+            code = 0 if cw.commit({CHECKPOINT_KEY: "g"}) == 2 else 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child's write hung (its writes went to a writer thread it does not have)")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert_rows(sink, wh, ORDERS, [row(1, "a"), row(2, "b")])
+
+
 def test_writer_casts_by_name(wh):
     sink = make_sink(wh)
     schema = pa.schema([("id", pa.uint32()), ("small", pa.uint8()), ("big", pa.uint64()), ("v", pa.large_string()),

@@ -23,6 +23,7 @@ is kept per writer, so two writers would assign buckets independently (Paimon al
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
@@ -60,6 +61,16 @@ def _writer_thread(index: int) -> ThreadPoolExecutor:
         while len(_writer_threads) <= index:
             _writer_threads.append(ThreadPoolExecutor(1, thread_name_prefix=f"paimon-writer-{len(_writer_threads)}"))
         return _writer_threads[index]
+
+
+def _forget_writer_threads() -> None:
+    """In a forked child: the parent's writer threads do not exist there (a new one starts at first use)."""
+    global _writer_threads_lock
+    _writer_threads.clear()
+    _writer_threads_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_writer_threads)
 
 
 class _Shard:
