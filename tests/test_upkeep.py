@@ -213,6 +213,32 @@ def test_only_due_partitions_are_rewritten_and_an_emptied_partition_is_dropped(t
     assert_all_readers(table, catalog.warehouse, model.expected())
 
 
+def test_a_trigger_of_one_compacts_what_each_commit_touched_and_nothing_else(tmp_path):
+    catalog, table = pk_table(tmp_path, **{"bucket": "1", "num-sorted-run.compaction-trigger": "1"})
+    model = Model(table, partitions="ab")
+    model.commit(partitions="a")
+    model.commit(partitions="b")
+    table.upkeep(orphan_older_than_seconds=0)  # a single file per bucket: nothing to merge
+    files = files_of(catalog)
+
+    def live() -> dict[str, set[str]]:
+        latest = files.snapshot(files.snapshot_ids()[-1])
+        found: dict[str, set[str]] = {"a": set(), "b": set()}
+        for r in files.live_entries(latest):
+            found[r.partition_values[0]].add(r.name)
+        return found
+
+    before = live()
+    assert len(before["a"]) == len(before["b"]) == 1
+    model.commit(partitions="a")  # a second sorted run in a's bucket: rewritten at the next upkeep, b is not
+    assert table.upkeep(orphan_older_than_seconds=0).partitions_compacted == 1
+    after = live()
+    assert after["b"] == before["b"] and len(after["a"]) == 1 and after["a"] != before["a"]
+    assert table.upkeep(orphan_older_than_seconds=0).partitions_compacted == 0  # one file per bucket: nothing
+    assert live() == after
+    assert_all_readers(table, catalog.warehouse, model.expected())
+
+
 def test_append_table_compaction_keeps_duplicate_rows(tmp_path):
     catalog = Catalog(tmp_path / "wh")
     table = catalog.create_table(str(T), [("k", "INT"), ("v", "STRING")], options={"compaction.min.file-num": "3"})

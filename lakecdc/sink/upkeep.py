@@ -331,7 +331,9 @@ class _Upkeep:
         latest = self.latest()
         live = self.files.live_entries(latest)
         is_pk = bool(self.table.primary_keys)
-        trigger = self.policy.sorted_run_trigger if is_pk else self.policy.min_file_num
+        # at least two: a bucket of one sorted run (one file, for append tables) has nothing to merge, so a trigger
+        # of 1 compacts each bucket a commit added a run to, not every bucket at every upkeep
+        trigger = max(2, self.policy.sorted_run_trigger if is_pk else self.policy.min_file_num)
         buckets: dict[tuple[tuple, int], list[ManifestRecord]] = defaultdict(list)
         for record in live:
             buckets[(record.partition_values, record.bucket)].append(record)
