@@ -9,7 +9,11 @@ rewritten once it holds ``num-sorted-run.compaction-trigger`` files, so the read
 the commits: it is read after each of the last ``trigger + 1`` commits, and the mean and the worst are reported.
 Reads are pypaimon's native merged read of the whole table.
 
-A second case is the table a chunked snapshot leaves: 5 x ROWS rows (1,000,000) committed in ``SNAPSHOT_GROUPS``
+Then the cost of each sorted run: the same layout compacted once and given one commit after another without upkeep,
+read after each against a copy compacted after every commit (a bucket of one file is read as it is, a bucket of
+more goes through Paimon's sort-merge reader).
+
+A last case is the table a chunked snapshot leaves: 5 x ROWS rows (1,000,000) committed in ``SNAPSHOT_GROUPS``
 groups of consecutive keys (as a snapshot with ``lakecdc.snapshot.commit-rows`` of 250,000 commits them), into the
 pipeline's default table layout (unpartitioned, dynamic buckets). Its first upkeep is timed (it moves the
 non-overlapping files up a level instead of rewriting them) against a full compaction of a copy, and its merged
@@ -104,6 +108,29 @@ def snapshot_case(catalog, rows: int) -> None:
           f"(target <= 1.5x)")
 
 
+def runs_case(catalog, rows: int, changes: int, max_runs: int = 5) -> None:
+    """What one more sorted run per bucket costs a merged read: the same layout, compacted once and then given
+    1 to ``max_runs - 1`` commits without upkeep, against a copy compacted after every commit."""
+    schema = [("id", "BIGINT"), ("product", "STRING"), ("price", "DOUBLE"), ("order_day", "STRING")]
+    tables = {name: catalog.create_table(f"bench.runs_{name}", schema, primary_keys=["id", "order_day"],
+                                         partition_keys=["order_day"], options=OPTIONS)
+              for name in ("growing", "compacted")}
+    ratios = []
+    for number, data in enumerate(commits(rows, max_runs - 1, changes, seed=7)):
+        for name, table in tables.items():
+            table.write(data)
+            if name == "compacted" or number == 0:
+                table.upkeep(full_compaction=True, orphan_older_than_seconds=0)
+        if number:
+            growing, rows_read = read_seconds(tables["growing"])
+            fresh, fresh_rows = read_seconds(tables["compacted"])
+            assert rows_read == fresh_rows
+            ratios.append(f"{number + 1} runs {growing / fresh:.2f}x")
+    print(f"  merged read by sorted runs per bucket (same layout, compacted once, then commits of {changes:,} changes "
+          f"without upkeep, each adding a run to the buckets it changes), against the same rows compacted after every "
+          f"commit: {', '.join(ratios)}")
+
+
 def main() -> None:
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 200
@@ -145,6 +172,7 @@ def main() -> None:
               f"{worst / fresh:.2f}x (target <= 1.5x; {kept_up_files} data files on disk)")
         print(f"  merged read, no upkeep: {neglected:.3f} s = {neglected / fresh:.2f}x ({neglected_files} data files "
               f"on disk)")
+        runs_case(catalog, rows, changes, trigger)
         snapshot_case(catalog, 5 * rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
