@@ -8,11 +8,11 @@ order; an append table (no primary key) only receives ``+I`` and ``+U`` rows, bo
 Before a batch reaches Paimon it is checked against the table's merge engine (lakecdc.sink.options): a retract row
 the engine cannot take is refused, because pypaimon-rust would commit a lone one and every later read would fail.
 
-Every Rust writer lives on a thread of its own (it is bound to the thread that created it) and writes while the
-caller prepares the next batch: ``write`` hands a batch over and returns, waiting only for the batch before it (one
-batch in flight per writer), so decoding or reading the next rows overlaps the Rust writer's sorting and encoding,
-which releases the GIL. A write that fails is reported by the next ``write``, ``flush`` or ``commit``, before
-anything is committed.
+Every Rust writer lives on a writer thread, not the caller's (it is bound to the thread that created it; the
+process keeps one such thread per shard index), and writes while the caller prepares the next batch: ``write``
+hands a batch over and returns, waiting only for the batch before it (one batch in flight per writer), so decoding
+or reading the next rows overlaps the Rust writer's sorting and encoding, which releases the GIL. A write that
+fails is reported by the next ``write``, ``flush`` or ``commit``, before anything is committed.
 
 Parallelism (``parallelism > 1``) mirrors Flink's sink parallelism: N Rust writers, each taking the rows of a
 disjoint set of primary keys (a hash of the key), all committed as one snapshot. Per-key order is kept because a key
