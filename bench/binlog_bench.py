@@ -78,7 +78,7 @@ def case(server: MariaDBServer, table: str, rows: int, changes: int, config, rep
         for cause, events in t["decoder_fallbacks"].items():
             fallbacks[cause] = fallbacks.get(cause, 0) + events
     notes = ["lakecdc's time is the whole command, process start to exit (imports, connections, upkeep)"]
-    notes += repeats_note(repeats)
+    notes += repeats_note(repeats, {"lakecdc": runs, "reference": decodes})
     notes += [f"binlog decoder fallbacks: {fallback_summary(fallbacks) or 'none'}"]
     notes += [f"upkeep after the commit: {t['upkeep']}" for t in tables if t.get("upkeep")]
     return Case(title, "changes/s", "lakecdc run (binlog micro-batch)", median_seconds(runs), changes, [reference],

@@ -171,8 +171,12 @@ def median_seconds(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
-def repeats_note(repeats: int) -> list[str]:
-    return [f"median of {repeats} runs of each, alternating"] if repeats > 1 else []
+def repeats_note(repeats: int, samples: dict[str, list[float]] | None = None) -> list[str]:
+    """The note saying the figures are medians, with every run's seconds (``samples``: label -> seconds)."""
+    if repeats <= 1:
+        return []
+    runs = "; ".join(f"{label} {', '.join(f'{s:.2f}' for s in values)}" for label, values in (samples or {}).items())
+    return [f"median of {repeats} runs of each, alternating" + (f" (seconds: {runs})" if runs else "")]
 
 
 def timed(fn, *args, **kwargs) -> tuple[float, object]:

@@ -113,7 +113,9 @@ def case(server: MariaDBServer, table: str, rows: int, warehouse: Path,
     seconds = median_seconds(runs)
     references = [Reference("mariadb --batch --quick > /dev/null", median_seconds(dumps), rows, DUMP_TARGET)]
     notes = ["lakecdc's time is the whole command, process start to exit (imports, connections, upkeep)"]
-    notes += repeats_note(repeats)
+    samples = {"lakecdc": runs, "dump": dumps}
+    samples.update({f"dlt {b}": [r.seconds for r, _ in got if r.seconds is not None] for b, got in dlt.items()})
+    notes += repeats_note(repeats, samples)
     for backend, samples in dlt.items():
         reference = samples[0][0]
         if reference.seconds is not None:
