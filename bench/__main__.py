@@ -61,6 +61,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name, default in sizes.items():
         if getattr(args, name) is None:
             setattr(args, name, default)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     args.dlt_backends = [b.strip() for b in args.dlt_backends.split(",") if b.strip()]
     unknown = set(args.cases) - set(CASES)

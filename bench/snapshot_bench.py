@@ -116,11 +116,11 @@ def case(server: MariaDBServer, table: str, rows: int, warehouse: Path,
     samples = {"lakecdc": runs, "dump": dumps}
     samples.update({f"dlt {b}": [r.seconds for r, _ in got if r.seconds is not None] for b, got in dlt.items()})
     notes += repeats_note(repeats, samples)
-    for backend, samples in dlt.items():
-        reference = samples[0][0]
+    for backend, measured in dlt.items():
+        reference = measured[0][0]
         if reference.seconds is not None:
-            reference = replace(reference, seconds=median_seconds([r.seconds for r, _ in samples if r.seconds]))
-            whole = median_seconds([w for _, w in samples if w is not None])
+            reference = replace(reference, seconds=median_seconds([r.seconds for r, _ in measured if r.seconds]))
+            whole = median_seconds([w for _, w in measured if w is not None])
             notes.append(f"dlt {backend}: its pipeline.run {reference.seconds:.2f} s (the reference above); its "
                          f"whole process (interpreter start, imports, set-up) {whole:.2f} s, lakecdc = "
                          f"{whole / seconds:.2f}x that")
