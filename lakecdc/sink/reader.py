@@ -83,13 +83,18 @@ def row_count(table_id: TableId, table, storage: dict[str, str] | None = None) -
     return 0 if latest is None else _count_snapshot_rows(table_id, storage, latest.id, keys[0])
 
 
-def _count_snapshot_rows(table_id: TableId, storage: dict[str, str], snapshot_id: int, column: str) -> int:
-    """The rows of the merged read of snapshot ``snapshot_id``, reading one column with pypaimon-rust."""
+def _rust_table(table_id: TableId, storage: dict[str, str]):
+    """pypaimon-rust's own handle on the table (its reader, independent of pypaimon's Python planning)."""
     from pypaimon_rust.datafusion import PaimonCatalog
 
+    return PaimonCatalog(dict(storage)).get_table(str(table_id))
+
+
+def _count_snapshot_rows(table_id: TableId, storage: dict[str, str], snapshot_id: int, column: str) -> int:
+    """The rows of the merged read of snapshot ``snapshot_id``, reading one column with pypaimon-rust."""
     try:
-        rust_table = PaimonCatalog(dict(storage)).get_table(str(table_id))
-        builder = rust_table.new_read_builder({"scan.snapshot-id": str(snapshot_id)}).with_projection([column])
+        pinned = _rust_table(table_id, storage).new_read_builder({"scan.snapshot-id": str(snapshot_id)})
+        builder = pinned.with_projection([column])
         plan = builder.new_scan().plan()
         if plan.snapshot_id() not in (snapshot_id, None):
             raise SinkError(f"table {table_id}: counting rows: pypaimon-rust planned snapshot {plan.snapshot_id()}, "
@@ -153,8 +158,6 @@ def read_changes(table_id: TableId, table, storage: dict[str, str], start_snapsh
     ``ignore_delete`` drops ``-U`` and ``-D`` rows (Paimon's read-side ``ignore-delete``: for consumers that keep
     history). ``mode``: ``changelog`` reads changelog files (``changelog-producer=input``), ``delta`` the data
     files (one merged row per key and commit), ``auto`` picks by the table's changelog producer."""
-    from pypaimon_rust.datafusion import PaimonCatalog
-
     if mode not in CHANGE_MODES:
         raise SinkError(f"table {table_id}: change read mode {mode!r} is not one of {', '.join(CHANGE_MODES)}")
     _check_columns(table_id, table, columns)
@@ -163,8 +166,7 @@ def read_changes(table_id: TableId, table, storage: dict[str, str], start_snapsh
                         f"uses for the row kind; project the columns without it")
     batches = []
     try:
-        rust_table = PaimonCatalog(dict(storage)).get_table(str(table_id))
-        builder = rust_table.new_read_builder().with_include_row_kind(True)
+        builder = _rust_table(table_id, storage).new_read_builder().with_include_row_kind(True)
         if columns is not None:
             builder = builder.with_projection(list(columns))
         # One scan per snapshot: a scan over several snapshots returns their files in no particular order, and
