@@ -2,16 +2,21 @@
 running after every commit (as a pipeline does by default), against the same rows freshly compacted (issue 9
 target: at most 1.5x). For context it also reads the same commits without any upkeep.
 
-Two tables get the same seeded commits (upserts and deletes of random keys over every bucket, written by the same
+Three tables get the same seeded commits (upserts and deletes of random keys over every bucket, written by the same
 native writer the pipeline uses): ``with_upkeep`` runs ``Table.upkeep()`` after each commit; ``no_upkeep`` never
 does, and is fully compacted (one file per bucket, one manifest) at the end to give the reference. A bucket is
 rewritten once it holds ``num-sorted-run.compaction-trigger`` files, so the read time of ``with_upkeep`` cycles with
 the commits: it is read after each of the last ``trigger + 1`` commits, and the mean and the worst are reported.
 Reads are pypaimon's native merged read of the whole table.
 
+A third table, ``size_threshold``, gets the same commits and upkeep with Paimon's
+``compaction.total-size-threshold`` (TOTAL_SIZE_THRESHOLD): a bucket smaller than that is compacted as soon as it
+holds two sorted runs, the trigger left at its default.
+
 Then the cost of each sorted run: the same layout compacted once and given one commit after another without upkeep,
 read after each against a copy compacted after every commit (a bucket of one file is read as it is, a bucket of
-more goes through Paimon's sort-merge reader).
+more goes through Paimon's sort-merge reader); once in the main case's layout (buckets of about 1,700 rows) and
+once with 5 x ROWS rows in 4 buckets (about 250,000 rows each), where opening a file is a small part of reading it.
 
 A last case is the table a chunked snapshot leaves: 5 x ROWS rows (1,000,000) committed in ``SNAPSHOT_GROUPS``
 groups of consecutive keys (as a snapshot with ``lakecdc.snapshot.commit-rows`` of 250,000 commits them), into the
@@ -36,6 +41,9 @@ import pyarrow as pa
 from lakecdc.paimon import Catalog
 
 OPTIONS = {"bucket": "4", "snapshot.num-retained.min": "3", "snapshot.time-retained": "0 s"}
+# Paimon's early full compaction by size, for the third table of the main case: its buckets (a few hundred KB)
+# are all below it, so every bucket a commit adds a sorted run to is compacted at the next upkeep
+TOTAL_SIZE_THRESHOLD = "1 mb"
 PARTITIONS = 30
 SNAPSHOT_GROUPS = 4
 
@@ -108,12 +116,14 @@ def snapshot_case(catalog, rows: int) -> None:
           f"(target <= 1.5x)")
 
 
-def runs_case(catalog, rows: int, changes: int, max_runs: int = 5) -> None:
+def runs_case(catalog, rows: int, changes: int, max_runs: int = 5, partitioned: bool = True) -> None:
     """What one more sorted run per bucket costs a merged read: the same layout, compacted once and then given
-    1 to ``max_runs - 1`` commits without upkeep, against a copy compacted after every commit."""
+    1 to ``max_runs - 1`` commits without upkeep, against a copy compacted after every commit. ``partitioned``: the
+    main case's layout (PARTITIONS partitions x 4 buckets); otherwise one partition of 4 buckets (large buckets)."""
     schema = [("id", "BIGINT"), ("product", "STRING"), ("price", "DOUBLE"), ("order_day", "STRING")]
-    tables = {name: catalog.create_table(f"bench.runs_{name}", schema, primary_keys=["id", "order_day"],
-                                         partition_keys=["order_day"], options=OPTIONS)
+    layout = "partitioned" if partitioned else "large"
+    tables = {name: catalog.create_table(f"bench.runs_{layout}_{name}", schema, primary_keys=["id", "order_day"],
+                                         partition_keys=["order_day"] if partitioned else (), options=OPTIONS)
               for name in ("growing", "compacted")}
     ratios = []
     for number, data in enumerate(commits(rows, max_runs - 1, changes, seed=7)):
@@ -126,9 +136,10 @@ def runs_case(catalog, rows: int, changes: int, max_runs: int = 5) -> None:
             fresh, fresh_rows = read_seconds(tables["compacted"])
             assert rows_read == fresh_rows
             ratios.append(f"{number + 1} runs {growing / fresh:.2f}x")
-    print(f"  merged read by sorted runs per bucket (same layout, compacted once, then commits of {changes:,} changes "
-          f"without upkeep, each adding a run to the buckets it changes), against the same rows compacted after every "
-          f"commit: {', '.join(ratios)}")
+    buckets = PARTITIONS * 4 if partitioned else 4
+    print(f"  merged read by sorted runs per bucket ({rows:,} rows in {buckets} buckets, about {rows // buckets:,} "
+          f"rows each; compacted once, then commits of {changes:,} changes without upkeep, each adding a run to the "
+          f"buckets it changes), against the same rows compacted after every commit: {', '.join(ratios)}")
 
 
 def main() -> None:
@@ -141,38 +152,48 @@ def main() -> None:
         catalog = Catalog(work / "warehouse")
         schema = [("id", "BIGINT"), ("product", "STRING"), ("price", "DOUBLE"), ("order_day", "STRING")]
         options = {**OPTIONS, "num-sorted-run.compaction-trigger": str(trigger)}
+        threshold = {**options, "compaction.total-size-threshold": TOTAL_SIZE_THRESHOLD}
         tables = {name: catalog.create_table(f"bench.{name}", schema, primary_keys=["id", "order_day"],
-                                             partition_keys=["order_day"], options=options)
-                  for name in ("with_upkeep", "no_upkeep")}
-        upkeep_seconds = write_seconds = 0.0
-        window = []  # read seconds of with_upkeep after each of the last trigger + 1 commits
+                                             partition_keys=["order_day"],
+                                             options=threshold if name == "size_threshold" else options)
+                  for name in ("with_upkeep", "no_upkeep", "size_threshold")}
+        upkeep_seconds = {"with_upkeep": 0.0, "size_threshold": 0.0}
+        write_seconds = 0.0
+        # read seconds after each of the last trigger + 1 commits, of the tables with upkeep
+        windows: dict[str, list[float]] = {name: [] for name in upkeep_seconds}
         for number, data in enumerate(commits(rows, count, changes)):
             for table in tables.values():
                 started = time.perf_counter()
                 table.write(data)
                 write_seconds += time.perf_counter() - started
-            started = time.perf_counter()
-            tables["with_upkeep"].upkeep(orphan_older_than_seconds=0)
-            upkeep_seconds += time.perf_counter() - started
-            if number > count - trigger - 1:
-                window.append(read_seconds(tables["with_upkeep"])[0])
-        kept_up_files = data_files(work / "warehouse", "with_upkeep")
+            for name in upkeep_seconds:
+                started = time.perf_counter()
+                tables[name].upkeep(orphan_older_than_seconds=0)
+                upkeep_seconds[name] += time.perf_counter() - started
+                if number > count - trigger - 1:
+                    windows[name].append(read_seconds(tables[name])[0])
         neglected, neglected_rows = read_seconds(tables["no_upkeep"])
         neglected_files = data_files(work / "warehouse", "no_upkeep")
         tables["no_upkeep"].upkeep(full_compaction=True, orphan_older_than_seconds=0)
         fresh, fresh_rows = read_seconds(tables["no_upkeep"])
-        assert read_seconds(tables["with_upkeep"])[1] == neglected_rows == fresh_rows
+        assert read_seconds(tables["with_upkeep"])[1] == read_seconds(tables["size_threshold"])[1] \
+            == neglected_rows == fresh_rows
 
-        mean, worst = statistics.mean(window), max(window)
         print(f"{rows:,} rows, {count} commits of {changes:,} changes, {PARTITIONS} partitions x 4 buckets, "
-              f"compaction trigger {trigger}; writes take {write_seconds / (2 * (count + 1)) * 1000:.0f} ms per commit")
+              f"compaction trigger {trigger}; writes take {write_seconds / (3 * (count + 1)) * 1000:.0f} ms per commit")
         print(f"  merged read, freshly compacted (reference): {fresh:.3f} s")
-        print(f"  merged read, upkeep after every commit ({upkeep_seconds / (count + 1) * 1000:.0f} ms per commit), "
-              f"over the last {len(window)} commits: mean {mean:.3f} s = {mean / fresh:.2f}x, worst {worst:.3f} s = "
-              f"{worst / fresh:.2f}x (target <= 1.5x; {kept_up_files} data files on disk)")
+        labels = {"with_upkeep": "upkeep after every commit",
+                  "size_threshold": f"the same with compaction.total-size-threshold {TOTAL_SIZE_THRESHOLD}"}
+        for name, label in labels.items():
+            mean, worst = statistics.mean(windows[name]), max(windows[name])
+            print(f"  merged read, {label} ({upkeep_seconds[name] / (count + 1) * 1000:.0f} ms of upkeep per commit), "
+                  f"over the last {len(windows[name])} commits: mean {mean:.3f} s = {mean / fresh:.2f}x, worst "
+                  f"{worst:.3f} s = {worst / fresh:.2f}x (target <= 1.5x; "
+                  f"{data_files(work / 'warehouse', name)} data files on disk)")
         print(f"  merged read, no upkeep: {neglected:.3f} s = {neglected / fresh:.2f}x ({neglected_files} data files "
               f"on disk)")
         runs_case(catalog, rows, changes, trigger)
+        runs_case(catalog, 5 * rows, changes, trigger, partitioned=False)
         snapshot_case(catalog, 5 * rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)

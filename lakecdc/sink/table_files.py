@@ -69,6 +69,11 @@ class ManifestRecord:
         return self.identifier[0]
 
     @property
+    def file_size(self) -> int:
+        """The data file's size in bytes, as its writer recorded it."""
+        return int(self.record["_FILE"]["_FILE_SIZE"])
+
+    @property
     def key_range(self) -> tuple[bytes, bytes]:
         """The file's smallest and largest key (BinaryRow bytes of the trimmed primary key; see
         TableFiles.key_order)."""

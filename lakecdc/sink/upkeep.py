@@ -10,8 +10,10 @@ under the table lock (lakecdc.sink.lock), so no lakecdc writer can commit in bet
    its files listed on the highest level in a COMPACT snapshot, data files untouched (Paimon's upgrade of a file
    that needs no merging): reads take them without merging and they count as one sorted run.
    **Compaction**: the partitions with a bucket holding at least ``num-sorted-run.compaction-trigger`` sorted runs
-   (primary-key tables; ``compaction.min.file-num`` for append tables; both 5 as in Paimon) are read merged (live
-   rows only) and rewritten by the native writer in one OVERWRITE snapshot. A whole-table rewrite is used when the
+   (primary-key tables; ``compaction.min.file-num`` for append tables; both 5 as in Paimon), or, before that, a
+   primary-key bucket of two or more sorted runs due by size (``compaction.total-size-threshold``,
+   ``compaction.incremental-size-threshold``: Paimon's early full compaction, unset by default), are read merged
+   (live rows only) and rewritten by the native writer in one OVERWRITE snapshot. A whole-table rewrite is used when the
    table is unpartitioned, every partition is due, or a due partition has no live row left (pypaimon's dynamic
    partition overwrite only replaces partitions it writes rows to).
 2. **Manifest merging**: when the latest snapshot references ``manifest.merge-min-count`` manifests or more (30,
@@ -91,10 +93,26 @@ class UpkeepPolicy:
     merge_min_count: int = 30  # manifest.merge-min-count
     manifest_target_size: int = 8 * 1024 * 1024  # manifest.target-file-size
     write_only: bool = False  # write-only: the writer itself does no upkeep (a dedicated job does)
+    # Paimon's early full compaction (EarlyFullCompaction, primary-key tables; neither is set by default): a bucket
+    # of two or more sorted runs is compacted whatever the trigger says when its files total less than
+    # compaction.total-size-threshold bytes, or when its files below the highest level total more than
+    # compaction.incremental-size-threshold bytes
+    total_size_threshold: int | None = None
+    incremental_size_threshold: int | None = None
 
     @property
     def max_level(self) -> int:
         return (self.num_levels or self.sorted_run_trigger + 1) - 1
+
+    def early_full_compaction(self, records: list[ManifestRecord]) -> bool:
+        """Whether the files of one primary-key bucket are due for a full compaction by size, before the trigger
+        (Paimon's EarlyFullCompaction.tryFullCompact): never for one sorted run."""
+        if _sorted_runs(records) < 2:
+            return False
+        if self.total_size_threshold is not None and sum(r.file_size for r in records) < self.total_size_threshold:
+            return True
+        return self.incremental_size_threshold is not None and sum(
+            r.file_size for r in records if r.level != self.max_level) > self.incremental_size_threshold
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> "UpkeepPolicy":
@@ -124,11 +142,17 @@ class UpkeepPolicy:
             merge_min_count=integer("manifest.merge-min-count", 30, 1),
             manifest_target_size=parse_memory_size(o["manifest.target-file-size"], "manifest.target-file-size")
             if "manifest.target-file-size" in o else 8 * 1024 * 1024,
-            write_only=o.get("write-only", "false").lower() == "true")
+            write_only=o.get("write-only", "false").lower() == "true",
+            total_size_threshold=_memory_size_option(o, "compaction.total-size-threshold"),
+            incremental_size_threshold=_memory_size_option(o, "compaction.incremental-size-threshold"))
         if policy.retained_max < policy.retained_min:
             raise SinkError(f"table options: snapshot.num-retained.max ({policy.retained_max}) must not be smaller "
                             f"than snapshot.num-retained.min ({policy.retained_min})")
         return policy
+
+
+def _memory_size_option(options: dict[str, str], key: str) -> int | None:
+    return parse_memory_size(options[key], key) if options.get(key) else None
 
 
 def policy_problem(options: dict[str, str]) -> str | None:
@@ -337,10 +361,14 @@ class _Upkeep:
         buckets: dict[tuple[tuple, int], list[ManifestRecord]] = defaultdict(list)
         for record in live:
             buckets[(record.partition_values, record.bucket)].append(record)
+        # buckets due by size come first, as in Paimon's UniversalCompaction.pick
+        early = {key for key, records in buckets.items() if is_pk and self.policy.early_full_compaction(records)}
         # buckets a merged read can read file by file once their files sit in one level: no rewrite needed
-        upgrades = {} if full or not is_pk else self._upgradable(buckets, trigger)
+        upgrades = {} if full or not is_pk else self._upgradable(
+            {key: records for key, records in buckets.items() if key not in early}, trigger)
         due = {partition for (partition, bucket), records in buckets.items()
-               if (partition, bucket) not in upgrades and _sorted_runs(records) >= trigger
+               if (partition, bucket) in early
+               or (partition, bucket) not in upgrades and _sorted_runs(records) >= trigger
                or len(records) >= trigger * trigger
                or (full and (len(records) > 1 or (is_pk and any(r.may_retract for r in records))))}
         if due:
@@ -425,7 +453,7 @@ class _Upkeep:
         except Exception as error:
             raise SinkError(f"table {self.table_id}: compaction read failed: {error}") from error
         rows = unflushed = 0
-        for (_, bucket), splits in buckets.items():
+        for bucket, splits in self._read_groups(buckets, dynamic):
             try:
                 batches = builder.new_read().to_arrow_batch_reader(splits)
             except Exception as error:
@@ -446,6 +474,28 @@ class _Upkeep:
                 writer.flush()
                 rows, unflushed = rows + unflushed, 0
         return rows + unflushed
+
+    @staticmethod
+    def _read_groups(buckets: dict[tuple, list], dynamic: bool) -> Iterator[tuple[int | None, list]]:
+        """The splits to read together, with the bucket their rows go back to (None: the writer assigns it). A
+        dynamic-bucket table: one bucket at a time. Otherwise consecutive buckets together, up to _FLUSH_ROWS
+        rows in their files (a read per bucket costs about as much for a bucket of a thousand rows as for one of
+        a hundred thousand, and small buckets are what a size threshold compacts at every upkeep)."""
+        if dynamic:
+            for (_, bucket), splits in buckets.items():
+                yield bucket, splits
+            return
+        group: list = []
+        group_rows = 0
+        for splits in buckets.values():
+            rows = sum(split.row_count for split in splits)
+            if group and group_rows + rows > _FLUSH_ROWS:
+                yield None, group
+                group, group_rows = [], 0
+            group += splits
+            group_rows += rows
+        if group:
+            yield None, group
 
     @staticmethod
     def _write_inserts(writer, batches: list[pa.RecordBatch], bucket: int | None) -> int:
