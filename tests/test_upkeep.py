@@ -248,10 +248,11 @@ def bucket_files(catalog: Catalog) -> dict[str, int]:
     return dict(found)
 
 
-def test_small_buckets_are_compacted_before_the_trigger_by_total_size(tmp_path):
+@pytest.mark.parametrize("bucket", ["1", "-1"])
+def test_small_buckets_are_compacted_before_the_trigger_by_total_size(tmp_path, bucket):
     """Paimon's compaction.total-size-threshold: a bucket of two or more sorted runs whose files total less is
     compacted whatever the trigger; a bucket at or above it waits for the trigger."""
-    catalog, table = pk_table(tmp_path, bucket="1", **{"compaction.total-size-threshold": "1 mb"})
+    catalog, table = pk_table(tmp_path, bucket=bucket, **{"compaction.total-size-threshold": "1 mb"})
     model = Model(table, partitions="ab")
     model.commit(partitions="a")
     model.commit(partitions="b")
@@ -266,7 +267,7 @@ def test_small_buckets_are_compacted_before_the_trigger_by_total_size(tmp_path):
     big = Catalog(tmp_path / "wh2")
     table = big.create_table(str(T), [("id", "BIGINT NOT NULL"), ("v", "STRING"), ("p", "STRING NOT NULL")],
                              primary_keys=["id", "p"], partition_keys=["p"],
-                             options={"bucket": "1", "compaction.total-size-threshold": "100 b"})
+                             options={"bucket": bucket, "compaction.total-size-threshold": "100 b"})
     model = Model(table, partitions="a")
     for _ in range(2):
         model.commit()
