@@ -479,8 +479,9 @@ class _Upkeep:
     def _read_groups(buckets: dict[tuple, list], dynamic: bool) -> Iterator[tuple[int | None, list]]:
         """The splits to read together, with the bucket their rows go back to (None: the writer assigns it). A
         dynamic-bucket table: one bucket at a time. Otherwise consecutive buckets together, up to _FLUSH_ROWS
-        rows in their files (a read per bucket costs about as much for a bucket of a thousand rows as for one of
-        a hundred thousand, and small buckets are what a size threshold compacts at every upkeep)."""
+        rows in their files: every read has a fixed cost, which dominates for small buckets, and small buckets are
+        what a size threshold compacts at every upkeep (120 buckets of 1,700 rows: 0.74 s per upkeep with a read
+        per bucket, 0.62 s read together)."""
         if dynamic:
             for (_, bucket), splits in buckets.items():
                 yield bucket, splits
