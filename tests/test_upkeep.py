@@ -275,20 +275,6 @@ def test_small_buckets_are_compacted_before_the_trigger_by_total_size(tmp_path, 
     assert bucket_files(big) == {"a": 2}
 
 
-def test_files_below_the_highest_level_above_the_incremental_size_threshold_compact_the_bucket(tmp_path):
-    for threshold, compacted in (("1 b", 1), ("1 gb", 0)):
-        catalog = Catalog(tmp_path / threshold.replace(" ", ""))
-        table = catalog.create_table(str(T), [("id", "BIGINT NOT NULL"), ("v", "STRING"), ("p", "STRING NOT NULL")],
-                                     primary_keys=["id", "p"], partition_keys=["p"],
-                                     options={"bucket": "1", "compaction.incremental-size-threshold": threshold})
-        model = Model(table, partitions="a")
-        for _ in range(2):
-            model.commit()  # two level-0 files: two sorted runs, all of their bytes below the highest level
-        assert table.upkeep(orphan_older_than_seconds=0).partitions_compacted == compacted
-        assert bucket_files(catalog) == {"a": 2 - compacted}
-        assert_all_readers(table, catalog.warehouse, model.expected())
-
-
 def test_append_table_compaction_keeps_duplicate_rows(tmp_path):
     catalog = Catalog(tmp_path / "wh")
     table = catalog.create_table(str(T), [("k", "INT"), ("v", "STRING")], options={"compaction.min.file-num": "3"})
@@ -375,7 +361,6 @@ def test_upkeep_waits_for_or_skips_a_locked_table(tmp_path):
     ("snapshot.time-retained", "soon", "expected a duration"),
     ("manifest.target-file-size", "big", "manifest.target-file-size"),
     ("compaction.total-size-threshold", "tiny", "compaction.total-size-threshold"),
-    ("compaction.incremental-size-threshold", "-1 mb", "compaction.incremental-size-threshold"),
 ])
 def test_bad_upkeep_options_are_refused_when_the_pipeline_is_validated(option, value, message):
     text = f"""

@@ -73,9 +73,8 @@ class PaimonSinkOptions:
         doc="Paimon options for every table the pipeline creates (`table.properties.bucket: 4`); the table upkeep "
             "options `snapshot.num-retained.min` (10), `snapshot.num-retained.max` (unbounded), "
             "`snapshot.time-retained` (1 h), `snapshot.expire.limit` (10), `num-sorted-run.compaction-trigger` (5), "
-            "`compaction.min.file-num` (5), `compaction.total-size-threshold` and "
-            "`compaction.incremental-size-threshold` (unset), `manifest.merge-min-count` (30), "
-            "`manifest.target-file-size` (8 mb) and "
+            "`compaction.min.file-num` (5), `compaction.total-size-threshold` (unset), "
+            "`manifest.merge-min-count` (30), `manifest.target-file-size` (8 mb) and "
             "`write-only` (false) are validated when the file is loaded and also apply, as the current values, to "
             "tables that already exist ([operations.md](operations.md#table-upkeep))")
     partition_keys: dict[TableId, list[str]] = option(

@@ -11,9 +11,9 @@ under the table lock (lakecdc.sink.lock), so no lakecdc writer can commit in bet
    that needs no merging): reads take them without merging and they count as one sorted run.
    **Compaction**: the partitions with a bucket holding at least ``num-sorted-run.compaction-trigger`` sorted runs
    (primary-key tables; ``compaction.min.file-num`` for append tables; both 5 as in Paimon), or, before that, a
-   primary-key bucket of two or more sorted runs due by size (``compaction.total-size-threshold``,
-   ``compaction.incremental-size-threshold``: Paimon's early full compaction, unset by default), are read merged
-   (live rows only) and rewritten by the native writer in one OVERWRITE snapshot. A whole-table rewrite is used when the
+   primary-key bucket of two or more sorted runs whose files total less than ``compaction.total-size-threshold``
+   (Paimon's early full compaction, unset by default), are read merged (live rows only) and rewritten by the native
+   writer in one OVERWRITE snapshot. A whole-table rewrite is used when the
    table is unpartitioned, every partition is due, or a due partition has no live row left (pypaimon's dynamic
    partition overwrite only replaces partitions it writes rows to).
 2. **Manifest merging**: when the latest snapshot references ``manifest.merge-min-count`` manifests or more (30,
@@ -93,12 +93,12 @@ class UpkeepPolicy:
     merge_min_count: int = 30  # manifest.merge-min-count
     manifest_target_size: int = 8 * 1024 * 1024  # manifest.target-file-size
     write_only: bool = False  # write-only: the writer itself does no upkeep (a dedicated job does)
-    # Paimon's early full compaction (EarlyFullCompaction, primary-key tables; neither is set by default): a bucket
-    # of two or more sorted runs is compacted whatever the trigger says when its files total less than
-    # compaction.total-size-threshold bytes, or when its files below the highest level total more than
-    # compaction.incremental-size-threshold bytes
+    # Paimon's early full compaction by total size (EarlyFullCompaction, primary-key tables; unset by default): a
+    # bucket of two or more sorted runs is compacted whatever the trigger says when its files total less than
+    # compaction.total-size-threshold bytes. Its compaction.incremental-size-threshold counts the bytes below the
+    # highest level, which here would be the whole bucket (this rewrite leaves its output on level 0), so it is
+    # not acted on (docs/operations.md)
     total_size_threshold: int | None = None
-    incremental_size_threshold: int | None = None
 
     @property
     def max_level(self) -> int:
@@ -107,12 +107,8 @@ class UpkeepPolicy:
     def early_full_compaction(self, records: list[ManifestRecord]) -> bool:
         """Whether the files of one primary-key bucket are due for a full compaction by size, before the trigger
         (Paimon's EarlyFullCompaction.tryFullCompact): never for one sorted run."""
-        if _sorted_runs(records) < 2:
-            return False
-        if self.total_size_threshold is not None and sum(r.file_size for r in records) < self.total_size_threshold:
-            return True
-        return self.incremental_size_threshold is not None and sum(
-            r.file_size for r in records if r.level != self.max_level) > self.incremental_size_threshold
+        return (self.total_size_threshold is not None and _sorted_runs(records) >= 2
+                and sum(r.file_size for r in records) < self.total_size_threshold)
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> "UpkeepPolicy":
@@ -143,16 +139,13 @@ class UpkeepPolicy:
             manifest_target_size=parse_memory_size(o["manifest.target-file-size"], "manifest.target-file-size")
             if "manifest.target-file-size" in o else 8 * 1024 * 1024,
             write_only=o.get("write-only", "false").lower() == "true",
-            total_size_threshold=_memory_size_option(o, "compaction.total-size-threshold"),
-            incremental_size_threshold=_memory_size_option(o, "compaction.incremental-size-threshold"))
+            total_size_threshold=parse_memory_size(o["compaction.total-size-threshold"],
+                                                   "compaction.total-size-threshold")
+            if o.get("compaction.total-size-threshold") else None)
         if policy.retained_max < policy.retained_min:
             raise SinkError(f"table options: snapshot.num-retained.max ({policy.retained_max}) must not be smaller "
                             f"than snapshot.num-retained.min ({policy.retained_min})")
         return policy
-
-
-def _memory_size_option(options: dict[str, str], key: str) -> int | None:
-    return parse_memory_size(options[key], key) if options.get(key) else None
 
 
 def policy_problem(options: dict[str, str]) -> str | None:
