@@ -10,7 +10,7 @@ read time of ``with_upkeep`` cycles with the commits: after each of the last ``t
 turn with the reference (three rounds, medians, so that host noise hits both alike), and the mean and the worst of
 the ratios are reported. Reads are pypaimon's native merged read of the whole table.
 
-A third table, ``size_threshold``, gets the same commits and upkeep with Paimon's
+The fourth, ``size_threshold``, gets the same commits and upkeep with Paimon's
 ``compaction.total-size-threshold`` (TOTAL_SIZE_THRESHOLD): a bucket smaller than that is compacted as soon as it
 holds two sorted runs, the trigger left at its default.
 
@@ -196,8 +196,7 @@ def main() -> None:
         neglected, neglected_rows = read_seconds(tables["no_upkeep"])
         neglected_files = data_files(work / "warehouse", "no_upkeep")
         fresh, fresh_rows = read_seconds(tables["compacted"])
-        assert read_seconds(tables["with_upkeep"])[1] == read_seconds(tables["size_threshold"])[1] \
-            == neglected_rows == fresh_rows
+        assert row_count(tables["with_upkeep"]) == row_count(tables["size_threshold"]) == neglected_rows == fresh_rows
 
         print(f"{rows:,} rows, {count} commits of {changes:,} changes, {PARTITIONS} partitions x 4 buckets, "
               f"compaction trigger {trigger}; writes take {write_seconds / (len(tables) * (count + 1)) * 1000:.0f} ms "

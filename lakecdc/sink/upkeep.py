@@ -13,9 +13,9 @@ under the table lock (lakecdc.sink.lock), so no lakecdc writer can commit in bet
    (primary-key tables; ``compaction.min.file-num`` for append tables; both 5 as in Paimon), or, before that, a
    primary-key bucket of two or more sorted runs whose files total less than ``compaction.total-size-threshold``
    (Paimon's early full compaction, unset by default), are read merged (live rows only) and rewritten by the native
-   writer in one OVERWRITE snapshot. A whole-table rewrite is used when the
-   table is unpartitioned, every partition is due, or a due partition has no live row left (pypaimon's dynamic
-   partition overwrite only replaces partitions it writes rows to).
+   writer in one OVERWRITE snapshot. A whole-table rewrite is used when the table is unpartitioned, every partition
+   is due, or a due partition has no live row left (pypaimon's dynamic partition overwrite only replaces partitions
+   it writes rows to).
 2. **Manifest merging**: when the latest snapshot references ``manifest.merge-min-count`` manifests or more (30,
    as in Paimon) or any DELETE entry, a COMPACT snapshot is written whose base manifest list holds only the live
    ADD entries (merged into files of ``manifest.target-file-size``) and whose delta list is empty.
@@ -48,7 +48,7 @@ import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import pyarrow as pa
 
@@ -71,6 +71,7 @@ FAILPOINT_DELETE = "during-upkeep-delete"
 
 DEFAULT_ORPHAN_OLDER_THAN_SECONDS = 86400.0
 _INT_MAX = 2**31 - 1
+_Default = TypeVar("_Default", int, None)
 _REWRITE_ROWS = 65536  # rows handed to the writer at once while rewriting
 # Rows a rewrite lets the Rust writer hold before it writes them out (plus the rest of the bucket being copied):
 # a few hundred MiB at most (bench/memory_bench.py); not much smaller, as each flush opens a fresh writer, which
@@ -126,6 +127,9 @@ class UpkeepPolicy:
                 raise SinkError(f"table option {key}: must be at least {minimum}, got {value}")
             return value
 
+        def size(key: str, default: _Default) -> int | _Default:
+            return parse_memory_size(o[key], key) if key in o else default
+
         policy = cls(
             retained_min=integer("snapshot.num-retained.min", 10, 1),
             retained_max=integer("snapshot.num-retained.max", _INT_MAX, 1),
@@ -136,12 +140,9 @@ class UpkeepPolicy:
             min_file_num=integer("compaction.min.file-num", 5, 1),
             num_levels=integer("num-levels", 0, 2) if "num-levels" in o else None,
             merge_min_count=integer("manifest.merge-min-count", 30, 1),
-            manifest_target_size=parse_memory_size(o["manifest.target-file-size"], "manifest.target-file-size")
-            if "manifest.target-file-size" in o else 8 * 1024 * 1024,
+            manifest_target_size=size("manifest.target-file-size", 8 * 1024 * 1024),
             write_only=o.get("write-only", "false").lower() == "true",
-            total_size_threshold=parse_memory_size(o["compaction.total-size-threshold"],
-                                                   "compaction.total-size-threshold")
-            if o.get("compaction.total-size-threshold") else None)
+            total_size_threshold=size("compaction.total-size-threshold", None))
         if policy.retained_max < policy.retained_min:
             raise SinkError(f"table options: snapshot.num-retained.max ({policy.retained_max}) must not be smaller "
                             f"than snapshot.num-retained.min ({policy.retained_min})")
