@@ -157,6 +157,17 @@ def test_sink_writes_reads_and_publishes_by_conditional_put(s3_server, s3_wareho
                                                                  "snapshot-3"]
     assert not [k for k in s3_server.keys(bucket) if k.endswith(".tmp")]  # no rename-style temporary objects
     # the table's file IO publishes a metadata file only if it does not exist: snapshot-2 cannot be replaced
+    # its writer opens from the stored schema with the arguments pypaimon gives the Rust table (endpoint, keys)
+    from pypaimon.write.native_commit import create_native_write_table
+
+    from lakecdc.sink import _WRITE_OPTIONS
+    from tests.test_sink import native_table_arguments
+
+    monkeypatch = pytest.MonkeyPatch()
+    ours = native_table_arguments(sink._write_target(target, _WRITE_OPTIONS)._open_native_table, monkeypatch)
+    table = sink._require(target, _WRITE_OPTIONS)
+    assert ours == native_table_arguments(lambda: create_native_write_table(table), monkeypatch)
+    assert ours[2]["options"]["s3.access-key"] == ACCESS_KEY
     table = sink._load(target)
     snapshot_2 = f"{table.table_path}/snapshot/snapshot-2"
     stored = s3_server.client().get_object(Bucket=bucket, Key="warehouse/db.db/items/snapshot/snapshot-2")

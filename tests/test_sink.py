@@ -504,6 +504,74 @@ def test_write_errors_name_the_column(wh):
     assert_rows(sink, wh, ORDERS, [row(1, "a")])
 
 
+class RecordedNativeTable:
+    """Stands in for pypaimon_rust.datafusion.Table: records how a Rust table is opened."""
+    calls: list = []
+
+    @classmethod
+    def from_resolved_schema(cls, location, schema_json, **kwargs):
+        cls.calls.append((location, json.loads(schema_json), kwargs))
+        return None
+
+
+def native_table_arguments(open_native_table, monkeypatch) -> tuple:
+    import pypaimon_rust.datafusion
+
+    monkeypatch.setattr(pypaimon_rust.datafusion, "Table", RecordedNativeTable)
+    RecordedNativeTable.calls = []
+    open_native_table()
+    monkeypatch.undo()
+    (call,) = RecordedNativeTable.calls
+    return call
+
+
+@pytest.mark.parametrize("options, partition_keys", [
+    ({}, []),
+    ({"bucket": "4", "dynamic-partition-overwrite": "off"}, ["order_day"]),
+    ({"merge-engine": "partial-update", "snapshot.ignore-empty-commit": "FALSE"}, []),
+    ({"deletion-vectors.enabled": "true", "merge-engine": "aggregation"}, []),
+    ({"deletion-vectors.enabled": "true"}, []),
+    ({"file.format": "orc"}, []),
+    ({"changelog-file.format": "avro"}, []),
+    ({"changelog-file.format": "parquet", "data-evolution.row-sidecar.enabled": "true"}, []),
+    ({"deletion-vectors.enabled": "true", "merge-engine": "partial-update"}, []),
+    ({}, ["price"]),
+])
+def test_rust_writer_opens_as_pypaimon_opens_it(wh, monkeypatch, options, partition_keys):
+    """lakecdc opens pypaimon-rust's writer from the stored schema (lakecdc.sink.native.RustWriteTarget): for every
+    table setting, it refuses exactly the tables pypaimon would write with its Python writer, and opens the others
+    with the arguments pypaimon's create_native_write_table gives the Rust table."""
+    from pypaimon import CatalogFactory, Schema
+    from pypaimon.write.native_commit import create_native_write_table
+    from pypaimon.write.native_write import create_native_write
+
+    from lakecdc.sink import _WRITE_OPTIONS, native
+
+    schema = TUTORIAL_SCHEMA
+    if "price" in partition_keys:
+        schema = schema.set(schema.get_field_index("price"), pa.field("price", pa.float64(), nullable=False))
+    catalog = CatalogFactory.create({"warehouse": str(wh)})
+    catalog.create_database("inv", ignore_if_exists=True)
+    catalog.create_table("inv.orders", Schema.from_pyarrow_schema(
+        schema, primary_keys=["id", *partition_keys], partition_keys=partition_keys, options=options), False)
+    sink = make_sink(wh)
+    dynamic = {**_WRITE_OPTIONS, "num-sorted-run.compaction-trigger": "3"}
+    target = sink._write_target(ORDERS, dynamic)
+    table = sink._require(ORDERS, dynamic)
+    assert target.table_schema == table.table_schema
+    theirs = create_native_write(table, sink.commit_user)
+    problem = native.rust_write_problem(target.table_schema)
+    assert (problem is None) == (theirs is not None), problem
+    if theirs is None:
+        with pytest.raises(SinkError, match=r"inv\.orders: the native \(Rust\) Paimon writer is not active"):
+            sink.open_writer(ORDERS)
+        return
+    theirs.close()
+    assert native_table_arguments(target._open_native_table, monkeypatch) == \
+        native_table_arguments(lambda: create_native_write_table(table), monkeypatch)
+    assert target.table() is not None and target.table().table_schema == table.table_schema
+
+
 def test_writer_refuses_without_the_native_writer(wh, monkeypatch):
     sink = make_sink(wh)
     create_orders(sink)

@@ -281,14 +281,14 @@ class PaimonSink:
         upkeep gives the snapshot whose rows it rewrites)."""
         base = self.base_snapshot_id(table_id) if base_snapshot_id is None else base_snapshot_id
         self._check_store()
-        table = self._require(table_id, {**_WRITE_OPTIONS, **(options or {})})
+        target = self._write_target(table_id, {**_WRITE_OPTIONS, **(options or {})})
         held = self._locks.get(table_id)
         on_close = None
         if held is None or not held.held:
             own = self._table_lock(table_id, "").acquire()
             on_close = own.release
         try:
-            return TableWriter(table_id, table, self.commit_user, on_close=on_close, overwrite=overwrite,
+            return TableWriter(table_id, target, self.commit_user, on_close=on_close, overwrite=overwrite,
                                parallelism=parallelism, ignore_delete=ignore_delete,
                                base_snapshot_id=base,
                                on_commit=lambda snapshot_id: self.note_commit(table_id, snapshot_id, base))
@@ -296,6 +296,16 @@ class PaimonSink:
             if on_close is not None:
                 on_close()
             raise
+
+    def _write_target(self, table_id: TableId, options: dict[str, str]) -> native.RustWriteTarget:
+        """The table as its writer opens it, with the dynamic ``options``: from the stored schema where the
+        metastore allows, so that pypaimon's catalog is created only for the commit (lakecdc.sink.writer)."""
+        if self._metadata is None:
+            return native.RustWriteTarget.of_table(table_id, self._require(table_id, options))
+        stored = self._require_stored(table_id)
+        return native.RustWriteTarget.of_stored_table(
+            table_id, stored.table_schema, stored.table_path, options, self.catalog_options,
+            load_table=lambda: self._require(table_id, options))
 
     def create_table(self, table_id: TableId, schema: pa.Schema, primary_keys: list[str],
                      partition_keys: list[str], options: dict[str, str] | None = None, comment: str = "",

@@ -29,10 +29,10 @@ from pypaimon.snapshot.snapshot_manager import SnapshotManager
 from lakecdc.errors import SinkError
 from lakecdc.model import TableId
 from lakecdc.sink import object_store
+from lakecdc.sink.native import MAIN_BRANCH
 from lakecdc.sink.catalog import local_warehouse_path
 
 DATABASE_SUFFIX = ".db"  # pypaimon's Catalog.DB_SUFFIX: database 'inventory' is the directory 'inventory.db'
-MAIN_BRANCH = "main"
 # pypaimon's FileSystemCatalog refuses to load tables when the catalog options set this
 _UNSUPPORTED_OPTIONS = ("scan.fallback-branch",)
 

@@ -3,30 +3,41 @@
 Why private attributes at all:
 
 * pypaimon's pure-Python primary-key writer records ``delete_row_count=0`` for files holding ``-D``/``-U`` rows, so
-  readers return deleted rows as live rows. Only the Rust writer (pypaimon-rust, behind ``write.native.enabled``)
-  is correct, and pypaimon falls back to the Python writer *silently* when the native path is unavailable. We
-  therefore check the writer's concrete type and its internals and refuse to write otherwise.
+  readers return deleted rows as live rows. Only the Rust writer (pypaimon-rust) is correct, and pypaimon falls back
+  to the Python writer *silently* for table settings the Rust writer does not support. lakecdc therefore opens
+  pypaimon-rust's writer itself, as pypaimon's ``create_native_write`` does (:class:`RustWriteTarget`), and refuses
+  those settings (:func:`rust_write_problem`, pypaimon's own conditions) instead of falling back.
+* Opening it from the table's stored schema needs no pypaimon catalog (whose import, with pandas and polars, costs
+  about 0.4 s): pypaimon's table is loaded only for the commit, while the Rust writer prepares its files on its own
+  thread (lakecdc.sink.writer).
 * Flink CDC's tables have no row-kind column. The Rust writer takes the row kind of every row from an extra int8
-  column ``_VALUE_KIND`` appended after the table's columns, but pypaimon's public ``NativeTableWrite.write_arrow``
-  rejects any column the table does not have, so batches go straight to ``NativeTableWrite._native_writer``.
-* Flink CDC's commit user is ``prefix + uuid`` (no separator); pypaimon only sets an explicit commit user through
-  the private ``WriteBuilder._with_commit_user``.
+  column ``_VALUE_KIND`` appended after the table's columns (pypaimon's ``NativeTableWrite.write_arrow`` would reject
+  that column; lakecdc hands batches to the Rust writer directly).
+* Flink CDC's commit user is ``prefix + uuid`` (no separator); the writers only take an explicit commit user through
+  the private ``_with_commit_user``.
 
 Everything here is verified against exactly the versions in ``VERIFIED_VERSIONS`` by tests/test_sink.py (which reads
-the results back through pypaimon-rust's standalone reader). Any other version is refused with a SinkError: re-run
-those tests against the new version, then update ``VERIFIED_VERSIONS``.
+the results back through pypaimon-rust's standalone reader, and compares :class:`RustWriteTarget` with what
+pypaimon builds). Any other version is refused with a SinkError: re-run those tests against the new version, then
+update ``VERIFIED_VERSIONS``.
 """
 
 from __future__ import annotations
 
 from importlib import metadata
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
+from pypaimon.common.json_util import JSON
+from pypaimon.common.options import Options
+from pypaimon.common.options.core_options import CoreOptions, MergeEngine
+from pypaimon.schema.data_types import PyarrowFieldParser
+from pypaimon.schema.table_schema import TableSchema
 
 from lakecdc.errors import CommitConflictError, SinkError
 
 VERIFIED_VERSIONS = {"pypaimon": "2.1.0", "pypaimon-rust": "0.4.0"}
+MAIN_BRANCH = "main"  # the only branch lakecdc writes
 
 # Dynamic options (table.copy) applied whenever we use a table; never persisted in the table's schema.
 NATIVE_OPTIONS = {
@@ -70,8 +81,8 @@ def check_library_versions() -> None:
 
 
 def new_write_builder(table, commit_user: str, overwrite: dict | None = None):
-    """A batch write builder carrying ``commit_user``; ``overwrite`` (a static partition, ``{}`` = the whole table)
-    makes its writes and commit an overwrite, None appends."""
+    """pypaimon's batch write builder carrying ``commit_user`` (its commit publishes the Rust writer's files);
+    ``overwrite`` (a static partition, ``{}`` = the whole table) makes its commit an overwrite, None appends."""
     builder = table.new_batch_write_builder()
     builder._with_commit_user(commit_user)
     if overwrite is not None:
@@ -79,64 +90,146 @@ def new_write_builder(table, commit_user: str, overwrite: dict | None = None):
     return builder
 
 
-def new_native_write(table, commit_user: str, table_id, overwrite: dict | None = None) -> tuple[Any, Any]:
-    """A batch write builder carrying ``commit_user`` and its write; SinkError unless the write is the Rust one.
-
-    The Rust writer is bound to the thread that created it (pyo3 ``unsendable``): use it, and close it, on that
-    thread only."""
-    builder = new_write_builder(table, commit_user, overwrite)
-    write = builder.new_write()
-    problem = _native_problem(write)
-    if problem is None and getattr(write, "commit_user", None) != commit_user:
-        problem = f"the writer's commit user is {getattr(write, 'commit_user', None)!r}, not {commit_user!r}"
-    if problem is not None:
-        _close_quietly(write)
-        raise SinkError(
-            f"table {table_id}: the native (Rust) Paimon writer is not active ({problem}). pypaimon's Python "
-            f"writer makes deleted rows visible again, so lakecdc refuses to write. Causes: pypaimon-rust missing "
-            f"or broken, or a table setting the native writer does not support (file.format other than parquet, "
-            f"float/binary partition keys, deletion vectors with partial-update/aggregation, ...)."
-        )
-    return builder, write
+def _option_string(value) -> str:
+    """An option value as pypaimon hands it to Rust (``_option_value_to_string``: Rust parses booleans
+    case-sensitively)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
-def _native_problem(write) -> str | None:
-    if type(write).__name__ != "NativeTableWrite" or type(write).__module__ != "pypaimon.write.native_write":
-        return f"pypaimon returned {type(write).__module__}.{type(write).__qualname__}"
-    d = vars(write)
-    if "_native_writer" not in d or "_python_writer" not in d or "_written" not in d:
-        return "NativeTableWrite no longer has _native_writer/_python_writer/_written: pypaimon changed"
-    if d["_python_writer"] is not None:
-        return "NativeTableWrite switched to its Python writer"
-    if d["_native_writer"] is None or not callable(getattr(d["_native_writer"], "write_arrow", None)):
-        return "NativeTableWrite has no Rust writer"
+def rust_write_problem(table_schema: TableSchema) -> str | None:
+    """Why pypaimon would not give this table's batch writes to the Rust writer (the conditions of its
+    ``create_native_write`` and ``create_native_write_table``, for a table whose schema carries every effective
+    option), or None. pypaimon would use its Python writer there; lakecdc refuses to write instead."""
+    options = CoreOptions(Options(dict(table_schema.options)))
+    merge_engine = options.merge_engine()
+    if options.deletion_vectors_enabled() and merge_engine in (MergeEngine.PARTIAL_UPDATE, MergeEngine.AGGREGATE):
+        return f"deletion vectors with merge-engine {merge_engine.value}"
+    if options.file_format() != "parquet":
+        return f"file.format {options.file_format()!r} (the Rust writer writes parquet only)"
+    if options.changelog_file_format() not in (None, "parquet"):
+        return f"changelog-file.format {options.changelog_file_format()!r} (the Rust writer writes parquet only)"
+    fields = {f.name: f.type for f in PyarrowFieldParser.from_paimon_schema(table_schema.fields)}
+    for name in table_schema.partition_keys:
+        data_type = fields[name]
+        if pa.types.is_floating(data_type) or pa.types.is_binary(data_type) or pa.types.is_large_binary(data_type) \
+                or pa.types.is_fixed_size_binary(data_type):
+            return f"partition key {name!r} of type {data_type} (the Rust writer cannot encode it)"
+    if options.video_frame_fields():
+        return "video frame fields"
+    if options.query_auth_enabled:
+        return "query authorization"
     return None
 
 
-def assert_native(write, table_id) -> None:
-    """Fail unless ``write`` is still backed by the Rust writer (checked before every write and the commit)."""
-    problem = _native_problem(write)
-    if problem is not None:
-        raise SinkError(f"table {table_id}: the native Paimon writer is no longer active ({problem})")
+def _native_table_options(options: dict[str, str]) -> dict[str, str]:
+    """The options pypaimon's ``create_native_write_table`` gives the Rust table: every effective option, and four
+    with pypaimon's parsed value (its boolean spellings such as "off" are not Rust's)."""
+    core = CoreOptions(Options(dict(options)))
+    return {**options,
+            "dynamic-partition-overwrite": _option_string(core.dynamic_partition_overwrite()),
+            "snapshot.ignore-empty-commit": _option_string(core.snapshot_ignore_empty_commit()),
+            "row-tracking.partition-group-on-commit": _option_string(core.row_tracking_partition_group_on_commit()),
+            "data-evolution.row-sidecar.enabled": _option_string(core.data_evolution_row_sidecar_enabled())}
+
+
+class RustWriteTarget:
+    """One table as pypaimon-rust's writer opens it, and pypaimon's table of it for the commit.
+
+    ``table_schema`` carries every effective option (the stored ones and the write's dynamic ones).
+    :meth:`open_batch_write` opens the Rust writer as pypaimon's ``create_native_write`` does for a batch write, from
+    the table's location, schema and warehouse options only: no pypaimon catalog, whose import costs about 0.4 s.
+    ``load_table`` returns pypaimon's table (with the same dynamic options); :meth:`table` calls it once, for the
+    commit."""
+
+    def __init__(self, table_id, table_schema: TableSchema, *, open_native_table: Callable[[], Any],
+                 load_table: Callable[[], Any]):
+        self.table_id = table_id
+        self.table_schema = table_schema
+        self.primary_keys: list[str] = list(table_schema.primary_keys)
+        self.partition_keys: list[str] = list(table_schema.partition_keys)
+        self.options = {str(k): str(v) for k, v in table_schema.options.items() if v is not None}
+        self._open_native_table = open_native_table
+        self._load_table = load_table
+        self._table: Any = None
+
+    @classmethod
+    def of_stored_table(cls, table_id, table_schema: TableSchema, table_path: str, dynamic_options: dict[str, str],
+                        warehouse_options: dict[str, str], load_table: Callable[[], Any]) -> "RustWriteTarget":
+        """A filesystem-metastore table from its stored schema (``table_path``: its directory as pypaimon's catalog
+        names it; ``warehouse_options``: the normalized catalog options, which pypaimon gives the Rust table as its
+        file IO options)."""
+        options = {**table_schema.options, **dynamic_options}
+        effective = table_schema.copy(new_options={k: v for k, v in options.items() if v is not None})
+        file_io_options = {str(k): _option_string(v) for k, v in warehouse_options.items() if v is not None}
+
+        def open_native_table():
+            from pypaimon_rust.datafusion import Table as NativeTable
+
+            schema_json = JSON.to_json(effective.copy(new_options=_native_table_options(
+                {str(k): _option_string(v) for k, v in effective.options.items()})))
+            return NativeTable.from_resolved_schema(table_path, schema_json, database=table_id.database,
+                                                    table=table_id.table, branch=MAIN_BRANCH, options=file_io_options)
+
+        return cls(table_id, effective, open_native_table=open_native_table, load_table=load_table)
+
+    @classmethod
+    def of_table(cls, table_id, table) -> "RustWriteTarget":
+        """A table pypaimon's catalog loaded (a jdbc metastore), opened as pypaimon opens it."""
+        def open_native_table():
+            from pypaimon.write.native_commit import create_native_write_table
+
+            native_table = create_native_write_table(table)
+            if native_table is None:
+                raise SinkError(not_native_message(table_id, "pypaimon does not open this table's Rust writer"))
+            return native_table
+
+        return cls(table_id, table.table_schema, open_native_table=open_native_table, load_table=lambda: table)
+
+    def problem(self) -> str | None:
+        """Why the Rust writer cannot write this table (:func:`rust_write_problem`), or None."""
+        return rust_write_problem(self.table_schema)
+
+    def open_batch_write(self, commit_user: str, overwrite: dict | None = None) -> Any:
+        """pypaimon-rust's batch write for ``commit_user`` (``overwrite``: see new_write_builder). It is bound to the
+        calling thread (pyo3 ``unsendable``): use it, and close it, there only."""
+        try:
+            native_table = self._open_native_table()
+        except ImportError as error:
+            raise SinkError(not_native_message(self.table_id, f"pypaimon-rust cannot be imported: {error}")) from None
+        builder = native_table.new_batch_write_builder()._with_commit_user(commit_user)
+        if overwrite is not None:
+            builder = builder.with_overwrite(dict(overwrite))
+        return builder.new_write()
+
+    def table(self) -> Any:
+        """pypaimon's table, loaded at the first call (it imports pypaimon's catalog)."""
+        if self._table is None:
+            self._table = self._load_table()
+        return self._table
+
+
+def not_native_message(table_id, problem: str) -> str:
+    return (f"table {table_id}: the native (Rust) Paimon writer is not active ({problem}). pypaimon's Python writer "
+            f"makes deleted rows visible again, so lakecdc refuses to write. Causes: pypaimon-rust missing or broken, "
+            f"or a table setting the native writer does not support (file.format other than parquet, float/binary "
+            f"partition keys, deletion vectors with partial-update/aggregation, ...).")
+
+
+def commit_messages(table, native_messages: list) -> list:
+    """pypaimon's commit messages of the Rust writer's ones (``prepare_commit``), for pypaimon's commit."""
+    from pypaimon.write.native_commit import from_native_commit_messages
+
+    return from_native_commit_messages(table, native_messages)
 
 
 def write_with_row_kinds(write, batch: pa.RecordBatch, table_id, bucket: int | None = None) -> None:
     """Hand a batch = table columns in table order + int8 ``_VALUE_KIND`` to the Rust writer (into ``bucket`` when
     given, instead of the bucket the writer assigns)."""
-    assert_native(write, table_id)
     if batch.schema.names[-1] != VALUE_KIND_COLUMN or batch.schema.field(-1).type != VALUE_KIND_TYPE:
         raise SinkError(f"table {table_id}: internal error: batch must end with an int8 {VALUE_KIND_COLUMN} column")
-    # From now on pypaimon must never switch this write to its Python writer (that would drop the Rust writer's
-    # buffered rows); NativeTableWrite refuses to switch once _written is set, as after its own write_arrow.
-    write._written = True
-    write._native_writer.write_arrow(batch, bucket)
-
-
-def _close_quietly(write) -> None:
-    try:
-        write.close()
-    except Exception:  # noqa: BLE001 - best effort while reporting the real problem
-        pass
+    write.write_arrow(batch, bucket)
 
 
 def truncate_table(table, table_id, commit_user: str, properties: dict[str, str], base_snapshot_id: int) -> None:

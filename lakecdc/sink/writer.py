@@ -14,6 +14,10 @@ hands a batch over and returns, waiting only for the batch before it (one batch 
 or reading the next rows overlaps the Rust writer's sorting and encoding, which releases the GIL. A write that
 fails is reported by the next ``write``, ``flush`` or ``commit``, before anything is committed.
 
+The Rust writer is opened from the table's stored schema (lakecdc.sink.native.RustWriteTarget); pypaimon's table,
+whose import holds the GIL for about 0.4 s, is loaded by ``commit`` while the Rust writers prepare their files
+(``prepare_commit`` encodes every row they hold and releases the GIL), where the caller would otherwise wait idle.
+
 Parallelism (``parallelism > 1``) mirrors Flink's sink parallelism: N Rust writers, each taking the rows of a
 disjoint set of primary keys (a hash of the key), all committed as one snapshot. Per-key order is kept because a key
 always goes to the same writer. Dynamic-bucket primary-key tables (``bucket = -1``) are refused: their bucket index
@@ -31,9 +35,12 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypaimon.schema.data_types import PyarrowFieldParser
+
 from lakecdc.errors import SinkError
 from lakecdc.model import DELETE, INSERT, OP_COLUMN, OP_TS_COLUMN, ROW_KINDS, UPDATE_AFTER, UPDATE_BEFORE, TableId
 from lakecdc.sink import native
+from lakecdc.sink.native import RustWriteTarget
 from lakecdc.sink.options import unsupported_row_kinds
 
 # Paimon RowKind byte values, in the order of model.ROW_KINDS.
@@ -79,7 +86,7 @@ class _Shard:
 
     def __init__(self, executor: ThreadPoolExecutor):
         self.executor = executor
-        self.write: Any = None  # pypaimon's native table write, once opened
+        self.write: Any = None  # pypaimon-rust's batch write, once opened
 
     def submit(self, fn: Callable, *args) -> Future:
         return self.executor.submit(fn, *args)
@@ -108,14 +115,12 @@ class TableWriter:
 
     ``rows_written`` counts the rows handed to Paimon (for append tables, after dropping ``-U``/``-D``)."""
 
-    def __init__(self, table_id: TableId, table, commit_user: str, on_close=None, *,
+    def __init__(self, table_id: TableId, target: RustWriteTarget, commit_user: str, on_close=None, *,
                  overwrite: dict | None = None, parallelism: int = 1, ignore_delete: bool = False,
                  base_snapshot_id: int | None = None, on_commit: Callable[[int], None] | None = None):
-        from pypaimon.schema.data_types import PyarrowFieldParser
-
         self.table_id = table_id
         self.rows_written = 0
-        self._table = table
+        self._target = target
         self._commit_user = commit_user
         self._on_close = on_close
         self._on_commit = on_commit
@@ -125,20 +130,22 @@ class TableWriter:
         self._state = "open"
         self._shards: list[_Shard] = []
         self._in_flight: list[Future] = []  # the last write's parts, still being written (one batch per shard)
-        self._prepared: list = []  # commit messages of the files flushed so far (flush())
+        self._prepared: list = []  # the Rust writers' commit messages of the files flushed so far (flush())
         self._buckets_since_flush: set = set()  # the explicit buckets written since the last flush (None: none)
-        self._is_pk = bool(table.primary_keys)
+        self._is_pk = bool(target.primary_keys)
         self._overwrite = None if overwrite is None else dict(overwrite)
         self._ignore_delete = bool(ignore_delete)
-        stored = PyarrowFieldParser.from_paimon_schema(table.table_schema.fields)
+        stored = PyarrowFieldParser.from_paimon_schema(target.table_schema.fields)
         self._schema = pa.schema([pa.field(f.name, f.type, nullable=f.nullable) for f in stored])
-        options = {str(k): str(v) for k, v in (table.table_schema.options or {}).items() if v is not None}
+        options = target.options
         self._options = options
-        value_columns = [n for n in self._schema.names if n not in table.primary_keys]
+        value_columns = [n for n in self._schema.names if n not in target.primary_keys]
         self._refused_kinds = unsupported_row_kinds(options, value_columns) if self._is_pk else {}
         try:
             self._parallelism = self._check_parallelism(parallelism, options)
-            self._builder = native.new_write_builder(table, commit_user, self._overwrite)
+            problem = target.problem()
+            if problem is not None:
+                raise SinkError(native.not_native_message(table_id, problem))
             self._shards = [_Shard(_writer_thread(i)) for i in range(self._parallelism)]
             _wait_all([shard.submit(self._open_shard, shard) for shard in self._shards])
         except BaseException:
@@ -156,7 +163,7 @@ class TableWriter:
         return parallelism
 
     def _open_shard(self, shard: _Shard) -> None:
-        _, shard.write = native.new_native_write(self._table, self._commit_user, self.table_id, self._overwrite)
+        shard.write = self._target.open_batch_write(self._commit_user, self._overwrite)
 
     @property
     def is_primary_key_table(self) -> bool:
@@ -232,17 +239,16 @@ class TableWriter:
             return [columns.slice(i * size, size) for i in range(n)]
         import polars as pl
 
-        keys = pl.DataFrame(columns.select(list(self._table.primary_keys)))
+        keys = pl.DataFrame(columns.select(self._target.primary_keys))
         shard = pa.array((keys.hash_rows(seed=0) % n).to_numpy())
         return [columns.filter(pc.equal(shard, i)) for i in range(n)]
 
     def _write_part(self, shard: _Shard, part: pa.Table, bucket: int | None) -> None:
-        if self._is_pk:
-            for batch in part.combine_chunks().to_batches():
+        for batch in part.combine_chunks().to_batches():
+            if self._is_pk:
                 native.write_with_row_kinds(shard.write, batch, self.table_id, bucket)
-        else:
-            native.assert_native(shard.write, self.table_id)
-            shard.write.write_arrow(part, bucket)
+            else:
+                shard.write.write_arrow(batch, bucket)
 
     def _row_kinds(self, data: pa.Table) -> pa.Array:
         if OP_COLUMN not in data.column_names:
@@ -333,16 +339,15 @@ class TableWriter:
         self._state = "committing"
         table_commit = None
         try:
-            messages = self._prepared + [m for part in _wait_all([shard.submit(self._prepare_shard, shard)
-                                                                  for shard in self._shards]) for m in part]
-            before = self._table.snapshot_manager().get_latest_snapshot()
+            table, messages = self._prepare_all()
+            before = table.snapshot_manager().get_latest_snapshot()
             base = self._base_snapshot_id if self._base_snapshot_id is not None else (before.id if before else 0)
-            native.guard_snapshot_commit(self._table, self.table_id, base)
-            table_commit = self._builder.new_commit()
+            native.guard_snapshot_commit(table, self.table_id, base)
+            table_commit = native.new_write_builder(table, self._commit_user, self._overwrite).new_commit()
             # Passing snapshot_properties makes pypaimon publish through its Python committer (the only one that
             # stores properties); the data files come from the Rust writer either way.
             table_commit.commit(messages, snapshot_properties=properties)
-            after = self._table.snapshot_manager().get_latest_snapshot()
+            after = table.snapshot_manager().get_latest_snapshot()
         except SinkError:
             self._state = "failed"
             raise
@@ -385,17 +390,26 @@ class TableWriter:
             self._state = "aborted"
         self._close()
 
-    def _prepare_shard(self, shard: _Shard) -> list:
-        native.assert_native(shard.write, self.table_id)
+    def _prepare_all(self) -> tuple[Any, list]:
+        """pypaimon's table and the commit messages of every file written. The Rust writers prepare their files on
+        their threads while this thread loads pypaimon's table (its import holds the GIL, their encoding does not):
+        the load would otherwise wait for them, or they for it."""
+        preparing = [shard.submit(self._prepare_shard, shard) for shard in self._shards]
+        try:
+            table = self._target.table()
+        finally:
+            prepared = _wait_all(preparing)
+        return table, native.commit_messages(table, self._prepared + [m for part in prepared for m in part])
+
+    @staticmethod
+    def _prepare_shard(shard: _Shard) -> list:
         return shard.write.prepare_commit()
 
     @staticmethod
     def _abort_shard(shard: _Shard) -> None:
-        if shard.write is not None:
-            try:
-                shard.write.abort()
-            except Exception:  # noqa: BLE001 - nothing was committed; orphan files are harmless
-                pass
+        # closing the Rust writer deletes the files it still owns (not the prepared ones: their commit may have been
+        # published although it raised)
+        TableWriter._close_shard(shard)
 
     @staticmethod
     def _close_shard(shard: _Shard) -> None:
