@@ -122,6 +122,35 @@ def test_create_tutorial_table(wh):
     assert sink.read_table(ORDERS).num_rows == 0 and sink.row_count(ORDERS) == 0
 
 
+def test_tables_are_created_as_pypaimons_catalog_creates_them(tmp_path):
+    """ensure_table creates a filesystem-metastore table without pypaimon's catalog (lakecdc.sink.metadata): the
+    same directories and schema file as the catalog's create_database and create_table, and the same refusals."""
+    from lakecdc.sink.tables import build_schema
+
+    ours_wh, theirs_wh = tmp_path / "ours", tmp_path / "theirs"
+    ours, theirs = make_sink(ours_wh), make_sink(theirs_wh)
+    options = {"bucket": "2", "changelog-producer": "input"}
+    assert create_orders(ours, options).created and ours._catalog_instance is None
+    paimon_schema = build_schema(ORDERS, TUTORIAL_SCHEMA, ["id"], ["order_day"], options, "orders from MySQL")
+    theirs._catalog.create_database("inv", ignore_if_exists=True)
+    theirs._catalog.create_table("inv.orders", paimon_schema, ignore_if_exists=False)
+
+    def tree(root: Path) -> dict:
+        return {str(p.relative_to(root)): (json.loads(p.read_text()) if p.is_file() else None)
+                for p in sorted(root.rglob("*"))}
+
+    ours_tree, theirs_tree = tree(ours_wh), tree(theirs_wh)
+    for schema_file in (ours_tree["inv.db/orders/schema/schema-0"], theirs_tree["inv.db/orders/schema/schema-0"]):
+        schema_file.pop("timeMillis")
+    assert ours_tree == theirs_tree and "inv.db/orders/schema/schema-0" in ours_tree
+    assert not create_orders(ours, options).created  # exists: described, not created again
+    with pytest.raises(SinkError, match=r"inv\.events: cannot create it: Table Type: format-table"):
+        ours.ensure_table(TableId("inv", "events"), TUTORIAL_SCHEMA, ["id"], [], {"type": "format-table"})
+    with pytest.raises(SinkError, match=r"inv\.events: cannot create it: .*auto-create"):
+        ours.ensure_table(TableId("inv", "events"), TUTORIAL_SCHEMA, ["id"], [], {"auto-create": "true"})
+    assert ours.list_tables() == [ORDERS]
+
+
 def test_metadata_reads_match_pypaimons_catalog(wh):
     """Tables, schemas and snapshots come from the metadata files without pypaimon's catalog
     (lakecdc.sink.metadata): the same answers as the catalog's tables, and managers built as pypaimon builds them."""

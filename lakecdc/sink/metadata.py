@@ -6,8 +6,11 @@ cost of a run). The questions such a run asks (which tables exist, their stored 
 properties) need only the table's ``schema/`` and ``snapshot/`` files, which pypaimon's own SchemaManager and
 SnapshotManager read. So :class:`Warehouse` answers them with exactly those classes, with the paths pypaimon's
 FileSystemCatalog uses, on the catalog's file IO or, for a local warehouse, on :class:`LocalFiles` (the three reads
-those classes make, on plain paths); writing, creating, altering and reading rows still go through the catalog
-(lakecdc.sink.PaimonSink creates it at its first such use).
+those classes make, on plain paths). It also creates tables as that catalog does (a database directory and the
+table's first schema file), and the writer opens pypaimon-rust's writer from the stored schema
+(lakecdc.sink.native.RustWriteTarget); committing, altering and reading rows still go through the catalog
+(lakecdc.sink.PaimonSink creates it at its first such use: a first run's snapshot imports it while the Rust writer
+prepares its files).
 
 The two managers are built without their constructors, whose only work is resolving the branch directory through
 ``pypaimon.branch``, a package whose ``__init__`` imports the whole catalog: the attributes are set here as those
@@ -22,6 +25,8 @@ import os
 import pyarrow.fs as pafs
 from pypaimon.common.file_io import FileIO
 from pypaimon.common.options import Options
+from pypaimon.common.options.core_options import CoreOptions
+from pypaimon.schema.schema import Schema
 from pypaimon.schema.schema_manager import SchemaManager
 from pypaimon.schema.table_schema import TableSchema
 from pypaimon.snapshot.snapshot_manager import SnapshotManager
@@ -67,8 +72,6 @@ def open_warehouse_metadata(catalog_options: dict[str, str]) -> "Warehouse":
     """The metadata reader of a filesystem-metastore warehouse. A local warehouse without pypaimon's local cache
     is read with :class:`LocalFiles` (pypaimon's local file IO imports ``requests``, for blobs over HTTP: a tenth
     of a second of every start-up); other warehouses with the file IO the catalog will use (``shared_file_io``)."""
-    from pypaimon.common.options.core_options import CoreOptions
-
     local = local_warehouse_path(catalog_options["warehouse"])
     if local is not None and not CoreOptions(Options(dict(catalog_options))).local_cache_enabled():
         return Warehouse(str(local), LocalFiles(), catalog_options, shared_file_io=False)
@@ -161,7 +164,9 @@ class Warehouse:
         self.root = root.rstrip("/")
         self.file_io = file_io
         self.shared_file_io = shared_file_io  # the catalog is to use this file IO too
+        self._catalog_options = dict(catalog_options)
         self._unsupported = [k for k in _UNSUPPORTED_OPTIONS if k in catalog_options]
+        self._writable_file_io = file_io if shared_file_io else None
 
     def database_path(self, database: str) -> str:
         return f"{self.root}/{database}{DATABASE_SUFFIX}"
@@ -192,3 +197,29 @@ class Warehouse:
         path = self.table_path(table_id)
         schema = MainBranchSchemas(self.file_io, path).latest()
         return StoredTable(self.file_io, path, schema) if schema is not None else None
+
+    def create_table(self, table_id: TableId, schema: Schema) -> bool:
+        """Create the table as pypaimon's FileSystemCatalog does (``create_database(ignore_if_exists=True)``, then
+        ``create_table``): its database directory if missing, then its first schema file, through the catalog's
+        file IO (its conditional publication on an object store). False when the table has a schema already."""
+        core = CoreOptions(Options(dict(schema.options or {})))
+        if core.auto_create():
+            raise ValueError(f"The value of {CoreOptions.AUTO_CREATE.key()} property should be False.")
+        if self._unsupported:
+            raise ValueError(f"Unsupported CoreOption {self._unsupported[0]}")
+        file_io = self._writable()
+        file_io.mkdirs(self.database_path(table_id.database))
+        manager = MainBranchSchemas(file_io, self.table_path(table_id))
+        if manager.latest() is not None:
+            return False
+        table_type = (schema.options or {}).get(CoreOptions.TYPE.key())
+        if table_type is not None and table_type != "table":
+            raise ValueError(f"Table Type: {table_type}")
+        manager.create_table(schema)
+        return True
+
+    def _writable(self):
+        """The file IO the catalog writes with (for a local warehouse read with LocalFiles: opened at first use)."""
+        if self._writable_file_io is None:
+            self._writable_file_io = open_file_io(self._catalog_options)
+        return self._writable_file_io
