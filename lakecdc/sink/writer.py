@@ -34,7 +34,6 @@ from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from pypaimon.schema.data_types import PyarrowFieldParser
 
 from lakecdc.errors import SinkError
