@@ -217,6 +217,33 @@ def test_metadata_questions_do_not_import_pypaimons_catalog(wh):
     assert out.strip() == "[]", err
 
 
+_WRITE_BEFORE_THE_CATALOG = """
+    import sys
+    import pyarrow as pa
+    from lakecdc.model import OP_COLUMN, TableId
+    from lakecdc.sink import PaimonSink
+    HEAVY = ("polars", "pypaimon.catalog.catalog", "pyarrow.dataset")
+    sink = PaimonSink({"metastore": "filesystem", "warehouse": sys.argv[1]})
+    table = TableId("inv", "items")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
+    sink.ensure_table(table, schema, ["id"], [], {}, "")
+    writer = sink.open_writer(table)
+    writer.write(pa.table({"id": pa.array(range(1000), pa.int64()), "name": pa.array(["x"] * 1000),
+                           OP_COLUMN: pa.array(["+I"] * 1000)}))
+    before_commit = sorted(m for m in HEAVY if m in sys.modules)
+    snapshot_id = writer.commit({"k": "v"})
+    print(before_commit, snapshot_id, sorted(m for m in HEAVY if m in sys.modules) == sorted(HEAVY))
+"""
+
+
+def test_a_first_write_imports_pypaimons_catalog_only_at_its_commit(wh):
+    """Creating a table, opening its writer and writing do not import pypaimon's catalog (nor polars and
+    pyarrow.dataset with it); the commit does, while the Rust writer prepares its files (lakecdc.sink.writer)."""
+    out, err = run_child(_WRITE_BEFORE_THE_CATALOG, wh).communicate(timeout=120)
+    assert out.split() == ["[]", "1", "True"], err
+    assert sorted(r["id"] for r in rust_read(wh, TableId("inv", "items"))) == list(range(1000))
+
+
 def test_existing_table_is_not_altered(wh):
     sink = make_sink(wh)
     first = create_orders(sink, {"bucket": "2"})
