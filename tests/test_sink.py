@@ -628,6 +628,22 @@ def test_rust_writer_opens_as_pypaimon_opens_it(wh, monkeypatch, options, partit
     assert target.table() is not None and target.table().table_schema == table.table_schema
 
 
+def test_jdbc_metastore_writes_through_pypaimons_table(tmp_path):
+    """A jdbc metastore keeps its tables in a database, so everything goes through pypaimon's catalog: the writer
+    opens the Rust writer from pypaimon's table (RustWriteTarget.of_table), deletes included."""
+    wh = tmp_path / "warehouse"
+    sink = PaimonSink({"metastore": "jdbc", "uri": f"jdbc:sqlite:{tmp_path / 'catalog.db'}", "warehouse": str(wh)})
+    create_orders(sink)
+    for pairs, checkpoint in (((("+I", row(1, "a")), ("+I", row(2, "b"))), "f"),
+                              ((("-D", row(1, "a")), ("+I", row(3, "c"))), "g")):
+        with sink.open_writer(ORDERS) as w:
+            w.write(changes(*pairs))
+            w.commit({CHECKPOINT_KEY: checkpoint})
+    assert sink.checkpoint(ORDERS) == {CHECKPOINT_KEY: "g"}
+    assert sort_rows(sink.read_table(ORDERS).to_pylist()) == sort_rows([row(2, "b"), row(3, "c")])
+    assert sink.row_count(ORDERS) == 2
+
+
 def test_writer_refuses_without_the_native_writer(wh, monkeypatch):
     sink = make_sink(wh)
     create_orders(sink)
