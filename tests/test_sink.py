@@ -4,6 +4,7 @@ PaimonSink.read_table and through pypaimon-rust's standalone reader, which share
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import os
 import signal
@@ -422,6 +423,12 @@ def test_writes_overlap_the_caller_and_a_failed_write_stops_the_commit(wh, monke
         w.commit({CHECKPOINT_KEY: "g"})
     assert sink.latest_snapshot_id(ORDERS) == 1
     assert_rows(sink, wh, ORDERS, [row(1, "a"), row(2, "b")])
+    # The failures' tracebacks kept the frames that held the writers; collecting them here, on the main thread, must
+    # not free a Rust writer (it may only be freed on its own thread: pyo3 reports it as an unraisable error).
+    unraisable: list = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    gc.collect()
+    assert not unraisable, [str(u.exc_value) for u in unraisable]
 
 
 def test_a_forked_child_writes_with_its_own_writer_thread(wh):

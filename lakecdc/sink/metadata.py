@@ -34,8 +34,8 @@ from pypaimon.snapshot.snapshot_manager import SnapshotManager
 from lakecdc.errors import SinkError
 from lakecdc.model import TableId
 from lakecdc.sink import object_store
-from lakecdc.sink.native import MAIN_BRANCH
 from lakecdc.sink.catalog import local_warehouse_path
+from lakecdc.sink.native import MAIN_BRANCH
 
 DATABASE_SUFFIX = ".db"  # pypaimon's Catalog.DB_SUFFIX: database 'inventory' is the directory 'inventory.db'
 # pypaimon's FileSystemCatalog refuses to load tables when the catalog options set this

@@ -165,7 +165,7 @@ class RustWriteTarget:
         file_io_options = {str(k): _option_string(v) for k, v in warehouse_options.items() if v is not None}
 
         def open_native_table():
-            from pypaimon_rust.datafusion import Table as NativeTable
+            from pypaimon_rust.datafusion import Table as NativeTable  # here: its absence is this table's refusal
 
             schema_json = JSON.to_json(effective.copy(new_options=_native_table_options(
                 {str(k): _option_string(v) for k, v in effective.options.items()})))
@@ -178,7 +178,7 @@ class RustWriteTarget:
     def of_table(cls, table_id, table) -> "RustWriteTarget":
         """A table pypaimon's catalog loaded (a jdbc metastore), opened as pypaimon opens it."""
         def open_native_table():
-            from pypaimon.write.native_commit import create_native_write_table
+            from pypaimon.write.native_commit import create_native_write_table  # heavy: pypaimon's read stack
 
             native_table = create_native_write_table(table)
             if native_table is None:
@@ -191,7 +191,7 @@ class RustWriteTarget:
         """Why the Rust writer cannot write this table (:func:`rust_write_problem`), or None."""
         return rust_write_problem(self.table_schema)
 
-    def open_batch_write(self, commit_user: str, overwrite: dict | None = None) -> Any:
+    def open_batch_write(self, commit_user: str, overwrite: dict | None = None) -> "RustBatchWrite":
         """pypaimon-rust's batch write for ``commit_user`` (``overwrite``: see new_write_builder). It is bound to the
         calling thread (pyo3 ``unsendable``): use it, and close it, there only."""
         try:
@@ -201,13 +201,36 @@ class RustWriteTarget:
         builder = native_table.new_batch_write_builder()._with_commit_user(commit_user)
         if overwrite is not None:
             builder = builder.with_overwrite(dict(overwrite))
-        return builder.new_write()
+        return RustBatchWrite(builder.new_write())
 
     def table(self) -> Any:
         """pypaimon's table, loaded at the first call (it imports pypaimon's catalog)."""
         if self._table is None:
             self._table = self._load_table()
         return self._table
+
+
+class RustBatchWrite:
+    """pypaimon-rust's batch write, held so that closing it also frees it. The Rust object may only be freed on the
+    thread that created it (pyo3 ``unsendable``: elsewhere pyo3 reports an error instead), and a failed write's
+    traceback keeps the frames that referenced the write alive until a garbage collection on any thread: those
+    frames reference this holder, whose Rust object is gone once it was closed on its own thread."""
+
+    def __init__(self, native_write: Any):
+        self._native: Any = native_write
+
+    def write_arrow(self, batch: pa.RecordBatch, bucket: int | None = None) -> None:
+        self._native.write_arrow(batch, bucket)
+
+    def prepare_commit(self) -> list:
+        """The commit messages of every row written since the last call (the Rust writer writes its files here)."""
+        return self._native.prepare_commit()
+
+    def close(self) -> None:
+        """Close and free the Rust writer (it deletes the files it still owns, not the prepared ones)."""
+        native_write, self._native = self._native, None
+        if native_write is not None:
+            native_write.close()
 
 
 def not_native_message(table_id, problem: str) -> str:
@@ -219,7 +242,7 @@ def not_native_message(table_id, problem: str) -> str:
 
 def commit_messages(table, native_messages: list) -> list:
     """pypaimon's commit messages of the Rust writer's ones (``prepare_commit``), for pypaimon's commit."""
-    from pypaimon.write.native_commit import from_native_commit_messages
+    from pypaimon.write.native_commit import from_native_commit_messages  # heavy: pypaimon's read stack
 
     return from_native_commit_messages(table, native_messages)
 
