@@ -192,8 +192,7 @@ class Warehouse:
     def table(self, table_id: TableId) -> StoredTable | None:
         """The table's latest schema and paths; None when it has no schema file (it, or its database, does not
         exist)."""
-        if self._unsupported:
-            raise ValueError(f"Unsupported CoreOption {self._unsupported[0]}")
+        self._check_catalog_options()
         path = self.table_path(table_id)
         schema = MainBranchSchemas(self.file_io, path).latest()
         return StoredTable(self.file_io, path, schema) if schema is not None else None
@@ -205,8 +204,7 @@ class Warehouse:
         core = CoreOptions(Options(dict(schema.options or {})))
         if core.auto_create():
             raise ValueError(f"The value of {CoreOptions.AUTO_CREATE.key()} property should be False.")
-        if self._unsupported:
-            raise ValueError(f"Unsupported CoreOption {self._unsupported[0]}")
+        self._check_catalog_options()
         file_io = self._writable()
         file_io.mkdirs(self.database_path(table_id.database))
         manager = MainBranchSchemas(file_io, self.table_path(table_id))
@@ -217,6 +215,11 @@ class Warehouse:
             raise ValueError(f"Table Type: {table_type}")
         manager.create_table(schema)
         return True
+
+    def _check_catalog_options(self) -> None:
+        """Refuse what pypaimon's FileSystemCatalog refuses to load or create tables with."""
+        if self._unsupported:
+            raise ValueError(f"Unsupported CoreOption {self._unsupported[0]}")
 
     def _writable(self):
         """The file IO the catalog writes with (for a local warehouse read with LocalFiles: opened at first use)."""

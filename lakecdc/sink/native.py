@@ -160,15 +160,15 @@ class RustWriteTarget:
         """A filesystem-metastore table from its stored schema (``table_path``: its directory as pypaimon's catalog
         names it; ``warehouse_options``: the normalized catalog options, which pypaimon gives the Rust table as its
         file IO options)."""
-        options = {**table_schema.options, **dynamic_options}
-        effective = table_schema.copy(new_options={k: v for k, v in options.items() if v is not None})
+        options = {str(k): _option_string(v) for k, v in {**table_schema.options, **dynamic_options}.items()
+                   if v is not None}
+        effective = table_schema.copy(new_options=options)
         file_io_options = {str(k): _option_string(v) for k, v in warehouse_options.items() if v is not None}
 
         def open_native_table():
             from pypaimon_rust.datafusion import Table as NativeTable  # here: its absence is this table's refusal
 
-            schema_json = JSON.to_json(effective.copy(new_options=_native_table_options(
-                {str(k): _option_string(v) for k, v in effective.options.items()})))
+            schema_json = JSON.to_json(effective.copy(new_options=_native_table_options(options)))
             return NativeTable.from_resolved_schema(table_path, schema_json, database=table_id.database,
                                                     table=table_id.table, branch=MAIN_BRANCH, options=file_io_options)
 
