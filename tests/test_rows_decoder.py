@@ -405,7 +405,7 @@ def test_corrupt_or_truncated_events_never_break_the_decoder(mariadb, fresh_db):
         is_mariadb=False, only_events=_ROWS_EVENTS, only_schemas=[db])
     for ev in stream:
         data, lo, hi, *bitmaps = rows_decoder._raw_body(ev)
-        kind = rows_decoder._KIND_CODE[rows_decoder._event_kind(ev)]
+        kind = rows_decoder._KIND_CODE[rows_decoder.event_kind(ev)]
         bodies.append((rows_decoder._plan_for(ev, table), bytes(data[lo:hi]), kind, bitmaps))
     stream.close()
     rng = random.Random(7)

@@ -34,8 +34,9 @@ from typing import Callable, Iterator, Union
 
 import pymysql
 from pymysqlreplication.event import (ExecuteLoadQueryEvent, GtidEvent, HeartbeatLogEvent, MariadbGtidEvent,
-                                      QueryEvent, RotateEvent, XAPrepareEvent, XidEvent)
-from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
+                                      NotImplementedEvent, QueryEvent, RotateEvent, XAPrepareEvent, XidEvent)
+from pymysqlreplication.row_event import (DeleteRowsEvent, PartialUpdateRowsEvent, TableMapEvent, UpdateRowsEvent,
+                                          WriteRowsEvent)
 
 from lakecdc.errors import BinlogPurgedError, SourceError
 from lakecdc.model import BinlogOffset, ChangeBatch, SourceTable, TableId
@@ -50,6 +51,7 @@ from lakecdc.source.connection import (
     connection_kwargs,
     driver_reason,
     error_code,
+    event_start,
     free_server_id,
     head_offset,
     is_connection_lost,
@@ -58,7 +60,9 @@ from lakecdc.source.connection import (
     text,
 )
 from lakecdc.source.options import MySqlSourceOptions
-from lakecdc.source.rows_decoder import build_change_batch, decode_rows_event
+from lakecdc.source.event_types import unread_event_problem
+from lakecdc.source.row_images import image_gaps, partial_image_message
+from lakecdc.source.rows_decoder import build_change_batch, decode_rows_event, event_kind
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +100,9 @@ class _Txn:
     ddl: list = field(default_factory=list)  # (schema, query)
     start: BinlogOffset | None = None  # where the group's first event starts (a position to scan from again)
     statements: list = field(default_factory=list)  # statement-logged DML: (schema, query, position)
+    # rows of a captured table lakecdc cannot know exactly (partial row images, partial JSON updates):
+    # (TableId, message); the read stops at the group's end unless the table's checkpoint is past it
+    problems: list = field(default_factory=list)
 
 
 @dataclass
@@ -279,8 +286,11 @@ class BinlogReader:
             resume_stream=True,
             blocking=follow,
             is_mariadb=False,
+            # NotImplementedEvent: every event type the library does not parse, so that none that may carry rows or
+            # DDL passes unseen (lakecdc.source.event_types); PartialUpdateRowsEvent: MySQL's partial JSON updates
             only_events=[MariadbGtidEvent, GtidEvent, QueryEvent, ExecuteLoadQueryEvent, XidEvent, XAPrepareEvent,
-                         RotateEvent, TableMapEvent, *_ROW_EVENTS, *([HeartbeatLogEvent] if follow else [])],
+                         RotateEvent, TableMapEvent, *_ROW_EVENTS, PartialUpdateRowsEvent, NotImplementedEvent,
+                         *([HeartbeatLogEvent] if follow else [])],
             only_schemas=sorted({t.database for t in self.tables}),
             only_tables=sorted({t.table for t in self.tables}),
             slave_heartbeat=heartbeat,
@@ -388,6 +398,14 @@ class BinlogReader:
                             next_checkpoint = max(next_checkpoint + (self.checkpoint_seconds or 0), time.monotonic())
                     if isinstance(ev, HeartbeatLogEvent):
                         continue
+                    if isinstance(ev, NotImplementedEvent):
+                        problem = unread_event_problem(ev.event_type, f"{stream.log_file}:{ev.packet.log_pos}")
+                        if problem is None:
+                            continue
+                        if stop is not None and BinlogOffset(stream.log_file, ev.packet.log_pos) > stop:
+                            reached = True  # past the stop position: not this read's to judge
+                            break
+                        raise SourceError(problem)
                     if isinstance(ev, TableMapEvent):  # of a captured table (the library filters the others)
                         keep_signedness(ev)
                         continue
@@ -402,8 +420,17 @@ class BinlogReader:
                             continue
                         # decode now, while the event's table map is current: whole event, column by column, each
                         # column named and typed from the schema history
-                        bind_columns(ev, table, f"{stream.log_file}:{ev.packet.log_pos}")
+                        position = f"{stream.log_file}:{ev.packet.log_pos}"
+                        bind_columns(ev, table, position)
+                        if isinstance(ev, PartialUpdateRowsEvent):
+                            txn.problems.append((table.table_id, _partial_json_message(table, position)))
+                            continue
+                        gaps = image_gaps(ev, table, event_kind(ev))
+                        if gaps.unknown:
+                            txn.problems.append((table.table_id, partial_image_message(table, position, gaps)))
+                            continue
                         decoded = decode_rows_event(ev, table, skip_rows=self._skip.rows)
+                        decoded.after_from_before = gaps.fillable_after
                         if decoded.fallback is not None:
                             self.decoder_fallbacks.setdefault(table.table_id, Counter())[decoded.fallback] += 1
                         self._skip.rows = 0
@@ -536,6 +563,12 @@ class BinlogReader:
         txn.changes = prepared.changes + txn.changes
         return txn
 
+    def _check_problems(self, txn: _Txn, end: BinlogOffset) -> None:
+        """Stop at a transaction with rows lakecdc cannot know exactly, of a table whose checkpoint lies before it."""
+        for table_id, message in txn.problems:
+            if end > self.start_offsets[table_id]:
+                raise SourceError(message)
+
     def _check_statements(self, txn: _Txn, end: BinlogOffset) -> None:
         """Statement-logged DML (a writer session with binlog_format STATEMENT, or MIXED logging a statement)
         carries no row images: its changes cannot be captured. When it writes a captured table (or may: it cannot
@@ -588,6 +621,7 @@ class BinlogReader:
 
     def _add_transaction(self, txn: _Txn, end: BinlogOffset, pending: _Pending) -> Iterator[ChangeBatch]:
         """Add a whole transaction's rows to ``pending`` (after emitting what precedes a cut it crosses)."""
+        self._check_problems(txn, end)
         self._check_statements(txn, end)
         if txn.gtid and self._gtid_position and end > self._gtid_base:
             self._gtid_position = _gtid.advance(self._gtid_position, txn.gtid)
@@ -678,6 +712,14 @@ class BinlogReader:
             yield ChangeBatch(table, data, first_commit=first[table_id], last_commit=last[table_id])
 
 
+def _partial_json_message(table: SourceTable, position: str) -> str:
+    return (f"binlog rows event of {table.table_id} ending at {position} is a partial JSON update "
+            "(PARTIAL_UPDATE_ROWS_EVENT: the writer session has binlog_row_value_options=PARTIAL_JSON), which logs "
+            "a JSON column's change as a diff; lakecdc does not apply such diffs. Nothing from this transaction on is "
+            "committed. Set binlog_row_value_options='' (the default) globally and in every writer session, then "
+            "re-snapshot the table (lakecdc resnapshot PIPELINE.yaml DB.TABLE, or the Dagster re-snapshot job)")
+
+
 _XA_PREPARE, _XA_COMMIT, _XA_ROLLBACK = "prepare", "commit", "rollback"
 _XID_PART = r"\s*(?:X'([0-9A-Fa-f]*)'|'((?:[^']|'')*)')"
 _XID = re.compile(r"(?is)^XA\s+(?:COMMIT|ROLLBACK)" + _XID_PART + r"(?:\s*," + _XID_PART + r"(?:\s*,\s*(\d+))?)?")
@@ -705,5 +747,5 @@ def _xid_text(xid: tuple[int, bytes, bytes]) -> str:
 
 
 def _event_start(stream, ev) -> BinlogOffset:
-    """Where ``ev`` starts in the binlog (its end minus its size)."""
-    return BinlogOffset(stream.log_file, ev.packet.log_pos - ev.packet.event_size)
+    """Where ``ev`` starts in the binlog."""
+    return BinlogOffset(stream.log_file, event_start(ev))

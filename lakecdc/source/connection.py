@@ -7,11 +7,13 @@ import re
 from typing import Any
 
 import pymysql
+from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import RotateEvent
 
 from lakecdc.errors import SourceError
 from lakecdc.model import BinlogOffset
+from lakecdc.source.compressed_events import COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID, uncompressed_packet
 from lakecdc.source.options import MySqlSourceOptions
 
 # Every session reads TIMESTAMP values as UTC instants: the server converts from its internal UTC value, so the
@@ -220,7 +222,8 @@ def _probe_binlog_dump(options: MySqlSourceOptions, head: BinlogOffset) -> BaseE
 
 def check_server(conn, options: MySqlSourceOptions) -> None:
     """Raise SourceError naming the setting and the fix when the server cannot serve as a CDC source."""
-    names = ["log_bin", "binlog_format", "binlog_row_image"]
+    names = ["log_bin", "binlog_format", "binlog_row_image", "binlog_transaction_compression",
+             "binlog_row_value_options"]
     variables = _global_variables(conn, names)
     where = f"MySQL at {options.address}"
     cnf = "and in the server config ([mysqld] section of my.cnf) so it survives restarts"
@@ -239,6 +242,19 @@ def check_server(conn, options: MySqlSourceOptions) -> None:
     if image != "FULL":
         raise SourceError(
             f"{where}: binlog_row_image is {image} but CDC needs FULL: run SET GLOBAL binlog_row_image='FULL' {cnf}"
+        )
+    # MySQL 8: compressed transactions and partial JSON updates are forms the binlog reader stops at (it checks each
+    # event too: a writer session may set either for itself)
+    if variables.get("binlog_transaction_compression", "OFF").upper() in ("ON", "1"):
+        raise SourceError(
+            f"{where}: binlog_transaction_compression is ON: MySQL then logs each transaction as one zstd-compressed "
+            "TRANSACTION_PAYLOAD event, which lakecdc does not decode. Run SET GLOBAL "
+            f"binlog_transaction_compression=OFF {cnf}"
+        )
+    if "PARTIAL_JSON" in variables.get("binlog_row_value_options", "").upper():
+        raise SourceError(
+            f"{where}: binlog_row_value_options is PARTIAL_JSON: MySQL then logs JSON updates as diffs, which lakecdc "
+            f"does not apply. Run SET GLOBAL binlog_row_value_options='' {cnf}"
         )
     # binlog_row_metadata may be anything (MINIMAL: MySQL 8's default, NO_LOG: MariaDB's, FULL, or a server too old
     # to have the setting): the binlog reader names and types row columns from lakecdc's schema history, and uses
@@ -289,14 +305,38 @@ def registered_replica_ids(options: MySqlSourceOptions) -> set[int]:
         conn.close()
 
 
+class BinlogDumpConnection(Connection):
+    """The connection of python-mysql-replication's control and dump connections. Once it has asked for a binlog
+    dump, every packet it reads that carries a MariaDB compressed event is turned into the plain event before the
+    library parses it (lakecdc.source.compressed_events), so no compressed rows or DDL are lost."""
+
+    _dumping = False
+
+    def _write_bytes(self, data):
+        # a command packet: 3 bytes of length, a sequence number, then the command
+        if len(data) > 4 and data[4] in (COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID):
+            self._dumping = True
+        return super()._write_bytes(data)
+
+    def _read_packet(self, packet_type=MysqlPacket):
+        packet = super()._read_packet(packet_type)
+        return uncompressed_packet(packet) if self._dumping else packet
+
+
 def pymysql_connect(**kwargs):
-    """The connection of python-mysql-replication's control and dump connections (a :class:`Connection`); the
-    library passes the deprecated 'db' and 'passwd' names."""
+    """The connection of python-mysql-replication's control and dump connections (a :class:`BinlogDumpConnection`);
+    the library passes the deprecated 'db' and 'passwd' names."""
     if "db" in kwargs:
         kwargs["database"] = kwargs.pop("db")
     if "passwd" in kwargs:
         kwargs["password"] = kwargs.pop("passwd")
-    return Connection(**kwargs)
+    return BinlogDumpConnection(**kwargs)
+
+
+def event_start(ev) -> int:
+    """Where a binlog event starts in its file: its end position minus its size there (for a compressed event
+    read as its plain form, the compressed size)."""
+    return ev.packet.log_pos - getattr(ev.packet.packet, "stored_event_size", ev.packet.event_size)
 
 
 class BinlogStream(BinLogStreamReader):

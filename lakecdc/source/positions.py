@@ -13,7 +13,7 @@ from pymysqlreplication.event import (FormatDescriptionEvent, GtidEvent, Mariadb
 from lakecdc.errors import BinlogPurgedError, SourceError
 from lakecdc.model import BinlogOffset
 from lakecdc.source import gtid as _gtid
-from lakecdc.source.connection import (BinlogStream, binlog_gtid_pos, connect, driver_reason, error_code,
+from lakecdc.source.connection import (BinlogStream, binlog_gtid_pos, connect, driver_reason, error_code, event_start,
                                        head_offset, open_binlog_stream, query, server_flavor, text)
 from lakecdc.source.options import MySqlSourceOptions
 
@@ -65,10 +65,6 @@ def _stream(options: MySqlSourceOptions, **position) -> BinlogStream:
         only_events=[RotateEvent, FormatDescriptionEvent, MariadbGtidEvent, GtidEvent, QueryEvent], **position)
 
 
-def _event_start(ev) -> int:
-    return ev.packet.log_pos - ev.packet.event_size
-
-
 def _read_error(options: MySqlSourceOptions, exc: BaseException, what: str) -> SourceError:
     if error_code(exc) == 1236:
         return BinlogPurgedError(f"{what}: the server at {options.address} no longer has that part of the binlog "
@@ -93,7 +89,7 @@ def offset_for_gtid(options: MySqlSourceOptions, gtid_set: str) -> BinlogOffset:
     try:
         for ev in stream:
             if isinstance(ev, (MariadbGtidEvent, GtidEvent)):
-                return BinlogOffset(stream.log_file, _event_start(ev), gtid_set)
+                return BinlogOffset(stream.log_file, event_start(ev), gtid_set)
     except pymysql.MySQLError as exc:
         raise _read_error(options, exc, what) from exc
     finally:
@@ -122,7 +118,7 @@ def offset_at_timestamp(options: MySqlSourceOptions, timestamp_ms: int) -> Binlo
     try:
         for ev in stream:
             if isinstance(ev, (MariadbGtidEvent, GtidEvent)) and ev.timestamp >= seconds:
-                offset = BinlogOffset(stream.log_file, _event_start(ev))
+                offset = BinlogOffset(stream.log_file, event_start(ev))
                 break
         else:
             offset = None

@@ -45,6 +45,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsE
 
 from lakecdc.model import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, SourceColumn, SourceTable
 from lakecdc.source.charsets import install_binlog_decoding
+from lakecdc.source.row_images import fill_after_from_before
 from lakecdc.source.types import (GEOMETRY_TYPES, column_data_type, geometry_json, length_and_scale, parse_enum_values,
                                   table_codecs, to_text)
 
@@ -136,6 +137,8 @@ class DecodedRows:
     _plan: "_PlanInfo | None" = None
     _items: list | None = None  # library path: [(op, values, none_sources)]
     fallback: str | None = None  # library path: why the C decoder did not decode the event (FALLBACK_* cause)
+    # UPDATE whose after image lacks columns its before image has (they kept their values): lakecdc.source.row_images
+    after_from_before: tuple[str, ...] = ()
 
     @property
     def columnar(self) -> bool:
@@ -168,7 +171,7 @@ def decode_rows_event(event, table: SourceTable, *, skip_rows: int = 0, columnar
     """Decode a python-mysql-replication Write/Update/DeleteRowsEvent for ``table``, dropping its first
     ``skip_rows`` rows. Call it before anything reads ``event.rows`` (the columnar path reads the raw packet);
     ``columnar=False`` forces the library path."""
-    kind = _event_kind(event)
+    kind = event_kind(event)
     if not columnar:
         cause = FALLBACK_REQUESTED
     elif _ext is None:
@@ -219,7 +222,7 @@ def _fallback_cause(exc: Exception) -> str:
     return f"{FALLBACK_LIBRARY}: {type(exc).__name__}: {exc}"
 
 
-def _event_kind(event) -> str:
+def event_kind(event) -> str:
     if isinstance(event, WriteRowsEvent):
         return INSERT_EVENT
     if isinstance(event, UpdateRowsEvent):
@@ -648,6 +651,14 @@ def build_change_batch(table: SourceTable, parts: Sequence[tuple[DecodedRows, in
             raise ValueError(f"rows decoded for {decoded.table.table_id} cannot go into a batch of {table.table_id} "
                              "with a different schema; decode them again")
         if decoded.num_changes == 0:
+            continue
+        if decoded.after_from_before:  # a piece of its own, whose after rows take the before rows' values
+            flush_run()
+            flush_fallback()
+            alone = [(decoded, ts)]
+            piece = _columnar_tables(table, schema, alone)[0] if decoded.columnar else \
+                _library_table(table, schema, alone)
+            pieces.append(fill_after_from_before(piece, decoded.after_from_before))
             continue
         if decoded.columnar:
             flush_fallback()
