@@ -230,3 +230,110 @@ def test_event_types_that_may_carry_rows_stop_the_read():
     assert incident and "Re-snapshot" in incident
     unknown = unread_event_problem(0xEE, "binlog.000001:100")
     assert unknown and "0xee" in unknown
+
+
+# ------------------------------------------------------------------------------------ statements with comments
+
+
+@pytest.mark.parametrize("statement", [
+    "/* app:checkout */ INSERT INTO docs VALUES (5, 5, 'five', 'e')",
+    "-- a note\nUPDATE docs SET n = n + 1",
+    "# a note\nUPDATE docs SET n = n + 1",
+    "/*!40000 DELETE FROM docs WHERE id = 1 */",
+    "SET STATEMENT max_statement_time = 10 FOR INSERT INTO docs VALUES (6, 6, 'six', 'f')",
+    "INSERT /* inline */ INTO docs VALUES (7, 7, 'seven', 'g')",
+])
+def test_commented_statement_logged_dml_fails_before_committing(lake, statement):
+    server, db, config = lake
+    server.execute("INSERT INTO docs VALUES (1, 1, 'one', 'a')", database=db)
+    run_micro_batch(config)
+    before = latest(config, db, "docs")
+    run_statements(session(server, db, binlog_format="STATEMENT"), [statement])
+    with pytest.raises(SourceError, match=rf"statement-logged change of {db}\.docs .*STATEMENT format"):
+        run_micro_batch(config)
+    assert latest(config, db, "docs") == before
+
+
+@pytest.mark.parametrize("row_metadata", ["FULL", "MINIMAL", "NO_LOG"])
+def test_commented_and_versioned_ddl_is_applied(lake, row_metadata):
+    """DDL behind a comment or inside an executable comment changes the schema history as the server executed it:
+    the rows after it decode with the new columns (under MINIMAL / NO_LOG only the history names them)."""
+    server, db, config = lake
+    server.execute("INSERT INTO docs VALUES (1, 1, 'one', 'a')", database=db)
+    run_micro_batch(config)
+    run_statements(server.connect(db), [
+        "/* migration 42 */ ALTER TABLE docs ADD COLUMN extra INT",
+        "INSERT INTO docs VALUES (2, 2, 'two', 'b', 20)",
+        "/*!50100 ALTER TABLE docs ADD COLUMN more VARCHAR(10) */",
+        "/*M!100100 ALTER TABLE docs DROP COLUMN note */",
+        "/*!99999 ALTER TABLE docs DROP COLUMN n */",  # a version above the server's: not executed
+        "INSERT INTO docs VALUES (3, 3, 'three', 30, 'x')",
+    ])
+    run_micro_batch(config)
+    assert_same_rows(server, config.sink.catalog_options, db, "docs")
+
+
+# ------------------------------------------------------------------------------------------------------ triggers
+
+
+@pytest.fixture
+def triggered(lake):
+    """A table in another database whose trigger copies each insert into the captured ``docs``."""
+    server, db, config = lake
+    other = f"{db}_src"
+    server.execute(f"CREATE DATABASE `{other}`")
+    server.execute(f"CREATE TABLE `{other}`.src (id INT PRIMARY KEY, n INT)")
+    server.execute(f"CREATE TRIGGER `{other}`.copy AFTER INSERT ON `{other}`.src FOR EACH ROW "
+                   f"INSERT INTO `{db}`.docs (id, n, body, note) VALUES (NEW.id, NEW.n, 'copied', 'trigger')")
+    try:
+        yield server, db, config, other
+    finally:
+        server.execute(f"DROP DATABASE `{other}`")
+
+
+def test_trigger_writes_are_captured_in_row_format(triggered):
+    server, db, config, other = triggered
+    run_micro_batch(config)
+    server.execute(f"INSERT INTO `{other}`.src VALUES (1, 10), (2, 20)")
+    run_micro_batch(config)
+    assert_same_rows(server, config.sink.catalog_options, db, "docs")
+    assert len(server.execute(f"SELECT * FROM `{db}`.docs")) == 2
+
+
+def test_statement_logged_write_whose_trigger_writes_a_captured_table_fails(triggered):
+    """A statement-logged INSERT into an uncaptured table fires its trigger when replayed, so the trigger's rows
+    are not in the binlog: the run stops before committing, naming the captured table and the trigger's table."""
+    server, db, config, other = triggered
+    run_micro_batch(config)
+    before = latest(config, db, "docs")
+    run_statements(session(server, other, binlog_format="STATEMENT"), ["INSERT INTO src VALUES (3, 30)"])
+    with pytest.raises(SourceError, match=rf"statement-logged change of {db}\.docs \(through a trigger of "
+                                          rf"{other}\.src\)"):
+        run_micro_batch(config)
+    assert latest(config, db, "docs") == before
+
+
+@pytest.mark.parametrize("statement,flavor,version,executed", [
+    ("/* a */ INSERT INTO t VALUES ('/* kept */', \"#kept\", `a--b`)", "mysql", (8, 0, 36),
+     "INSERT INTO t VALUES ('/* kept */', \"#kept\", `a--b`)"),
+    ("UPDATE t SET a = 'it''s -- kept' -- gone\nWHERE b = 1 # gone", "mysql", (8, 0, 36),
+     "UPDATE t SET a = 'it''s -- kept'  WHERE b = 1"),
+    ("SELECT 5--1", "mysql", (8, 0, 36), "SELECT 5--1"),  # '--' without a space is an operator
+    ("/*!40000 ALTER TABLE t DISABLE KEYS */", "mariadb", (10, 11, 19), "ALTER TABLE t DISABLE KEYS"),
+    ("/*!80013 ALTER TABLE t ADD c INT */", "mysql", (8, 0, 36), "ALTER TABLE t ADD c INT"),
+    ("/*!80013 ALTER TABLE t ADD c INT */", "mariadb", (10, 11, 19), ""),  # MySQL-only version numbers
+    ("/*!80040 ALTER TABLE t ADD c INT */", "mysql", (8, 0, 36), ""),  # newer than the server
+    ("/*M!100100 ALTER TABLE t ADD c INT */", "mariadb", (10, 11, 19), "ALTER TABLE t ADD c INT"),
+    ("/*M!100100 ALTER TABLE t ADD c INT */", "mysql", (8, 0, 36), ""),
+])
+def test_statements_as_executed(statement, flavor, version, executed):
+    from lakecdc.source.sql_text import executed_statement
+
+    assert executed_statement(statement, flavor=flavor, version=version) == executed
+
+
+def test_set_statement_prefix():
+    from lakecdc.source.sql_text import without_set_statement
+
+    assert without_set_statement("SET STATEMENT sql_mode = 'a FOR b', x = 1 FOR DELETE FROM t") == "DELETE FROM t"
+    assert without_set_statement("SET @a = 1") == "SET @a = 1"

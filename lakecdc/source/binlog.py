@@ -56,12 +56,15 @@ from lakecdc.source.connection import (
     head_offset,
     is_connection_lost,
     open_binlog_stream,
+    query,
     server_flavor,
+    server_version,
     text,
 )
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.event_types import unread_event_problem
 from lakecdc.source.row_images import image_gaps, partial_image_message
+from lakecdc.source.sql_text import executed_statement, has_comment, without_set_statement
 from lakecdc.source.rows_decoder import build_change_batch, decode_rows_event, event_kind
 
 log = logging.getLogger(__name__)
@@ -71,7 +74,9 @@ install_binlog_decoding()
 FLUSH_ROWS = 50_000  # emit pending batches once this many change rows are buffered (at a commit)
 _MARIADB_GTID_STANDALONE = 0x01  # FL_STANDALONE: the group is one statement with no COMMIT / Xid event
 _ROW_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
-_DML_PREFIXES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD DATA")
+# statements the binlog logs only when they change rows (a logged SELECT / DO / CALL runs a stored function or
+# procedure that writes; WITH starts MySQL 8's UPDATE / DELETE with common table expressions)
+_DML_PREFIXES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD DATA", "LOAD XML", "WITH", "SELECT", "DO", "CALL")
 REPLICA_NAME = "lakecdc"  # how the binlog client registers itself (SHOW SLAVE HOSTS)
 # follow mode: the server sends a heartbeat after this long without events, so an idle stream still reaches its
 # checkpoints on time and notices a stop request
@@ -242,6 +247,8 @@ class BinlogReader:
         self.decoder_fallbacks: dict[TableId, Counter] = {}  # table → fallback cause → rows events
         self.server_id: int | None = None  # the binlog client id used (last one after reconnects)
         self.schema_changes: list[SchemaChange] = []
+        self._server: tuple[str, tuple[int, int, int]] | None = None  # (flavor, version), read when first needed
+        self._trigger_bodies: dict[TableId, list[tuple[str, str]]] = {}  # table -> [(trigger schema, statement)]
         self._started = False
         self._last_end: BinlogOffset | None = None  # end of the last whole transaction read (≤ stop)
         self._skip_at_last_end = _Skip(skip_events, skip_rows)
@@ -464,6 +471,7 @@ class BinlogReader:
                     elif isinstance(ev, ExecuteLoadQueryEvent):
                         # a statement-logged LOAD DATA: like statement-logged DML it carries no row images
                         schema, statement = load_query_text(ev)
+                        statement = self._executed(statement)
                         if txn is None:
                             txn = _Txn(ev.timestamp, multi=False, start=_event_start(stream, ev))
                         txn.statements.append((schema, statement, f"{stream.log_file}:{ev.packet.log_pos}"))
@@ -471,7 +479,7 @@ class BinlogReader:
                             continue
                         end = BinlogOffset(stream.log_file, ev.packet.log_pos)
                     elif isinstance(ev, QueryEvent):
-                        statement = ev.query.strip()
+                        statement = self._executed(ev.query)
                         upper = statement[:16].upper()
                         if upper == "BEGIN" or upper.startswith("XA START"):
                             if txn is None:
@@ -528,6 +536,19 @@ class BinlogReader:
         finally:
             stream.close()
         return reached, eof_pos, txn is not None
+
+    def _executed(self, statement: str) -> str:
+        """``statement`` as the server executed it (comments removed, executable comments opened, MariaDB's
+        ``SET STATEMENT ... FOR`` prefix dropped): what decides whether it is DML, DDL or a transaction boundary."""
+        if has_comment(statement) and self._server is None:
+            conn = connect(self.options)
+            try:
+                self._server = (server_flavor(conn), server_version(conn))
+            finally:
+                conn.close()
+        if self._server is not None:
+            statement = executed_statement(statement, flavor=self._server[0], version=self._server[1])
+        return without_set_statement(statement.strip())
 
     def _head(self) -> BinlogOffset:
         conn = connect(self.options)
@@ -590,6 +611,34 @@ class BinlogReader:
             hit = sorted(str(t) for t in targets & live)
             if hit:
                 raise SourceError(self._statement_message(", ".join(hit), statement, position))
+            triggered = sorted(str(t) for t in self._trigger_writes(targets, live))
+            if triggered:
+                raise SourceError(self._statement_message(
+                    ", ".join(triggered) + " (through a trigger of " + ", ".join(sorted(map(str, targets))) + ")",
+                    statement, position))
+
+    def _trigger_writes(self, targets: set[TableId], live: set[TableId]) -> set[TableId]:
+        """The captured tables that triggers on ``targets`` may write: a statement-logged write of a table fires
+        its triggers on the replica side, so their row changes never appear in the binlog. A trigger counts when
+        its body names a captured table (qualified, or unqualified in the trigger's own database). The server lists
+        only the triggers of tables the user may see with the TRIGGER privilege (information_schema.TRIGGERS)."""
+        written: set[TableId] = set()
+        for target in targets:
+            for trigger_schema, body in self._triggers(target):
+                written |= {t for t in live if _names_table(body, t, trigger_schema)}
+        return written
+
+    def _triggers(self, table_id: TableId) -> list[tuple[str, str]]:
+        if table_id not in self._trigger_bodies:
+            conn = connect(self.options)
+            try:
+                rows = query(conn, "SELECT TRIGGER_SCHEMA, ACTION_STATEMENT FROM information_schema.TRIGGERS "
+                                   "WHERE EVENT_OBJECT_SCHEMA = %s AND EVENT_OBJECT_TABLE = %s",
+                             (table_id.database, table_id.table), options=self.options)
+            finally:
+                conn.close()
+            self._trigger_bodies[table_id] = [(text(schema), text(body) or "") for schema, body in rows]
+        return self._trigger_bodies[table_id]
 
     @staticmethod
     def _statement_message(tables: str, statement: str, position: str) -> str:
@@ -718,6 +767,16 @@ def _partial_json_message(table: SourceTable, position: str) -> str:
             "a JSON column's change as a diff; lakecdc does not apply such diffs. Nothing from this transaction on is "
             "committed. Set binlog_row_value_options='' (the default) globally and in every writer session, then "
             "re-snapshot the table (lakecdc resnapshot PIPELINE.yaml DB.TABLE, or the Dagster re-snapshot job)")
+
+
+def _names_table(body: str, table_id: TableId, default_database: str) -> bool:
+    """Whether SQL text ``body`` names ``table_id``: qualified, or unqualified when ``default_database`` is its
+    database (names compared case-insensitively, quoted or not)."""
+    name = rf"(?:`{re.escape(table_id.table)}`|\b{re.escape(table_id.table)}\b)"
+    database = rf"(?:`{re.escape(table_id.database)}`|\b{re.escape(table_id.database)}\b)"
+    if re.search(rf"(?i){database}\s*\.\s*{name}", body):
+        return True
+    return table_id.database == default_database and re.search(rf"(?i)(?<![.`\w]){name}", body) is not None
 
 
 _XA_PREPARE, _XA_COMMIT, _XA_ROLLBACK = "prepare", "commit", "rollback"

@@ -127,7 +127,11 @@ def server_flavor(conn) -> str:
 
 
 def server_version(conn) -> tuple[int, int, int]:
-    match = re.match(r"(\d+)\.(\d+)\.(\d+)", conn.get_server_info())
+    """(major, minor, patch); MariaDB's handshake puts '5.5.5-' before its version for old replicas: skipped."""
+    info = conn.get_server_info()
+    if info.startswith("5.5.5-") and "mariadb" in info.lower():
+        info = info[len("5.5.5-"):]
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", info)
     return tuple(int(x) for x in match.groups()) if match else (0, 0, 0)  # type: ignore[return-value]
 
 
