@@ -61,13 +61,23 @@ def without_binlog(mariadb, statement):
         conn.close()
 
 
-def materialize(defs, instance, *, run_config=None, selection=(ORDERS_KEY,)):
+REPORT_KEY = dg.AssetKey("orders_report")
+
+
+@dg.asset(key=REPORT_KEY, deps=[ORDERS_KEY])
+def orders_report() -> None:
+    """A user's asset downstream of the Paimon table: the blocking checks decide whether it runs."""
+
+
+def materialize(defs, instance, *, run_config=None, selection=(ORDERS_KEY, REPORT_KEY)):
+    """Materialise ``selection`` (by default the orders table and ``orders_report`` downstream of it) or run only
+    the given checks: (result, metadata by asset key, check evaluations by name)."""
     if all(isinstance(item, dg.AssetCheckKey) for item in selection):
         selection = dg.AssetSelection.checks(*selection)
     else:
         selection = list(selection)
-    result = dg.materialize([*defs.assets], instance=instance, selection=selection, raise_on_error=False,
-                            run_config=run_config, resources=defs.resources)
+    result = dg.materialize([*defs.assets, orders_report], instance=instance, selection=selection,
+                            raise_on_error=False, run_config=run_config, resources=defs.resources)
     materializations = {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
     checks = {e.check_name: e
               for e in result.get_asset_check_evaluations()}
@@ -107,6 +117,7 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         # The checks ran with the materialisation and passed; the quiet source gives an exact count.
         assert set(checks) == {"primary_key_unique", "row_count_matches_source", "schema_matches_source"}
         assert all(c.passed for c in checks.values()), {n: c.description for n, c in checks.items()}
+        assert REPORT_KEY in metadata  # passing blocking checks let the downstream asset run
         count = checks["row_count_matches_source"].metadata
         assert count["tolerance"].value == 0 and count["source_quiet"].value is True
         assert count["paimon_active_rows"].value == 2
@@ -135,6 +146,9 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         assert failed.metadata["difference"].value == 1 and failed.metadata["tolerance"].value == 0
         assert "2 active rows in Paimon but 1 in MySQL" in failed.description
         assert not result.success
+        # blocking: the failed check keeps the downstream asset from running (the others passed in this run)
+        assert checks["primary_key_unique"].passed and REPORT_KEY not in metadata
+        assert not result.is_node_success("orders_report")
 
         # Re-snapshot one partition through the partitioned job: 103 is marked deleted; a row missing from
         # another partition stays missing (that partition is not re-read).
