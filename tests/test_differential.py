@@ -11,6 +11,12 @@ round, so that the eight seeds between them pair every bucket setting and round 
 ``LAKECDC_LONG=1`` (more rounds, every shape drawn), or ``LAKECDC_SEED=n[,m]`` to replay; the seed and round are in
 the test id and every assertion message.
 
+Binlog forms real servers write, drawn per round and statement from a second generator of the seed (so the
+workload itself does not depend on them): rounds logged with MariaDB's compressed events (log_bin_compress), writer
+sessions with binlog_row_image NOBLOB or MINIMAL for the statements whose images stay whole under it (tables without
+BLOB/TEXT columns; INSERTs that set every column), statements and DDL with leading, inline and executable comments,
+and a trigger (every DELETE of ``items`` counts into ``tags``) whose rows the binlog logs with the statement's.
+
 Schema changes: ``ROUND_DDL`` is the hook for DDL in rounds: each function there gets ``(rng, db, round)`` and
 returns statements run before that round's transactions. Columns are compared as MySQL has them at that moment.
 """
@@ -100,6 +106,41 @@ def random_value(rng: random.Random, column: str):
 ITEM_VALUES = ("k", "v", "amount", "ts", "flag", "blob_col")
 
 
+TRIGGER = ("CREATE TRIGGER items_deleted AFTER DELETE ON items FOR EACH ROW INSERT INTO tags VALUES ('deleted', 1, "
+           "NULL) ON DUPLICATE KEY UPDATE hits = hits + 1")
+
+
+class Forms:
+    """The binlog forms of one seed: compressed rounds, partial-image sessions, comments."""
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed * 7919 + 1)
+
+    def compressed_round(self) -> bool:
+        return self.rng.random() < 0.5
+
+    def commented(self, statement: str) -> str:
+        choice = self.rng.random()
+        if choice < 0.2:
+            return f"/* app:{self.rng.randint(1, 99)} */ {statement}"
+        if choice < 0.3:
+            return f"{statement} -- from the workload"
+        if choice < 0.35:
+            return f"/*!40000 {statement} */"
+        return statement
+
+    def row_image(self, statement: str, db: str, items_widened: bool) -> str:
+        """A session binlog_row_image under which this statement's images stay whole (``items_widened``: a DDL
+        added a column to items, which the workload's INSERTs do not set)."""
+        if self.rng.random() < 0.6:
+            return "FULL"
+        if statement.startswith(f"INSERT IGNORE INTO `{db}`.items (id, ") and not items_widened:
+            return self.rng.choice(["NOBLOB", "MINIMAL"])  # sets every column; items has no BLOB/TEXT column
+        if f"`{db}`.pairs" in statement or (f"`{db}`.items" in statement and not statement.startswith("DELETE")):
+            return "NOBLOB"  # no BLOB/TEXT column (a DELETE of items fires the trigger, which writes tags' TEXT)
+        return "FULL"
+
+
 class Workload:
     """Random statements over the three tables; remembers deleted keys so that some get inserted again."""
 
@@ -180,6 +221,10 @@ def test_random_transactions_match_mysql(source_server, source_db, tmp_path, row
     mariadb, db = source_server, source_db
     for create in TABLES.values():
         mariadb.execute(create, database=db)
+    mariadb.execute(TRIGGER, database=db)
+    forms = Forms(seed)
+    items_widened = False
+    compress_setting = mariadb.execute("SELECT @@GLOBAL.log_bin_compress, @@GLOBAL.log_bin_compress_min_len")[0]
     bucket = BUCKETS[seed % len(BUCKETS)]
     warehouse = tmp_path / "wh"
     if storage == "s3":
@@ -192,23 +237,34 @@ def test_random_transactions_match_mysql(source_server, source_db, tmp_path, row
     try:
         for round_number in range(ROUNDS):
             context = f"seed {seed} (replay: LAKECDC_SEED={seed}), bucket {bucket}, round {round_number}"
+            compressed = forms.compressed_round()
+            mariadb.execute(f"SET GLOBAL log_bin_compress = {'ON' if compressed else 'OFF'}")
+            mariadb.execute("SET GLOBAL log_bin_compress_min_len = 10")
+            context += ", compressed" if compressed else ""
             for hook in ROUND_DDL:
                 for statement in hook(rng, db, round_number):
                     conn.commit()  # DDL waits for every open transaction on the table (metadata lock)
                     with conn.cursor() as cur:
-                        cur.execute(statement)
+                        cur.execute(forms.commented(statement))
+                    items_widened = items_widened or "ADD COLUMN" in statement
+
+            def execute(cur, statement: str, args: tuple, widened: bool = items_widened) -> None:
+                cur.execute(f"SET SESSION binlog_row_image = '{forms.row_image(statement, db, widened)}'")
+                cur.execute(forms.commented(statement), args)
+
             size = round_size(rng, round_number, seed)
             with conn.cursor() as cur:
                 if size == "tiny":
-                    cur.execute(*workload.statement(cur))
+                    execute(cur, *workload.statement(cur))
                     conn.commit()
                 elif size == "large":
+                    cur.execute("SET SESSION binlog_row_image = 'FULL'")
                     workload.large(cur)
                     conn.commit()
                 elif size == "normal":
                     for _ in range(rng.randint(1, 10)):
                         for _ in range(rng.choice([1, 1, 2, 5, 20])):
-                            cur.execute(*workload.statement(cur))
+                            execute(cur, *workload.statement(cur))
                         if rng.random() < 0.1:
                             conn.rollback()
                         else:
@@ -219,3 +275,4 @@ def test_random_transactions_match_mysql(source_server, source_db, tmp_path, row
                 assert_same_rows(conn, config.sink.catalog_options, db, table, context=f"{context} ({size})")
     finally:
         conn.close()
+        mariadb.execute("SET GLOBAL log_bin_compress = %s, GLOBAL log_bin_compress_min_len = %s", compress_setting)
