@@ -23,13 +23,14 @@ from __future__ import annotations
 import re
 import struct
 import time
-import zlib
 from dataclasses import dataclass, field
 
 import pymysql
 
 from lakecdc.errors import BinlogPurgedError, SourceError
 from lakecdc.model import BinlogOffset, TableId
+from lakecdc.source.compressed_events import MARIADB_QUERY_COMPRESSED_EVENT as MARIADB_QUERY_COMPRESSED
+from lakecdc.source.compressed_events import decompress
 from lakecdc.source.connection import connect, driver_reason, error_code, query, text
 from lakecdc.source.options import MySqlSourceOptions
 
@@ -37,7 +38,7 @@ from lakecdc.source.options import MySqlSourceOptions
 QUERY, ROTATE, FORMAT_DESCRIPTION, XID, TABLE_MAP = 2, 4, 15, 16, 19
 EXECUTE_LOAD_QUERY = 18  # a statement-logged LOAD DATA: a query event with a longer post-header
 MYSQL_GTID, MYSQL_ANONYMOUS_GTID, XA_PREPARE, TRANSACTION_PAYLOAD = 33, 34, 38, 40
-MARIADB_GTID, MARIADB_QUERY_COMPRESSED = 162, 165
+MARIADB_GTID = 162
 _MARIADB_STANDALONE = 0x01  # FL_STANDALONE: a statement without COMMIT / Xid
 _HEADER = 19  # timestamp 4, type 1, server id 4, event size 4, end position 4, flags 2
 _MAX_PACKET = 0xFFFFFF
@@ -332,7 +333,7 @@ class _Scanner:
         database = data[db_start:db_start + db_length].decode("utf-8", "replace")
         raw = data[db_start + db_length + 1:end - self.checksum]
         if kind == MARIADB_QUERY_COMPRESSED:
-            raw = _uncompress(raw)
+            raw = decompress(raw, f"binlog event ending at {self.file}:{here}")[0]
         statement = raw.decode("utf-8", "replace").strip()
         upper = statement[:24].upper()
         xa = _XA.match(statement) if upper.startswith("XA") else None
@@ -416,10 +417,3 @@ def _names_table(statement: str) -> bool:
     the captured tables does not touch them)."""
     return _NAMED_TABLE.match(statement) is not None
 
-
-def _uncompress(raw: bytes) -> bytes:
-    """A MariaDB compressed query (log_bin_compress): header byte 0x80 | n, n bytes of length, zlib data."""
-    if not raw or not raw[0] & 0x80:
-        return raw
-    skip = 1 + (raw[0] & 0x07)
-    return zlib.decompress(raw[skip:])
