@@ -41,7 +41,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
         for target, target_plan in sorted(plan.targets.items()):
             try:  # the options each table gets, now that its keys and columns are known (e.g. append + bucket)
-                validate_options(target, {**config.sink.table_properties, **target_plan.options},
+                validate_options(target, {**config.sink.new_table_options, **target_plan.options},
                                  has_primary_key=bool(target_plan.primary_keys), columns=target_plan.schema.names)
             except SinkError as error:
                 raise PipelineConfigError(str(error), file=args.pipeline, path="sink.table.properties") from None

@@ -495,19 +495,21 @@ class _Parser:
 
         # sink-level options apply to every table no rule gives table-options to; such tables take MySQL updates
         # (-U/+U) and deletes (-D), so the merge engine must take them (Flink's Paimon writer fails on the first)
-        problem = pipeline_options_problem(config.sink.table_properties, ("-U", "-D")) \
-            or policy_problem(config.sink.table_properties)
+        problem = pipeline_options_problem(config.sink.new_table_options, ("-U", "-D")) \
+            or policy_problem(config.sink.new_table_options)
         if problem:
-            raise self.error("sink.table.properties", problem)
+            raise self.error("sink.table.properties", problem + " (options: sink catalog.properties.table-default.*, "
+                                                                "then table.properties)")
         for rule in config.transforms:
-            options = dict(config.sink.table_properties)
+            options = dict(config.sink.new_table_options)
             options.update(parse_table_options(rule.table_options, rule.table_options_delimiter))
             soft_delete = (rule.converter_after_transform or "").strip().upper() == SOFT_DELETE
             problem = pipeline_options_problem(options, ("-U",) if soft_delete else ("-U", "-D")) \
                 or policy_problem(options)
             if problem:
-                raise self.error(f"{rule.path}.table-options", problem + " (options: sink table.properties, then "
-                                                                         "this rule's table-options)")
+                raise self.error(f"{rule.path}.table-options", problem + " (options: sink table-default.* and "
+                                                                         "table.properties, then this rule's "
+                                                                         "table-options)")
 
 
 def transform_context(config: PipelineConfig):

@@ -209,3 +209,39 @@ pipeline:
     assert parse_pipeline(text).decimal_precision == 38
     with pytest.raises(PipelineConfigError, match="pipeline.transform.decimal.precision.mode: expected UP_TO_19"):
         parse_pipeline(text.replace("UP_TO_38", "UP_TO_99"))
+
+
+def test_catalog_table_defaults_are_the_lowest_layer(mariadb, fresh_db, tmp_path):
+    """``catalog.properties.table-default.*`` gives every new table its options as Paimon's catalog does: below
+    ``table.properties``, which is below a transform's ``table-options``."""
+    from lakecdc.sink import PaimonSink
+
+    db = fresh_db
+    for name in ("plain", "props", "ruled"):
+        mariadb.execute(f"CREATE TABLE `{db}`.{name} (id INT PRIMARY KEY, v INT)")
+    yaml = BASE.format(port=mariadb.port, db=db, warehouse=tmp_path / "wh").replace(
+        "  type: paimon\n",
+        "  type: paimon\n  catalog.properties.table-default.bucket: 4\n"
+        "  catalog.properties.table-default.file.format: orc\n  table.properties.file.format: parquet\n")
+    yaml += f"""
+transform:
+  - source-table: {db}.ruled
+    table-options: bucket=2
+pipeline:
+  name: defaults {db}
+"""
+    config = parse_pipeline(yaml)
+    _run(config)
+    sink = PaimonSink(config.sink.catalog_options)
+    options = {name: sink.describe(TableId(db, name)).options for name in ("plain", "props", "ruled")}
+    assert options["plain"]["bucket"] == "4" and options["plain"]["file.format"] == "parquet"
+    assert options["ruled"]["bucket"] == "2" and options["ruled"]["file.format"] == "parquet"
+
+
+@pytest.mark.parametrize("key", ["cache-enabled", "lock.enabled", "uri", "table-default."])
+def test_catalog_options_lakecdc_does_not_act_on_are_refused(tmp_path, key):
+    yaml = BASE.format(port=3306, db="db", warehouse=tmp_path / "wh").replace(
+        "  type: paimon\n", f"  type: paimon\n  catalog.properties.{key}: 'true'\n")
+    with pytest.raises(PipelineConfigError) as failure:
+        parse_pipeline(yaml + "pipeline:\n  name: refused\n")
+    assert f"sink.catalog.properties.{key}" in str(failure.value) and "refused" in str(failure.value)

@@ -21,6 +21,7 @@ from lakecdc.model import CHECKPOINT_KEY, TableId
 from lakecdc.sink import native, object_store
 from lakecdc.sink.catalog import (create_catalog, identifier, local_warehouse_path, normalize_catalog_options,
                                   storage_options)
+from lakecdc.sink.sink_options import table_defaults
 from lakecdc.sink.lock import InProcessTableLock, TableLock, lock_path
 from lakecdc.sink.metadata import StoredTable, Warehouse, open_warehouse_metadata, uses_catalog_files
 from lakecdc.sink.reader import empty_changes as _empty_changes
@@ -45,7 +46,9 @@ class PaimonSink:
                  commit_user_prefix: str = "admin"):
         native.check_library_versions()
         self.catalog_options = normalize_catalog_options(catalog_options)
-        self.table_properties = {str(k): str(v) for k, v in (table_properties or {}).items()}
+        # options of every table created: Paimon's catalog defaults (table-default.*) below table.properties
+        self.table_properties = {**table_defaults(self.catalog_options),
+                                 **{str(k): str(v) for k, v in (table_properties or {}).items()}}
         # Flink CDC: prefix + random UUID, no separator, fixed for the life of the sink.
         self.commit_user = f"{commit_user_prefix}{uuid.uuid4()}"
         self.warehouse = self.catalog_options["warehouse"]

@@ -66,8 +66,11 @@ class PaimonSinkOptions:
     """The Paimon catalog the pipeline writes to and how its tables are created and committed."""
 
     # may hold S3 keys (from ${VAR} only)
-    catalog_options: dict[str, str] = prefixed(CATALOG_PREFIX, repr=False,
-                                               doc="any other option of the Paimon catalog")
+    catalog_options: dict[str, str] = prefixed(
+        CATALOG_PREFIX, repr=False,
+        doc="`table-default.*`: Paimon's default options of every table the pipeline creates, below "
+            "`table.properties` and a transform's `table-options` (`catalog.properties.table-default.bucket: 4`). "
+            "Any other catalog option is refused, naming it: lakecdc would not act on it")
     table_properties: dict[str, str] = prefixed(
         "table.properties.",
         doc="Paimon options for every table the pipeline creates (`table.properties.bucket: 4`); the table upkeep "
@@ -88,6 +91,34 @@ class PaimonSinkOptions:
                                                             convert=_schema_change_types, doc=_SCHEMA_CHANGES_DOC)
     exclude_schema_changes: tuple[str, ...] | None = option("exclude.schema.changes", ANY, None,
                                                             convert=_schema_change_types, doc=_SCHEMA_CHANGES_DOC)
+
+    @property
+    def new_table_options(self) -> dict[str, str]:
+        """The options of every table the pipeline creates before a transform's ``table-options``: the catalog's
+        ``table-default.*``, then ``table.properties``."""
+        return {**table_defaults(self.catalog_options), **self.table_properties}
+
+
+TABLE_DEFAULT_PREFIX = "table-default."  # Paimon's CatalogOptions.TABLE_DEFAULT_OPTION_PREFIX
+
+
+def table_defaults(catalog_options: dict[str, str]) -> dict[str, str]:
+    """The table options Paimon's catalog gives every table it creates (``table-default.*``, the prefix removed):
+    the lowest layer, below the table's own options."""
+    return {k[len(TABLE_DEFAULT_PREFIX):]: v for k, v in catalog_options.items()
+            if k.startswith(TABLE_DEFAULT_PREFIX) and len(k) > len(TABLE_DEFAULT_PREFIX)}
+
+
+def unused_catalog_option(catalog_options: dict[str, str]) -> str | None:
+    """The first catalog option lakecdc does not act on (None when it acts on every one): it knows the metastore,
+    the warehouse, the S3 options of an s3:// warehouse and ``table-default.*``."""
+    for key in catalog_options:
+        if key in ("metastore", "warehouse") or (key.startswith(TABLE_DEFAULT_PREFIX) and len(key) >
+                                                 len(TABLE_DEFAULT_PREFIX)):
+            continue
+        if object_store.canonical_s3_option(key) is None:
+            return key
+    return None
 
 
 TYPE = Option("type", STRING, required=True, doc="must be `paimon`",
@@ -117,6 +148,12 @@ def from_yaml(raw: dict, file: str | None, section: str = "sink") -> PaimonSinkO
     sink = PaimonSinkOptions(**read(PaimonSinkOptions, raw, section, file))
     for spec in CATALOG:
         spec.read(raw, section, file)
+    unused = unused_catalog_option(sink.catalog_options)
+    if unused is not None:
+        raise Where(file, f"{section}.{CATALOG_PREFIX}{unused}").error(
+            "a catalog option lakecdc does not act on, refused rather than ignored: lakecdc reads metastore, "
+            "warehouse, the s3.* options and table-default.* (table options go in table.properties or "
+            f"{CATALOG_PREFIX}table-default.*)")
     for key in ("metastore", "warehouse"):
         if not sink.catalog_options.get(key):
             raise Where(file, f"{section}.{CATALOG_PREFIX}{key}").error(
