@@ -429,12 +429,12 @@ class BinlogReader:
                         # column named and typed from the schema history
                         position = f"{stream.log_file}:{ev.packet.log_pos}"
                         bind_columns(ev, table, position)
-                        if isinstance(ev, PartialUpdateRowsEvent):
-                            txn.problems.append((table.table_id, _partial_json_message(table, position)))
-                            continue
-                        gaps = image_gaps(ev, table, event_kind(ev))
-                        if gaps.unknown:
-                            txn.problems.append((table.table_id, partial_image_message(table, position, gaps)))
+                        # rows lakecdc cannot know exactly stop the read at the group's end (if it is this read's)
+                        gaps = None if isinstance(ev, PartialUpdateRowsEvent) else image_gaps(ev, table, event_kind(ev))
+                        if gaps is None or gaps.unknown:
+                            txn.problems.append((table.table_id, _partial_json_message(table, position) if gaps is None
+                                                 else partial_image_message(table, position, gaps)))
+                            self._skip.rows = 0
                             continue
                         decoded = decode_rows_event(ev, table, skip_rows=self._skip.rows)
                         decoded.after_from_before = gaps.fillable_after
