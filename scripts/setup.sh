@@ -33,6 +33,15 @@ if [ "$WITH_TESTS" = 1 ] && ! command -v redis-server >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
 fi
 
+# PostgreSQL server binaries: the Dagster instance storage of tests/test_postgres_instance.py (a private server on
+# a free port; any server the machine runs is left alone).
+if [ "$WITH_TESTS" = 1 ] && ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "setup: installing the PostgreSQL server (apt-get)" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
+fi
+
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2

@@ -27,6 +27,7 @@ from lakecdc.sink import PaimonSink
 from lakecdc.sink import object_store
 from lakecdc.sink.object_store import (PAUSE_BEFORE_PUBLISH, PAUSE_BEFORE_SCHEMA_PUBLISH, PAUSEPOINT_ENV,
                                       PAUSEPOINT_FILE_ENV)
+from tests.dagster_processes import materialize_out_of_process
 from tests.s3_server import ACCESS_KEY, KEY_ENV, REGION, SECRET_ENV, SECRET_KEY
 
 pytestmark = pytest.mark.slow  # a private S3 server and full pipeline runs
@@ -498,22 +499,6 @@ def _with_multiprocess_executor(base: dg.Definitions) -> dg.Definitions:
 
 defs = _with_multiprocess_executor(build_definitions(os.environ["LAKECDC_PIPELINES_DIR"]))
 """
-
-
-def materialize_out_of_process(module: str, tmp_path: Path, home: Path, keys: list[str]) -> None:
-    """What ``dagster asset materialize -m <module> --select <keys>`` does, launched from this process: the
-    module's implicit asset job, reconstructable from the module (so the executor's step processes or workers load
-    it themselves), executed on the instance at ``home``; without the CLI's own process start-up (tested by
-    tests/test_tutorial.py's `dagster asset materialize` runs)."""
-    import dagster as dg
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
-
-    repository = ReconstructableRepository.for_module(module, "defs", working_directory=str(tmp_path))
-    asset_keys = [dg.AssetKey.from_user_string(key) for key in keys]
-    job = repository.get_definition().get_implicit_job_def_for_assets(asset_keys)
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        result = dg.execute_job(repository.get_reconstructable_job(job.name), instance, asset_selection=asset_keys)
-        assert result.success, [e.message for e in result.all_events if e.is_failure]
 
 
 def test_tables_of_a_run_on_s3_in_separate_processes(mariadb, s3_pipeline, tmp_path, monkeypatch):
