@@ -324,6 +324,16 @@ _SHADOW_TARGET = re.compile(rf"(?is)^\s*(?:alter\s+(?:online\s+|ignore\s+)*|crea
                             rf"({_TABLE_NAME})")
 
 
+_TOOL_TABLE = re.compile(r"^_(.+)_(gho|ghc|del|new|old)$")
+
+
+def online_tool_table_of(table_id: TableId) -> TableId | None:
+    """The table whose migration ``table_id`` would serve by the tools' naming: gh-ost's ghost, changelog and
+    cut-over tables ``_t_gho``, ``_t_ghc``, ``_t_del``, pt-online-schema-change's ``_t_new`` and ``_t_old``."""
+    match = _TOOL_TABLE.match(table_id.table)
+    return TableId(table_id.database, match.group(1)) if match else None
+
+
 def _shadow_original(table_id: TableId) -> TableId | None:
     """The table whose shadow table ``table_id`` is by the tools' naming (``_t_gho`` → ``t``), else None."""
     match = _SHADOW_TABLE.match(table_id.table)
