@@ -464,3 +464,34 @@ def test_other_renames_onto_a_captured_table_are_not_guessed():
             assert parsed.schemas[table.table_id] == table
     # renaming the captured table away is still no event (tests/test_source_nothing_skipped.py)
     assert parse_ddl("RENAME TABLE orders TO orders_old", "db", tables, options).schemas == {}
+
+
+def test_pt_osc_shadow_table_spelled_out():
+    """pt-online-schema-change creates its new table from SHOW CREATE TABLE: a copy of the table (followed), or,
+    when the columns differ, not a copy (its cut-over is then not followed)."""
+    options = _options()
+    table = _orders_table(options)
+    tables = {table.table_id: table}
+    copy = ("CREATE TABLE `db`.`_orders_new` (\n  `id` int(11) NOT NULL,\n  `name` varchar(20) DEFAULT NULL,\n  `qty` "
+            "int(11) DEFAULT NULL,\n  PRIMARY KEY (`id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
+    assert parse_ddl(copy, "db", tables, options).schemas[table.table_id].online_change == \
+        OnlineSchemaChange("_orders_new")
+    other = copy.replace("`qty` int(11)", "`qty` bigint(20)")
+    assert parse_ddl(other, "db", tables, options).schemas[table.table_id].online_change is None
+
+
+def test_shadow_alter_lakecdc_cannot_interpret():
+    """An ALTER on the shadow table that lakecdc cannot interpret is recorded; the cut-over then gives one
+    unparsed.ddl event saying which statement, and keeps the old schema (lakecdc.runtime.schema_evolution decides
+    whether the run may go on)."""
+    options = _options()
+    table = _orders_table(options)
+    orders = table.table_id
+    tables = {orders: table}
+    for statement in ("CREATE TABLE _orders_new LIKE orders", "ALTER TABLE _orders_new ADD COLUMN w INT, "
+                                                             "ADD CHECK (w >= 0)"):
+        tables = {orders: parse_ddl(statement, "db", tables, options).schemas[orders]}
+    swap = parse_ddl("RENAME TABLE orders TO _orders_old, _orders_new TO orders", "db", tables, options)
+    assert [e.type for e in swap.events] == [UNPARSED_DDL]
+    assert "cannot interpret 'ALTER TABLE _orders_new ADD COLUMN w INT" in swap.events[0].describe()
+    assert swap.schemas[orders] == table
