@@ -10,6 +10,10 @@ each of its steps (the cut-over in a later run than the ALTER)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from lakecdc.config import parse_pipeline
@@ -261,6 +265,30 @@ def test_migration_ends_equal_to_mysql(source_server, source_db, orders, tmp_pat
         assert "online_change" not in checkpoint.schemas[orders]
         assert [c["name"] for c in checkpoint.schemas[orders]["columns"]] == ["id", "name", "qty", "note"]
     assert not run_micro_batch(one).tables[orders].committed  # nothing new
+
+
+@pytest.mark.parametrize("row_metadata", ["FULL", "NO_LOG"])
+def test_killed_right_after_the_cut_over_changed_paimon(source_server, source_db, orders, tmp_path, row_metadata):
+    """A run killed right after the cut-over changed the Paimon schema, before its commit: the rerun reads the
+    migration again from the checkpoint (the record of it included), skips the change already made and ends as an
+    uninterrupted run."""
+    server, db = source_server, source_db
+    config = make_config(server, db, tmp_path, "evolve", "killed")
+    run_micro_batch(config)
+    migration = GhOst(server, db)
+    migration.start()
+    migration.copy_rows()
+    run_micro_batch(config)
+    migration.cut_over()
+    env = dict(os.environ, LAKECDC_FAILPOINT="after-schema-change")
+    crashed = subprocess.run([sys.executable, "-m", "lakecdc.cli", "run", config.path], env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert crashed.returncode == -9, crashed.stderr[-2000:]
+    assert paimon_table(config, orders)[0] == EXPECTED_TYPES["evolve"]  # changed, nothing committed after it
+    run_micro_batch(config)
+    migration.clean_up()
+    run_micro_batch(config)
+    assert_equal_to_mysql(server, config, orders, "evolve")
 
 
 @pytest.mark.parametrize("row_metadata", ROW_METADATA)

@@ -320,11 +320,9 @@ def _foreign_table_detail(old: TableId, new: TableId, options: MySqlSourceOption
 # gh-ost's ghost table _t_gho and pt-online-schema-change's new table _t_new (Flink CDC's pattern); their other
 # tables (gh-ost's changelog _t_ghc and _t_del, pt-osc's _t_old) are never the table's future schema
 _SHADOW_TABLE = re.compile(r"^_(.+)_(gho|new)$")
+_TOOL_TABLE = re.compile(r"^_(.+)_(gho|ghc|del|new|old)$")  # every table of either tool
 _SHADOW_TARGET = re.compile(rf"(?is)^\s*(?:alter\s+(?:online\s+|ignore\s+)*|create\s+)table\s+(?:if\s+not\s+exists\s+)?"
                             rf"({_TABLE_NAME})")
-
-
-_TOOL_TABLE = re.compile(r"^_(.+)_(gho|ghc|del|new|old)$")
 
 
 def online_tool_table_of(table_id: TableId) -> TableId | None:
