@@ -183,6 +183,25 @@ class SourceColumn:
 
 
 @dataclass(frozen=True)
+class OnlineSchemaChange:
+    """A gh-ost or pt-online-schema-change migration of a captured table in progress (followed with the MySQL
+    source's ``scan.parse.online.schema.changes.enabled``): the tool's shadow table in the same database and the
+    ALTER TABLE statements run on it so far, as (default database, statement) in binlog order. It is kept in the
+    table's schema history (so a migration may span micro-batches) until the RENAME that swaps the shadow table in,
+    where the statements become the table's schema change (lakecdc.source.ddl)."""
+
+    shadow: str
+    statements: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict:
+        return {"shadow": self.shadow, "statements": [list(s) for s in self.statements]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> OnlineSchemaChange:
+        return cls(str(data["shadow"]), tuple((str(db), str(sql)) for db, sql in data.get("statements") or ()))
+
+
+@dataclass(frozen=True)
 class SourceTable:
     """The schema of one captured MySQL table."""
 
@@ -190,6 +209,7 @@ class SourceTable:
     columns: tuple[SourceColumn, ...]
     primary_keys: tuple[str, ...] = ()
     comment: str = ""
+    online_change: OnlineSchemaChange | None = None  # a gh-ost / pt-osc migration in progress (not the schema)
 
     @property
     def column_names(self) -> list[str]:
@@ -212,8 +232,11 @@ class SourceTable:
     def to_json(self) -> dict:
         """A JSON-able form (Arrow types are re-derived from the MySQL types when read back: source_schema_from_json
         in lakecdc.source.schema)."""
-        return {"table": str(self.table_id), "columns": [c.to_json() for c in self.columns],
-                "primary_keys": list(self.primary_keys), "comment": self.comment}
+        data: dict = {"table": str(self.table_id), "columns": [c.to_json() for c in self.columns],
+                      "primary_keys": list(self.primary_keys), "comment": self.comment}
+        if self.online_change is not None:
+            data["online_change"] = self.online_change.to_json()
+        return data
 
 
 def change_schema(columns: pa.Schema) -> pa.Schema:

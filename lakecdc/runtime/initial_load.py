@@ -43,6 +43,7 @@ from lakecdc.runtime.plan import PipelinePlan, SourcePlan, TargetPlan
 from lakecdc.runtime.report import report_fallbacks
 from lakecdc.sink import PaimonSink
 from lakecdc.source import ChunkKey, ChunkProgress, MySqlSource, restrict_to_snapshotted, snapshotted_mask
+from lakecdc.source.ddl import online_tool_table_of
 
 logger = logging.getLogger("lakecdc.runtime")
 
@@ -78,13 +79,21 @@ def admit_tables(config: PipelineConfig, plan: PipelinePlan, checkpoints: dict[T
         return Admission(captured=planned)
     new = planned - known
     source = config.source
+    tool_tables: set[TableId] = set()
+    if source.parse_online_schema_changes:
+        # the tables of a gh-ost / pt-osc migration of a captured table are the tool's, never captured tables
+        tool_tables = {t for t in new if online_tool_table_of(t) in planned - new}
+        for table in sorted(tool_tables):
+            log.info("%s belongs to an online schema change of %s (scan.parse.online.schema.changes.enabled): not "
+                     "captured", table, online_tool_table_of(table))
+        new -= tool_tables
     if new and not (source.newly_added_tables or source.binlog_newly_added_tables):
         for table in sorted(new):
             log.warning("%s matches 'tables' but was created after the pipeline started; it is not captured "
                         "(set scan.newly-added-table.enabled: true to snapshot and capture it, or "
                         "scan.binlog.newly-added-table.enabled: true to capture it from the binlog)", table)
-        return Admission(captured=planned - new, ignored=new, pipeline_started=True)
-    return Admission(captured=planned, new=new, pipeline_started=True)
+        return Admission(captured=planned - new - tool_tables, ignored=new | tool_tables, pipeline_started=True)
+    return Admission(captured=planned - tool_tables, new=new, ignored=tool_tables, pipeline_started=True)
 
 
 def without_sources(plan: PipelinePlan, dropped: set[TableId]) -> PipelinePlan:

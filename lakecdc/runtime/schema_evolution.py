@@ -223,20 +223,34 @@ class SchemaChangeApplier:
         ignore, lenient and try_evolve leave the Paimon table and the schema history as they were and go on: every
         later rows event of the table is still checked against the history (column count and binlog types; names,
         signedness and labels where the server logs FULL metadata, lakecdc.source.columns), so a statement that
-        did change the columns stops the run at the first row written after it."""
+        did change the columns stops the run at the first row written after it. Without FULL metadata a change
+        that keeps every binlog type (a rename) would not be seen, so then every mode fails here."""
         if not targets:
             return
+        why = "; ".join(e.detail for e in change.events if e.type == UNPARSED_DDL and e.detail)
+        why = f" ({why})" if why else ""
+        committed = f"{', '.join(map(str, targets))} is committed up to the statement before it"
+        if not change.column_names_logged:
+            # MINIMAL / NO_LOG: rows are named from the history alone; a statement that renamed or reordered
+            # columns of the same binlog types would go unnoticed, so no mode may go past it
+            raise SchemaChangeError(
+                f"cannot interpret the DDL statement {change.statement[:300]!r} on {change.table_id} at "
+                f"{change.offset}{why}, and the server does not log column names in the binlog "
+                f"(binlog_row_metadata is not FULL), so lakecdc could not tell whether later rows still fit its "
+                f"schema history: it stops in every schema.change.behavior ({mode}) rather than decode them with "
+                f"names it guessed. {committed}. Re-snapshot the table (lakecdc resnapshot PIPELINE.yaml "
+                f"{change.table_id}, or the Dagster re-snapshot job); with binlog_row_metadata=FULL set before such "
+                "statements, ignore, lenient and try_evolve go past them and check every later row by name")
         if mode in (EVOLVE, EXCEPTION):
             raise SchemaChangeError(
                 f"cannot interpret the DDL statement {change.statement[:300]!r} on {change.table_id} at "
-                f"{change.offset} (schema.change.behavior {mode}): lakecdc stops rather than guess the table's new "
-                f"schema. {', '.join(map(str, targets))} is committed up to the statement before it. If the "
-                "statement changed no columns, run with schema.change.behavior lenient, ignore or try_evolve past "
-                "it; otherwise re-snapshot the table (lakecdc resnapshot PIPELINE.yaml DB.TABLE, or the Dagster "
-                "re-snapshot job)")
-        self.log.warning("%s: cannot interpret the DDL statement %r at %s; schema.change.behavior %s keeps the "
+                f"{change.offset}{why} (schema.change.behavior {mode}): lakecdc stops rather than guess the table's "
+                f"new schema. {committed}. If the statement changed no columns, run with schema.change.behavior "
+                "lenient, ignore or try_evolve past it; otherwise re-snapshot the table (lakecdc resnapshot "
+                "PIPELINE.yaml DB.TABLE, or the Dagster re-snapshot job)")
+        self.log.warning("%s: cannot interpret the DDL statement %r at %s%s; schema.change.behavior %s keeps the "
                          "Paimon table and the schema history as they are (a later row that no longer fits the "
-                         "history stops the run)", change.table_id, change.statement[:300], change.offset, mode)
+                         "history stops the run)", change.table_id, change.statement[:300], change.offset, why, mode)
 
     def _recompile(self, source_plan: SourcePlan, change: TableSchemaChange):
         if change.after is None:

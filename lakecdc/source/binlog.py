@@ -39,7 +39,7 @@ from pymysqlreplication.row_event import (DeleteRowsEvent, PartialUpdateRowsEven
                                           WriteRowsEvent)
 
 from lakecdc.errors import BinlogPurgedError, SourceError
-from lakecdc.model import BinlogOffset, ChangeBatch, SourceTable, TableId
+from lakecdc.model import UNPARSED_DDL, BinlogOffset, ChangeBatch, SourceTable, TableId
 from lakecdc.source import gtid as _gtid
 from lakecdc.source.charsets import install_binlog_decoding
 from lakecdc.source.columns import bind_columns, keep_signedness
@@ -142,6 +142,9 @@ class TableSchemaChange:
     offset: BinlogOffset
     previous: BinlogOffset | None
     statement: str
+    # False when an unparsed.ddl event's table is read from a server that logs no column names (binlog_row_metadata
+    # not FULL): rows after the statement could not be cross-checked against the history, so the run must stop
+    column_names_logged: bool = True
 
 
 @dataclass(frozen=True)
@@ -710,12 +713,28 @@ class BinlogReader:
                     yield from self._flush(pending)
                 changed = True
                 previous = self._last_end
-                yield TableSchemaChange(table_id, events, before, after, end, previous, statement)
+                names = not any(e.type == UNPARSED_DDL for e in events) or self._logs_column_names()
+                yield TableSchemaChange(table_id, events, before, after, end, previous,
+                                        parsed.statements.get(table_id, statement), names)
                 if after is not None:
                     self.tables[table_id] = after
                 log.info("schema of %s changed at %s: %s", table_id, end,
                          "; ".join(e.describe() for e in events) or "(no event)")
         return changed
+
+    def _logs_column_names(self) -> bool:
+        """Whether the server logs column names in the binlog (binlog_row_metadata FULL; a global setting on MySQL
+        and MariaDB), so that rows after a statement lakecdc could not interpret are cross-checked by name."""
+        conn = connect(self.options)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT @@GLOBAL.binlog_row_metadata")
+                row = cur.fetchone()
+        except pymysql.MySQLError:
+            return False  # a server without the setting (MySQL 5.7, MariaDB < 10.5) logs no names
+        finally:
+            conn.close()
+        return row is not None and text(row[0]).upper() == "FULL"
 
     def _segment(self, offset: BinlogOffset) -> int:
         """How many cuts lie strictly before ``offset``."""

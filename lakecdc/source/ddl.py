@@ -20,7 +20,9 @@ from sqlglot import exp
 
 from lakecdc.errors import SourceError
 from lakecdc.model import (ADD_COLUMN, ALTER_COLUMN_TYPE, ALTER_TABLE_COMMENT, CREATE_TABLE, DROP_COLUMN, DROP_TABLE,
-                           RENAME_COLUMN, TRUNCATE_TABLE, UNPARSED_DDL, SourceColumn, SourceTable, TableId)
+                           RENAME_COLUMN, TRUNCATE_TABLE, UNPARSED_DDL, OnlineSchemaChange, SourceColumn,
+                           SourceTable, TableId)
+from lakecdc.source.columns import decoding_layout
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.types import source_column
 
@@ -50,6 +52,7 @@ class SchemaChangeEvent:
     column: SourceColumn | None = None  # alter.column.type: the new definition (type, comment)
     comment: str = ""  # alter.table.comment
     table: SourceTable | None = None  # create.table
+    detail: str = ""  # unparsed.ddl: why lakecdc cannot follow the statement and what to do (empty: generic)
 
     @property
     def altered(self) -> SourceColumn:
@@ -70,7 +73,7 @@ class SchemaChangeEvent:
         if self.type == ALTER_TABLE_COMMENT:
             return f"alter table comment {self.comment!r}"
         if self.type == UNPARSED_DDL:
-            return "a statement lakecdc cannot interpret"
+            return self.detail or "a statement lakecdc cannot interpret"
         return self.type.replace(".", " ")
 
 
@@ -80,6 +83,9 @@ class ParsedDdl:
 
     events: list[SchemaChangeEvent] = field(default_factory=list)
     schemas: dict[TableId, SourceTable | None] = field(default_factory=dict)  # table → schema after (None: gone)
+    # table → what to show as the statement that changed it, when not the statement itself (the cut-over of an
+    # online schema change shows the ALTER statements run on the shadow table)
+    statements: dict[TableId, str] = field(default_factory=dict)
 
 
 _GEOMETRY_SUBTYPES = re.compile(
@@ -103,6 +109,13 @@ def parse_ddl(statement: str, default_database: str, tables: dict[TableId, Sourc
         tree = sqlglot.parse_one(cleaned, read="mysql")
     except sqlglot.errors.ParseError:
         tree = None
+    renames = _rename_pairs(cleaned, default_database)
+    if renames and any(new in tables for _, new in renames):
+        return _renamed_onto_captured(renames, statement, tables, options)
+    if options.parse_online_schema_changes:
+        online = _shadow_table_ddl(cleaned, tree, statement, default_database, tables, options)
+        if online is not None:
+            return online
     parsed = ParsedDdl()
     if isinstance(tree, exp.Alter) and (tree.args.get("kind") or "").upper() == "TABLE":
         table_id = _table_id(tree.this, default_database)
@@ -125,6 +138,12 @@ def parse_ddl(statement: str, default_database: str, tables: dict[TableId, Sourc
             if table_id in tables:
                 parsed.events.append(SchemaChangeEvent(DROP_TABLE, table_id))
                 parsed.schemas[table_id] = None
+            elif (original := _migrated_by(table_id, tables)) is not None and original not in parsed.schemas \
+                    and (pending := tables[original].online_change) is not None and pending.shadow == table_id.table:
+                # the shadow table of an online schema change is dropped: the migration was given up
+                log.warning("%s: the online schema change through %s ended without its cut-over (%r)", original,
+                            table_id, statement[:200])
+                parsed.schemas[original] = replace(tables[original], online_change=None)
         return parsed
     if isinstance(tree, exp.Create) and (tree.args.get("kind") or "").upper() == "TABLE":
         schema = tree.this
@@ -217,6 +236,184 @@ def apply_events(table: SourceTable, events: list[SchemaChangeEvent]) -> SourceT
     for event in events:
         table = _apply(table, event)
     return table
+
+
+# ----------------------------------------------------------------------------------------------- RENAME TABLE
+
+_TABLE_NAME = r"(?:`[^`]+`|[\w$]+)(?:\s*\.\s*(?:`[^`]+`|[\w$]+))?"
+_RENAME_PAIR = re.compile(rf"\s*({_TABLE_NAME})\s+to\s+({_TABLE_NAME})\s*(?:,|$)", re.IGNORECASE)
+_RENAME_TABLE = re.compile(r"(?is)^\s*rename\s+tables?\s+")
+_ALTER_RENAME = re.compile(rf"(?is)^\s*alter\s+(?:online\s+|ignore\s+)*table\s+({_TABLE_NAME})\s+rename\s+"
+                           rf"(?:to\s+|as\s+)?({_TABLE_NAME})\s*$")
+_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+
+
+def _name_id(name: str, default_database: str) -> TableId:
+    parts = [p.strip().strip("`") for p in re.findall(r"`[^`]+`|[^.\s`]+", name)]
+    return TableId(parts[0], parts[1]) if len(parts) == 2 else TableId(default_database, parts[0])
+
+
+def _rename_pairs(statement: str, default_database: str) -> list[tuple[TableId, TableId]] | None:
+    """(old name, new name) of each rename of ``RENAME TABLE a TO b, c TO d`` or ``ALTER TABLE a RENAME TO b``, in
+    the order MySQL applies them; None for any other statement (or one that cannot be read)."""
+    text = _COMMENT.sub(" ", statement).strip()
+    alter = _ALTER_RENAME.match(text)
+    if alter:
+        return [(_name_id(alter.group(1), default_database), _name_id(alter.group(2), default_database))]
+    head = _RENAME_TABLE.match(text)
+    if not head:
+        return None
+    pairs, rest = [], text[head.end():]
+    while rest.strip():
+        match = _RENAME_PAIR.match(rest)
+        if not match:
+            return None
+        pairs.append((_name_id(match.group(1), default_database), _name_id(match.group(2), default_database)))
+        rest = rest[match.end():]
+    return pairs or None
+
+
+def _renamed_onto_captured(renames: list[tuple[TableId, TableId]], statement: str,
+                           tables: dict[TableId, SourceTable], options: MySqlSourceOptions) -> ParsedDdl:
+    """A RENAME that puts another table in place of a captured one. With scan.parse.online.schema.changes.enabled
+    and the captured table's shadow table (its migration followed since the ALTER on the shadow) that is the
+    cut-over of a gh-ost / pt-online-schema-change migration: the ALTER statements run on the shadow table become
+    the table's schema change here, where its rows start to have the new schema. Any other table put in place of a
+    captured one has a schema lakecdc did not follow: one UNPARSED_DDL event, which stops the run unless the
+    schema.change.behavior tolerates it (lakecdc.runtime.schema_evolution)."""
+    parsed = ParsedDdl()
+    arriving = {new for _, new in renames if new in tables}
+    for old, new in renames:
+        if old in tables and old not in arriving:
+            log.warning("%s was renamed by %r: its rows are no longer captured under this name (Flink CDC emits no "
+                        "event for RENAME TABLE either)", old, statement[:200])
+        if new not in tables or new in parsed.schemas:
+            continue
+        table = tables[new]
+        online = table.online_change
+        if options.parse_online_schema_changes and online is not None and old == TableId(new.database, online.shadow):
+            events, after = _swap_in(table, options)
+            parsed.events += events
+            parsed.schemas[new] = after
+            parsed.statements[new] = "; ".join(sql for _, sql in online.statements) + f"; {statement}"
+            log.info("%s: cut-over of the online schema change through %s (%r)", new, old, statement[:200])
+            continue
+        parsed.events.append(SchemaChangeEvent(UNPARSED_DDL, new, detail=_foreign_table_detail(old, new, options)))
+        parsed.schemas[new] = replace(table, online_change=None)
+    return parsed
+
+
+def _foreign_table_detail(old: TableId, new: TableId, options: MySqlSourceOptions) -> str:
+    what = f"RENAME TABLE puts {old} in place of the captured table {new}, whose schema lakecdc did not follow"
+    if _shadow_original(old) != new:
+        return f"{what}: re-snapshot {new}"
+    if not options.parse_online_schema_changes:
+        return (f"{what}: this is the cut-over of a gh-ost / pt-online-schema-change migration. Set "
+                "source.scan.parse.online.schema.changes.enabled: true to follow such migrations (it must be set "
+                f"before the ALTER on the shadow table is read); for this one, re-snapshot {new}")
+    return (f"{what}: the ALTER on the shadow table of this gh-ost / pt-online-schema-change migration was not read "
+            f"(it ran before the table's checkpoint or snapshot); re-snapshot {new}")
+
+
+# ----------------------------------------------------------------------------------------------- online schema changes
+
+# gh-ost's ghost table _t_gho and pt-online-schema-change's new table _t_new (Flink CDC's pattern); their other
+# tables (gh-ost's changelog _t_ghc and _t_del, pt-osc's _t_old) are never the table's future schema
+_SHADOW_TABLE = re.compile(r"^_(.+)_(gho|new)$")
+_TOOL_TABLE = re.compile(r"^_(.+)_(gho|ghc|del|new|old)$")  # every table of either tool
+_SHADOW_TARGET = re.compile(rf"(?is)^\s*(?:alter\s+(?:online\s+|ignore\s+)*|create\s+)table\s+(?:if\s+not\s+exists\s+)?"
+                            rf"({_TABLE_NAME})")
+
+
+def online_tool_table_of(table_id: TableId) -> TableId | None:
+    """The table whose migration ``table_id`` would serve by the tools' naming: gh-ost's ghost, changelog and
+    cut-over tables ``_t_gho``, ``_t_ghc``, ``_t_del``, pt-online-schema-change's ``_t_new`` and ``_t_old``."""
+    match = _TOOL_TABLE.match(table_id.table)
+    return TableId(table_id.database, match.group(1)) if match else None
+
+
+def _shadow_original(table_id: TableId) -> TableId | None:
+    """The table whose shadow table ``table_id`` is by the tools' naming (``_t_gho`` → ``t``), else None."""
+    match = _SHADOW_TABLE.match(table_id.table)
+    return TableId(table_id.database, match.group(1)) if match else None
+
+
+def _migrated_by(table_id: TableId, tables: dict[TableId, SourceTable]) -> TableId | None:
+    """The captured table (one of ``tables``) whose shadow table ``table_id`` is; None when it is none."""
+    original = _shadow_original(table_id)
+    return original if original in tables else None
+
+
+def _shadow_table_ddl(cleaned: str, tree, statement: str, default_database: str, tables: dict[TableId, SourceTable],
+                      options: MySqlSourceOptions) -> ParsedDdl | None:
+    """CREATE TABLE or ALTER TABLE of the shadow table of a captured table ``t`` (scan.parse.online.schema.changes
+    .enabled): the migration is recorded in ``t``'s schema history (SourceTable.online_change), which changes
+    nothing else until the cut-over (:func:`_renamed_onto_captured`); None for any other statement. Each ALTER is
+    checked against the shadow table's schema at once, so a statement that contradicts it stops the run here."""
+    target = _SHADOW_TARGET.match(_COMMENT.sub(" ", cleaned).strip())
+    if target is None:
+        return None
+    shadow = _name_id(target.group(1), default_database)
+    original = _migrated_by(shadow, tables)
+    if original is None:
+        return None
+    table = tables[original]
+    if cleaned.lstrip()[:6].upper() == "CREATE":
+        if not _created_like(tree, original, table, default_database, options):
+            # the shadow table does not start as a copy of the table: its schema is not the table's plus the ALTERs
+            log.warning("%s: %r does not create %s as a copy of it; its cut-over will not be followed", original,
+                        statement[:200], shadow)
+            return ParsedDdl(schemas={original: replace(table, online_change=None)})
+        log.info("%s: online schema change through %s started (%r)", original, shadow, statement[:200])
+        return ParsedDdl(schemas={original: replace(table, online_change=OnlineSchemaChange(shadow.table))})
+    online = table.online_change
+    if online is None or online.shadow != shadow.table:
+        # the CREATE ran before the table's checkpoint: the tools create the shadow table as a copy of the table
+        online = OnlineSchemaChange(shadow.table)
+    online = replace(online, statements=online.statements + ((default_database, statement),))
+    events, _ = _swap_in(replace(table, online_change=online), options)
+    log.info("%s: online schema change through %s: %s", original, shadow,
+             "; ".join(e.describe() for e in events) or "(no column change)")
+    return ParsedDdl(schemas={original: replace(table, online_change=online)})
+
+
+def _created_like(tree, original: TableId, table: SourceTable, default_database: str,
+                  options: MySqlSourceOptions) -> bool:
+    """Whether a CREATE TABLE of a shadow table makes it a copy of ``table``: ``LIKE`` the table (gh-ost), or the
+    table's own columns spelled out (pt-online-schema-change copies SHOW CREATE TABLE)."""
+    if not isinstance(tree, exp.Create):
+        return False
+    schema = tree.this
+    if not isinstance(schema, exp.Schema):
+        like = tree.find(exp.LikeProperty)
+        return like is not None and _table_id(like.this, default_database) == original
+    created = _create_table(original, schema, tree, options)
+    # what decoding depends on, but the character set: a column's set is spelled out only where it differs from
+    # the table's default, which the history does not keep
+    return [layout[:-1] for layout in decoding_layout(created)] == [layout[:-1] for layout in decoding_layout(table)]
+
+
+def _swap_in(table: SourceTable, options: MySqlSourceOptions) -> tuple[list[SchemaChangeEvent], SourceTable]:
+    """The events of the ALTER statements run on ``table``'s shadow table (as events of ``table``) and the table's
+    schema after them, without the migration. A statement lakecdc cannot interpret gives one UNPARSED_DDL event
+    and the schema as it was (the ALTERs are then not applied at all)."""
+    online = table.online_change
+    if online is None:
+        raise ValueError(f"{table.table_id} has no online schema change in progress")
+    shadow_id = TableId(table.table_id.database, online.shadow)
+    current = SourceTable(shadow_id, table.columns, table.primary_keys, table.comment)
+    events: list[SchemaChangeEvent] = []
+    for database, statement in online.statements:
+        parsed = parse_ddl(statement, database, {shadow_id: current}, options)
+        if any(e.type == UNPARSED_DDL for e in parsed.events):
+            detail = (f"cannot interpret {statement[:300]!r}, run on {shadow_id}, the shadow table of an online "
+                      f"schema change of {table.table_id}")
+            return ([SchemaChangeEvent(UNPARSED_DDL, table.table_id, detail=detail)],
+                    replace(table, online_change=None))
+        events += [replace(e, table_id=table.table_id) for e in parsed.events]
+        after = parsed.schemas.get(shadow_id, current)
+        current = after if after is not None else current
+    return events, SourceTable(table.table_id, current.columns, current.primary_keys, current.comment)
 
 
 # ----------------------------------------------------------------------------------------------- ALTER TABLE

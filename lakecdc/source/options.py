@@ -165,6 +165,14 @@ class MySqlSourceOptions:
                                         "MySQL assets) only when `true`; with `false` tables are created without "
                                         "comments, `ALTER TABLE ... COMMENT` gives no event and column comments in "
                                         "DDL are ignored (tables created earlier keep the comments they have)")
+    # Flink CDC's option of the same name: gh-ost / pt-online-schema-change migrations are followed through their
+    # shadow tables (lakecdc.source.ddl); without it a RENAME that swaps another table in is a statement lakecdc
+    # cannot interpret
+    parse_online_schema_changes: bool = option(
+        "scan.parse.online.schema.changes.enabled", BOOL, False,
+        doc="gh-ost and pt-online-schema-change migrations: the ALTER run on the tool's shadow table (`_t_gho`, "
+            "`_t_new`) becomes the schema change of `t` at the RENAME that swaps the shadow table in; the shadow "
+            "tables' rows are not captured (see [schema-changes.md](schema-changes.md#online-schema-change-tools))")
     # not options of the YAML: tuning for code that builds the options directly
     snapshot_batch_rows: int = 65536  # rows per Arrow batch from the snapshot
     retry_backoff: float = 1.0  # seconds before the first retry; doubled for each further one (capped at 30 s)
@@ -262,9 +270,6 @@ ACCEPTED = (
     Option("use.legacy.json.format", BOOL, True, doc="accepted and validated; changes nothing here"),
 )
 REFUSED = (
-    Option("scan.parse.online.schema.changes.enabled", BOOL, False,
-           check=lambda on: "not supported yet; remove the option or set it to false" if on else None,
-           doc="refused unless `false` (not supported yet)"),
     Prefix("jdbc.properties.", refused="pass-through driver options are not supported yet"),
     Prefix("debezium.", refused="pass-through driver options are not supported yet"),
 )

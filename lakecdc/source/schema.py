@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lakecdc.errors import SourceError
-from lakecdc.model import SourceTable, TableId
+from lakecdc.model import OnlineSchemaChange, SourceTable, TableId
 from lakecdc.source.connection import query, text
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.types import source_column
@@ -48,8 +48,10 @@ def source_table_from_json(data: dict, options: MySqlSourceOptions) -> SourceTab
             datetime_precision=_precision(data_type, column_type), nullable=bool(c.get("nullable", True)),
             comment=c.get("comment") or "", charset=c.get("charset") or "", collation=c.get("collation") or "",
             default=c.get("default")))
+    online = data.get("online_change")
     return SourceTable(table_id, tuple(columns), tuple(data.get("primary_keys") or ()),
-                       (data.get("comment") or "") if options.include_comments else "")
+                       (data.get("comment") or "") if options.include_comments else "",
+                       OnlineSchemaChange.from_json(online) if online else None)
 
 
 def _precision(data_type: str, column_type: str) -> int | None:
