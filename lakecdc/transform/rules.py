@@ -22,15 +22,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecdc.errors import ExpressionError, LakeCdcError, PipelineConfigError
-from lakecdc.model import (DELETE, INSERT, OP_COLUMN, OP_TS_COLUMN, UPDATE_AFTER, UPDATE_BEFORE, ChangeBatch,
-                           SourceTable, TableId)
+from lakecdc.model import (DECLARED_TYPE_KEY, DELETE, INSERT, OP_COLUMN, OP_TS_COLUMN, UPDATE_AFTER, UPDATE_BEFORE,
+                           ChangeBatch, SourceColumn, SourceTable, TableId)
 from lakecdc.selectors import TableSelector
 from lakecdc.transform.metadata_columns import MetadataColumn, check_declared_metadata
 from lakecdc.transform.expressions import (DATA_EVENT_TYPE, METADATA_COLUMNS, NAMESPACE_NAME, OP_TS, SCHEMA_NAME,
                                            TABLE_NAME, Compiler, ProjectionItem, check_tree, located,
                                            normalise_projection, parse_filter, parse_projection)
 from lakecdc.transform.nodes import ColumnRef, EvalEnv, Node, current_millis
-from lakecdc.transform.types import conform, family, flink_name, resolve_zone
+from lakecdc.transform.types import (calcite_name, conform, decl_for, declared_arrow, family, flink_name,
+                                     resolve_zone)
 
 SOFT_DELETE = "SOFT_DELETE"
 
@@ -326,8 +327,7 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
     def projection_resolver(path: str):
         def resolve(name: str) -> Node:
             if name in source_fields:
-                c = source_fields[name]
-                return ColumnRef("source", name, c.arrow_type, c.nullable)
+                return _source_ref(source_fields[name])
             ref = metadata_ref(name, path)
             if ref is None:
                 raise ExpressionError(f"unknown column {name!r} in {rule_path}; {_available(source, ctx)}")
@@ -354,7 +354,7 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
     for item in items:
         if item.star:
             for c in source.columns:
-                put(c.name, c.sink_field(), ColumnRef("source", c.name, c.arrow_type, c.nullable))
+                put(c.name, c.sink_field(), _source_ref(c))
             for m in ctx.metadata_columns:  # FLIP-107: * includes the persisted (non-VIRTUAL) metadata columns
                 if not m.virtual:
                     put(m.name, m.field, ColumnRef("metadata", m.name, m.arrow_type, m.nullable))
@@ -400,7 +400,10 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
 
         def filter_resolve(name: str) -> Node:
             if name in outputs:
-                return ColumnRef("output", name, outputs[name].type, outputs[name].nullable)
+                ref = ColumnRef("output", name, outputs[name].type, outputs[name].nullable)
+                ref.decl = decl_for(ref.dtype, (outputs[name].metadata or {}).get(DECLARED_TYPE_KEY, b"").decode()
+                                    or None)
+                return ref
             return projection_resolver(fpath)(name)
 
         try:
@@ -424,9 +427,19 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
     return compiled
 
 
+def _source_ref(c: SourceColumn) -> ColumnRef:
+    """A source column as an operand: its values, and its declared precision or length (TIMESTAMP(0) over
+    nanosecond values, BINARY(640)) for Calcite's types of the expressions that read it."""
+    ref = ColumnRef("source", c.name, c.arrow_type, c.nullable)
+    ref.decl = decl_for(c.arrow_type, c.declared_type)
+    return ref
+
+
 def _output_field(item: ProjectionItem, node: Node) -> pa.Field:
     """Flink CDC's projection types: bare references keep type and nullability; computed columns are nullable (IFNULL
-    excepted); CHAR/VARCHAR results are STRING; an untyped NULL becomes a nullable STRING."""
+    excepted), of Calcite's type (a capped TIMESTAMP(3) precision, VARBINARY(n) lengths: the declared type travels
+    as field metadata to the Paimon column, the values keep their digits as Flink CDC's do); CHAR/VARCHAR results
+    are STRING; an untyped NULL becomes a nullable STRING."""
     kind = family(node.dtype)
     if kind == "variant":
         raise ExpressionError(f"column {item.alias!r} would be a VARIANT ({node.sql}); lakecdc cannot write VARIANT "
@@ -437,4 +450,7 @@ def _output_field(item: ProjectionItem, node: Node) -> pa.Field:
     if item.bare_column is not None and isinstance(node, ColumnRef):
         return pa.field(item.alias, dtype, nullable=node.nullable)
     nullable = node.nullable if node.declares_nullability else True
-    return pa.field(item.alias, dtype, nullable=nullable)
+    declared = calcite_name(dtype, node.decl)
+    dtype = declared_arrow(dtype, node.decl)
+    metadata = {DECLARED_TYPE_KEY: declared.encode()} if declared != flink_name(dtype) else None
+    return pa.field(item.alias, dtype, nullable=nullable, metadata=metadata)

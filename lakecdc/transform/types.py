@@ -118,8 +118,10 @@ def flink_name(t: pa.DataType) -> str:
         return "DATE"
     if pa.types.is_time(t):
         return f"TIME({precision_of(t)})"
+    if pa.types.is_fixed_size_binary(t):
+        return f"BINARY({t.byte_width})"
     if family(t) == "binary":
-        return "BINARY"
+        return "BYTES"  # VARBINARY(2147483647), Paimon's BYTES
     if pa.types.is_map(t):
         return f"MAP<{flink_name(t.key_type)}, {flink_name(t.item_type)}>"
     if family(t) == "array":
@@ -139,6 +141,110 @@ def type_name(column: pa.DataType | pa.Field) -> str:
             return declared.decode()
         column = column.type
     return flink_name(column)
+
+
+# ------------------------------------------------------------------------------------------- declared types
+#
+# A node's Arrow type is the type of its values; its declared type (the Paimon column type of an output column) is
+# Calcite's, which Arrow cannot always say: a TIMESTAMP(3) whose values keep nanoseconds (Flink CDC's TimestampData
+# holds them whatever the precision), BINARY(n)/VARBINARY(n) lengths, a TINYINT product computed as a Java int.
+# ``Node.decl`` holds that text when it differs from what the Arrow type says.
+#
+# Calcite's type system (RelDataTypeSystemImpl of Calcite 1.32, which Flink CDC's FlinkCdcTypeSystem extends only for
+# DECIMAL) caps every type it creates: TIME/TIMESTAMP/TIMESTAMP_LTZ at precision 3, BINARY/VARBINARY at 65536
+# bytes (BYTES is VARBINARY(65536) inside an expression), and a CAST to TIMESTAMP without precision is TIMESTAMP(0).
+# A column forwarded bare (``col`` or ``col AS alias``) keeps its own type; every computed column has the capped one.
+
+MAX_DATETIME_PRECISION = 3
+MAX_BINARY_LENGTH = 65536
+_TEMPORAL_DECL = re.compile(r"^(TIMESTAMP_LTZ|TIMESTAMP|TIME)\((\d)\)$")
+_BINARY_DECL = re.compile(r"^(VARBINARY|BINARY)\((\d+)\)$")
+_INT_DECL = {"TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "BIGINT": pa.int64()}
+
+
+def decl_for(dtype: pa.DataType, text: str | None) -> str | None:
+    """The part of a declared type text (a source column's ``DECLARED_TYPE_KEY``) that matters to Calcite's type of
+    an expression: a temporal precision or a binary length (CHAR/VARCHAR(n) results are STRING anyway)."""
+    if text is None or family(dtype) not in ("timestamp", "timestamp_ltz", "time", "binary"):
+        return None
+    return text if _TEMPORAL_DECL.match(text) or _BINARY_DECL.match(text) else None
+
+
+def declared_name(dtype: pa.DataType, decl: str | None) -> str:
+    """A node's declared type as Flink CDC spells it (without nullability)."""
+    return decl or flink_name(dtype)
+
+
+def calcite_name(dtype: pa.DataType, decl: str | None) -> str:
+    """The type Calcite gives an operand: the declared type with Calcite's caps (see above)."""
+    name = declared_name(dtype, decl)
+    temporal = _TEMPORAL_DECL.match(name)
+    if temporal:
+        return f"{temporal.group(1)}({min(int(temporal.group(2)), MAX_DATETIME_PRECISION)})"
+    if name == "BYTES":
+        return f"VARBINARY({MAX_BINARY_LENGTH})"
+    binary = _BINARY_DECL.match(name)
+    if binary:
+        return f"{binary.group(1)}({min(int(binary.group(2)), MAX_BINARY_LENGTH)})"
+    return name
+
+
+def temporal_precision(dtype: pa.DataType, decl: str | None) -> int:
+    """Calcite's precision of a TIME/TIMESTAMP/TIMESTAMP_LTZ operand (at most 3)."""
+    match = _TEMPORAL_DECL.match(calcite_name(dtype, decl))
+    return int(match.group(2)) if match else MAX_DATETIME_PRECISION
+
+
+def temporal_decl(dtype: pa.DataType, precision: int) -> str:
+    """``TIMESTAMP(p)`` / ``TIMESTAMP_LTZ(p)`` / ``TIME(p)`` for values of ``dtype``, capped as Calcite does."""
+    kind = {"timestamp": "TIMESTAMP", "timestamp_ltz": "TIMESTAMP_LTZ", "time": "TIME"}[family(dtype)]
+    return f"{kind}({min(precision, MAX_DATETIME_PRECISION)})"
+
+
+def binary_of(dtype: pa.DataType, decl: str | None) -> tuple[bool, int]:
+    """(variable width, length) of a binary operand as Calcite types it."""
+    match = _BINARY_DECL.match(calcite_name(dtype, decl))
+    if not match:
+        return True, MAX_BINARY_LENGTH
+    return match.group(1) == "VARBINARY", int(match.group(2))
+
+
+def common_decl(operands: list[tuple[pa.DataType, str | None]], result: pa.DataType) -> str | None:
+    """Calcite's least restrictive declared type of CASE/COALESCE/IFNULL branches whose common Arrow type is
+    ``result``, when Arrow cannot say it: the highest (capped) precision of temporal branches; for binaries a
+    VARBINARY if the first is one, else the later one's kind, of the longest length (SqlTypeFactoryImpl
+    .leastRestrictiveSqlType); the integer type of the branches when their values are wider (a TINYINT product)."""
+    typed = [(t, d) for t, d in operands if not pa.types.is_null(t)]
+    if not typed:
+        return None
+    kind = family(result)
+    if kind in ("timestamp", "timestamp_ltz", "time"):
+        return temporal_decl(result, max(temporal_precision(t, d) for t, d in typed))
+    if kind == "binary":
+        var, length = binary_of(*typed[0])
+        for t, d in typed[1:]:
+            other_var, other_length = binary_of(t, d)
+            var = var or other_var
+            length = max(length, other_length)
+        return f"{'VARBINARY' if var else 'BINARY'}({length})"
+    if pa.types.is_integer(result):
+        ints = [integer_decl(t, d) for t, d in typed]
+        if all(pa.types.is_integer(t) for t in ints):
+            widest = max(ints, key=lambda t: _INT_RANK.get(t, 3))
+            if widest != result:
+                return flink_name(widest)
+    return None
+
+
+def integer_decl(dtype: pa.DataType, decl: str | None) -> pa.DataType:
+    """The declared integer type of an integer operand (a TINYINT product is declared TINYINT, its values INT)."""
+    return _INT_DECL.get(decl or "", dtype)
+
+
+def declared_arrow(dtype: pa.DataType, decl: str | None) -> pa.DataType:
+    """The Arrow type an output column of this declared type is written with: the declared integer type (values
+    narrowed as Java's cast does); otherwise the value type, whose extra digits Paimon drops at its precision."""
+    return integer_decl(dtype, decl) if pa.types.is_integer(dtype) else dtype
 
 
 # -------------------------------------------------------------------------------------------- numeric types
