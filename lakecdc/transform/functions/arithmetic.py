@@ -20,7 +20,7 @@ from lakecdc.transform.functions.base import (Site, data_error, fam, function, i
 from lakecdc.transform.functions.temporal import interval_arithmetic
 from lakecdc.transform.nodes import Call, Node
 from lakecdc.transform.types import (arithmetic_type, capped_decimal, cast_array, decimal_to_float,
-                                     exact_decimal, fit_decimal, integer_decimal)
+                                     exact_decimal, fit_decimal, flink_name, integer_decimal, integer_decl)
 from lakecdc.transform.types import common_numeric
 
 _KERNELS = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}
@@ -84,10 +84,14 @@ def binary_arithmetic(op: str, a: Node, b: Node, site: Site) -> Node:
         return interval_arithmetic(op, a, b, site)
     for x in (a, b):
         require(x, ("numeric",), f"operator {op}")
-    out = arithmetic_type(op, a.dtype, b.dtype, site.max_precision)
+    declared = arithmetic_type(op, integer_decl(a.dtype, a.decl), integer_decl(b.dtype, b.decl), site.max_precision)
     if is_null_literal(a) or is_null_literal(b):
-        return null_of(out, site)
-    decimal_result = pa.types.is_decimal(out)
+        return null_of(declared, site)
+    decimal_result = pa.types.is_decimal(declared)
+    # Calcite declares TINYINT * TINYINT as TINYINT (SMALLINT likewise), but the generated Java computes on the
+    # unboxed values with binary numeric promotion: an int, which wraps only at 32 bits (CAST(age * age * age AS
+    # INT) with age 15 is 3375). The values stay INT; the declared type narrows them where they become an output.
+    out = pa.int32() if declared in (pa.int8(), pa.int16()) else declared
 
     def run(env, xs):
         x, y = xs
@@ -100,7 +104,9 @@ def binary_arithmetic(op: str, a: Node, b: Node, site: Site) -> Node:
         if op == "/":
             return _divide(x, y, site)
         return _KERNELS[op](x, y)  # unchecked kernels: integer overflow wraps like Java
-    return Call(run, [a, b], out, site.sql, nullable=a.nullable or b.nullable)
+    call = Call(run, [a, b], out, site.sql, nullable=a.nullable or b.nullable)
+    call.decl = flink_name(declared) if out != declared else None
+    return call
 
 
 def _mod_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
