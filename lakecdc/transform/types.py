@@ -159,6 +159,9 @@ MAX_DATETIME_PRECISION = 3
 MAX_BINARY_LENGTH = 65536
 _TEMPORAL_DECL = re.compile(r"^(TIMESTAMP_LTZ|TIMESTAMP|TIME)\((\d)\)$")
 _BINARY_DECL = re.compile(r"^(VARBINARY|BINARY)\((\d+)\)$")
+_NESTED_TEMPORAL = re.compile(r"\b(TIMESTAMP_LTZ|TIMESTAMP|TIME)\((\d)\)")
+_NESTED_BINARY = re.compile(r"\b(VARBINARY|BINARY)\((\d+)\)")
+_NESTED_BYTES = re.compile(r"\bBYTES\b")
 _INT_DECL = {"TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "BIGINT": pa.int64()}
 
 
@@ -178,15 +181,10 @@ def declared_name(dtype: pa.DataType, decl: str | None) -> str:
 def calcite_name(dtype: pa.DataType, decl: str | None) -> str:
     """The type Calcite gives an operand: the declared type with Calcite's caps (see above)."""
     name = declared_name(dtype, decl)
-    temporal = _TEMPORAL_DECL.match(name)
-    if temporal:
-        return f"{temporal.group(1)}({min(int(temporal.group(2)), MAX_DATETIME_PRECISION)})"
-    if name == "BYTES":
-        return f"VARBINARY({MAX_BINARY_LENGTH})"
-    binary = _BINARY_DECL.match(name)
-    if binary:
-        return f"{binary.group(1)}({min(int(binary.group(2)), MAX_BINARY_LENGTH)})"
-    return name
+    # also the element, key, value and field types of ARRAY/MAP/ROW (ARRAY[ts_9] is ARRAY<TIMESTAMP(3)>)
+    name = _NESTED_TEMPORAL.sub(lambda m: f"{m.group(1)}({min(int(m.group(2)), MAX_DATETIME_PRECISION)})", name)
+    name = _NESTED_BYTES.sub(f"VARBINARY({MAX_BINARY_LENGTH})", name)
+    return _NESTED_BINARY.sub(lambda m: f"{m.group(1)}({min(int(m.group(2)), MAX_BINARY_LENGTH)})", name)
 
 
 def temporal_precision(dtype: pa.DataType, decl: str | None) -> int:
