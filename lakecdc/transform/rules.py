@@ -30,8 +30,8 @@ from lakecdc.transform.expressions import (DATA_EVENT_TYPE, METADATA_COLUMNS, NA
                                            TABLE_NAME, Compiler, ProjectionItem, check_tree, located,
                                            normalise_projection, parse_filter, parse_projection)
 from lakecdc.transform.nodes import ColumnRef, EvalEnv, Node, current_millis
-from lakecdc.transform.types import (calcite_name, conform, decl_for, declared_arrow, family, flink_name,
-                                     resolve_zone)
+from lakecdc.transform.types import (VARIANT, calcite_name, conform, decl_for, declared_arrow, family, flink_name,
+                                     is_variant_field, resolve_zone, variant_field, variant_to_storage)
 
 SOFT_DELETE = "SOFT_DELETE"
 
@@ -228,6 +228,10 @@ class CompiledTransform:
         try:
             for f, node in self._columns:
                 arr = node.eval(env)
+                if is_variant_field(f):  # filters read the JSON form, Paimon gets the Variant encoding
+                    env.outputs[f.name] = arr
+                    arrays.append(variant_to_storage(arr))
+                    continue
                 if arr.type != f.type:
                     arr = conform(arr, f.type)
                 arrays.append(arr)
@@ -400,7 +404,8 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
 
         def filter_resolve(name: str) -> Node:
             if name in outputs:
-                ref = ColumnRef("output", name, outputs[name].type, outputs[name].nullable)
+                dtype = VARIANT if is_variant_field(outputs[name]) else outputs[name].type
+                ref = ColumnRef("output", name, dtype, outputs[name].nullable)
                 ref.decl = decl_for(ref.dtype, (outputs[name].metadata or {}).get(DECLARED_TYPE_KEY, b"").decode()
                                     or None)
                 return ref
@@ -442,8 +447,7 @@ def _output_field(item: ProjectionItem, node: Node) -> pa.Field:
     are STRING; an untyped NULL becomes a nullable STRING."""
     kind = family(node.dtype)
     if kind == "variant":
-        raise ExpressionError(f"column {item.alias!r} would be a VARIANT ({node.sql}); lakecdc cannot write VARIANT "
-                              "columns to Paimon: CAST(... AS STRING) keeps the JSON text")
+        return variant_field(item.output_name)
     if kind == "interval":
         raise ExpressionError(f"column {item.alias!r} is an INTERVAL ({node.sql}); add it to a date or time")
     dtype = pa.string() if pa.types.is_null(node.dtype) else node.dtype

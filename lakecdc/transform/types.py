@@ -11,6 +11,7 @@ JSON text). The NULL literal has Arrow type ``null``.
 from __future__ import annotations
 
 import decimal
+import json
 import os
 import re
 import struct
@@ -50,6 +51,61 @@ except pa.ArrowKeyError:  # already registered (module reloaded)
 
 def variant_array(storage: pa.Array) -> pa.Array:
     return pa.ExtensionArray.from_storage(VARIANT, storage.cast(pa.string()))
+
+
+# A VARIANT output column as Paimon stores it (and pypaimon / pypaimon-rust read it): the Variant binary encoding
+# (Parquet's, Paimon's GenericVariant) in two byte arrays. Inside expressions a VARIANT stays normalised JSON text.
+VARIANT_STORAGE = pa.struct([pa.field("value", pa.binary(), nullable=False),
+                             pa.field("metadata", pa.binary(), nullable=False)])
+
+
+def variant_field(name: str) -> pa.Field:
+    """A nullable VARIANT output column (its declared type says VARIANT; pypaimon recognises the struct)."""
+    return pa.field(name, VARIANT_STORAGE, nullable=True, metadata={DECLARED_TYPE_KEY: b"VARIANT"})
+
+
+def is_variant_field(f: pa.Field) -> bool:
+    return f.type == VARIANT_STORAGE and (f.metadata or {}).get(DECLARED_TYPE_KEY) == b"VARIANT"
+
+
+def variant_to_storage(arr: pa.Array) -> pa.Array:
+    """VARIANT values (JSON text) in Paimon's Variant encoding. JSON numbers with a fraction become Variant
+    decimals when they fit 38 digits, else doubles, integers the smallest integer type (as Flink CDC's
+    VariantBuilder parses JSON). Per row, with pypaimon's GenericVariant: Arrow has no Variant kernel, and the JSON
+    these values come from (PARSE_JSON) is parsed per row already; each distinct text is encoded once."""
+    from pypaimon.data.generic_variant import GenericVariant  # pypaimon's encoder (Paimon's GenericVariant port)
+
+    encoded = arr.storage.dictionary_encode()
+    rows = []
+    for text in encoded.dictionary.to_pylist():
+        variant = GenericVariant.from_python(json.loads(text, parse_float=decimal.Decimal))
+        rows.append({"value": variant.value(), "metadata": variant.metadata()})
+    return pa.array(rows, VARIANT_STORAGE).take(encoded.indices)
+
+
+def variant_from_storage(arr: pa.Array) -> pa.Array:
+    """Paimon's Variant encoding back as VARIANT values (normalised JSON text): the inverse of
+    ``variant_to_storage``, for reading a VARIANT column written by lakecdc."""
+    from pypaimon.data.generic_variant import GenericVariant
+
+    texts = [None if row is None else variant_json(GenericVariant.from_arrow_struct(row).to_python())
+             for row in arr.to_pylist()]
+    return variant_array(pa.array(texts, pa.string()))
+
+
+def variant_json(value) -> str:
+    """Compact JSON with sorted keys, decimals as written (the text a Variant prints)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + variant_json(value[k])
+                              for k in sorted(value)) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(variant_json(v) for v in value) + "]"
+    if isinstance(value, decimal.Decimal):
+        sign, digits, exponent = value.as_tuple()
+        if isinstance(exponent, int) and exponent <= 0 and len(digits) <= 38:
+            return format(value, "f")  # a Variant decimal (38 digits at most)
+        return json.dumps(float(value))  # beyond: a double, as Flink CDC's VariantBuilder
+    return json.dumps(value, ensure_ascii=False)
 
 
 def family(t: pa.DataType) -> str:
