@@ -666,3 +666,12 @@ def test_variant_columns_through_paimon(tmp_path):
     assert texts(pa.Table.from_batches(builder.new_read().read(builder.new_scan().plan().splits()))) == expected
     # the first commit's document kept its structure and its decimal
     assert texts(first)[0] == (1, '{"a":[1,2.50,{"x":"y"}],"k":1}', "2.50", "1")
+
+
+@pytest.mark.parametrize("keys", [{"primary_keys": "doc"}, {"primary_keys": "id", "partition_keys": "doc"}])
+def test_variant_key_is_refused(keys):
+    docs = SourceTable(TableId("db", "docs"), (SourceColumn("id", "bigint", pa.int64(), False),
+                                               SourceColumn("body", "json", pa.string())), primary_keys=("id",))
+    rule = TransformRuleConfig(index=0, source_table="db.docs", projection="id, PARSE_JSON(body) AS doc", **keys)
+    with pytest.raises(PipelineConfigError, match="'doc' is a VARIANT, which Paimon cannot use"):
+        compile_transform(rule, docs, TransformContext())

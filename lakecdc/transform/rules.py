@@ -392,6 +392,10 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
                 raise PipelineConfigError(f"{what} column {key!r} is not an output column of the projection "
                                           f"(output columns: {', '.join(names)})", file=ctx.source_file,
                                           path=key_path)
+            if is_variant_field(columns[key][0]):  # Paimon keys and partitions on atomic types only
+                raise PipelineConfigError(f"{what} column {key!r} is a VARIANT, which Paimon cannot use as a "
+                                          f"{what}: key on another column, or CAST({key} AS STRING) AS ...",
+                                          file=ctx.source_file, path=key_path)
     for key in primary_keys:
         f, node = columns[key]
         columns[key] = (f.with_nullable(False), node)

@@ -78,9 +78,15 @@ def variant_to_storage(arr: pa.Array) -> pa.Array:
     encoded = arr.storage.dictionary_encode()
     rows = []
     for text in encoded.dictionary.to_pylist():
-        variant = GenericVariant.from_python(json.loads(text, parse_float=decimal.Decimal))
+        variant = GenericVariant.from_python(json.loads(text, parse_float=json_fraction))
         rows.append({"value": variant.value(), "metadata": variant.metadata()})
     return pa.array(rows, VARIANT_STORAGE).take(encoded.indices)
+
+
+def json_fraction(text: str) -> decimal.Decimal | float:
+    """A JSON number with a fraction or an exponent as Flink CDC's VariantBuilder keeps it: a decimal when written
+    without an exponent (``2.50`` keeps its scale), else a double."""
+    return float(text) if "e" in text or "E" in text else decimal.Decimal(text)
 
 
 def variant_from_storage(arr: pa.Array) -> pa.Array:
