@@ -86,6 +86,7 @@ RESULT_TYPES: list[tuple[str, str]] = [
     # conditional
     ("CASE WHEN bl THEN 1 ELSE 2.5 END", "DECIMAL(11, 1)"), ("CASE WHEN bl THEN t0 ELSE t6 END", "TIMESTAMP(3)"),
     ("CASE WHEN bl THEN ti * ti ELSE ti END", "TINYINT"), ("IF(bl, 'a', 'b')", "STRING"),
+    ("-(ti * ti)", "TINYINT"), ("ABS(si * si)", "SMALLINT"), ("CEIL(ti * ti)", "TINYINT"),
     ("IF(bl, t0, t6)", "TIMESTAMP(0)"), ("IF(bl, b, vb)", "VARBINARY(50)"), ("COALESCE(t0, t0)", "TIMESTAMP(0)"),
     ("COALESCE(b, b)", "BINARY(50)"), ("COALESCE(vb, vb)", "VARBINARY(50)"), ("COALESCE(b, vb)", "VARBINARY(50)"),
     ("COALESCE(blob, b)", "VARBINARY(65536)"), ("COALESCE(i, bi)", "BIGINT"), ("IFNULL(i, 0)", "INT NOT NULL"),

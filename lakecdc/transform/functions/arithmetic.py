@@ -163,6 +163,14 @@ for _op in ("+", "-", "*", "/", "%"):
 function("MOD", min_args=2, max_args=2)(_arith("%"))
 
 
+def _as_arg0(call: Call, arg: Node) -> Call:
+    """A result of the operand's type (Calcite's ARG0) keeps its declared type: -(ti * ti) is a TINYINT whose values
+    are Java ints (see binary_arithmetic)."""
+    if call.dtype == arg.dtype:
+        call.decl = arg.decl
+    return call
+
+
 def _same_type(node: Node, site: Site) -> pa.DataType:
     """The type of a sign operation (unary minus, ABS): the operand's, a DECIMAL capped at the pipeline's maximum
     precision (ABS(DECIMAL(20, 2)) is DECIMAL(19, 2) in UP_TO_19)."""
@@ -175,13 +183,13 @@ def _same_type(node: Node, site: Site) -> pa.DataType:
 @function("NEG", operator=True)
 def _neg(args, site):
     require(args[0], ("numeric",), "unary minus")
-    return Call(lambda env, xs: pc.negate(xs[0]), args, _same_type(args[0], site), site.sql)
+    return _as_arg0(Call(lambda env, xs: pc.negate(xs[0]), args, _same_type(args[0], site), site.sql), args[0])
 
 
 @function("ABS")
 def _abs(args, site):
     require(args[0], ("numeric",), "ABS")
-    return Call(lambda env, xs: pc.abs(xs[0]), args, _same_type(args[0], site), site.sql)
+    return _as_arg0(Call(lambda env, xs: pc.abs(xs[0]), args, _same_type(args[0], site), site.sql), args[0])
 
 
 def _whole(arr: pa.Array) -> pa.Array:
@@ -196,7 +204,7 @@ def _ceil_floor(kernel, name: str):
         if pa.types.is_null(t):
             return null_of(pa.int32(), site)
         if pa.types.is_integer(t):
-            return Call(lambda env, xs: xs[0], args, t, site.sql)
+            return _as_arg0(Call(lambda env, xs: xs[0], args, t, site.sql), args[0])
         if pa.types.is_decimal(t):
             # DECIMAL(p, s) → DECIMAL(p, 0), capped at the pipeline's maximum precision (Calcite's type system)
             out = capped_decimal(t.precision, 0, site.max_precision)
@@ -238,9 +246,9 @@ def _round(args, site):
         return null_of(pa.int32(), site)
     if pa.types.is_integer(t):
         if digits >= 0:
-            return Call(lambda env, xs: xs[0], args[:1], t, site.sql)
-        return Call(lambda env, xs: pc.round(xs[0], ndigits=digits, round_mode="half_towards_infinity"),
-                    args[:1], t, site.sql)
+            return _as_arg0(Call(lambda env, xs: xs[0], args[:1], t, site.sql), args[0])
+        return _as_arg0(Call(lambda env, xs: pc.round(xs[0], ndigits=digits, round_mode="half_towards_infinity"),
+                             args[:1], t, site.sql), args[0])
     if pa.types.is_decimal(t):
         out = round_decimal_type(t, digits, site.max_precision)
 
