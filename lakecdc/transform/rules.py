@@ -358,7 +358,7 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
     for item in items:
         if item.star:
             for c in source.columns:
-                put(c.name, c.sink_field(), _source_ref(c))
+                put(c.name, _source_field(c), _source_ref(c))
             for m in ctx.metadata_columns:  # FLIP-107: * includes the persisted (non-VIRTUAL) metadata columns
                 if not m.virtual:
                     put(m.name, m.field, ColumnRef("metadata", m.name, m.arrow_type, m.nullable))
@@ -370,7 +370,7 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
             exc = located(exc, item.expression, normalise_projection(text))
             raise PipelineConfigError(str(exc), file=ctx.source_file, path=path) from None
         if item.bare_column is not None and isinstance(node, ColumnRef) and node.kind == "source":
-            output = output.with_metadata(source_fields[node.name].sink_field().metadata)  # comment, VARCHAR(n)
+            output = _source_field(source_fields[node.name]).with_name(output.name)  # comment, VARCHAR(n)
         put(item.output_name, output, node)
 
     # --- keys
@@ -434,6 +434,14 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
                                  metadata_columns=ctx.metadata_columns)
     compiled.star = any(item.star for item in items)  # as in Flink CDC: new upstream columns reach the sink via * only
     return compiled
+
+
+def _source_field(c: SourceColumn) -> pa.Field:
+    """A source column forwarded as an output column: its type, comment and declared type (a VARIANT as Paimon's
+    Variant encoding)."""
+    f = c.sink_field()
+    return variant_field(c.name).with_metadata({**(f.metadata or {}), DECLARED_TYPE_KEY: b"VARIANT"}) \
+        if family(c.arrow_type) == "variant" else f
 
 
 def _source_ref(c: SourceColumn) -> ColumnRef:
