@@ -5,7 +5,9 @@ Flink CDC type ↔ Arrow type used here: BOOLEAN bool, TINYINT int8, SMALLINT in
 FLOAT float32, DOUBLE float64, DECIMAL(p,s) decimal128(p,s), CHAR/VARCHAR/STRING string, DATE date32,
 TIME time32/time64, TIMESTAMP(p) naive timestamp, TIMESTAMP_LTZ(p) tz-aware timestamp (an instant),
 BINARY/VARBINARY/BYTES binary, ARRAY list, MAP map, ROW struct, VARIANT ``VARIANT`` (an extension type holding
-JSON text). The NULL literal has Arrow type ``null``.
+JSON text; an output column is Paimon's Variant encoding, ``VARIANT_STORAGE``). The NULL literal has Arrow type
+``null``. The Arrow type is the type of the values; where the declared type says more (a precision, a length) a
+node's ``decl`` and an output field's ``DECLARED_TYPE_KEY`` carry it (see "declared types" below).
 """
 
 from __future__ import annotations
