@@ -85,8 +85,8 @@ _FLOOR_UNIT = {"s": "second", "ms": "millisecond", "us": "microsecond"}
 
 def _to_precision(col, target: pa.DataType):
     """Timestamps finer than their column's precision, floored to it: a transform declares Calcite's TIMESTAMP(3)
-    over values that keep their microseconds (as Flink CDC's TimestampData does), and Paimon keeps a TIMESTAMP(p)
-    at p digits (Flink CDC's Paimon writer drops the rest too)."""
+    over values that keep their microseconds (as Flink CDC's TimestampData does), and pypaimon stores a
+    TIMESTAMP(p) in the unit of p (Paimon's Java writer drops the digits below milliseconds too)."""
     if pa.types.is_timestamp(target) and pa.types.is_timestamp(col.type) and \
             _TIME_UNITS.index(col.type.unit) > _TIME_UNITS.index(target.unit):
         return pc.floor_temporal(col, unit=_FLOOR_UNIT[target.unit])
