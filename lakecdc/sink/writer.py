@@ -79,6 +79,20 @@ def _forget_writer_threads() -> None:
 os.register_at_fork(after_in_child=_forget_writer_threads)
 
 
+_TIME_UNITS = ("s", "ms", "us", "ns")
+_FLOOR_UNIT = {"s": "second", "ms": "millisecond", "us": "microsecond"}
+
+
+def _to_precision(col, target: pa.DataType):
+    """Timestamps finer than their column's precision, floored to it: a transform declares Calcite's TIMESTAMP(3)
+    over values that keep their microseconds (as Flink CDC's TimestampData does), and pypaimon stores a
+    TIMESTAMP(p) in the unit of p (Paimon's Java writer drops the digits below milliseconds too)."""
+    if pa.types.is_timestamp(target) and pa.types.is_timestamp(col.type) and \
+            _TIME_UNITS.index(col.type.unit) > _TIME_UNITS.index(target.unit):
+        return pc.floor_temporal(col, unit=_FLOOR_UNIT[target.unit])
+    return col
+
+
 class _Shard:
     """One native writer and the single thread it lives on (``executor``, shared with the process's other
     writers of the same shard index)."""
@@ -276,6 +290,7 @@ class TableWriter:
                 raise SinkError(f"table {self.table_id}: column {f.name!r} appears more than once")
             col = data.column(f.name)
             if col.type != f.type:
+                col = _to_precision(col, f.type)
                 try:
                     # Paimon stores TIME as milliseconds of the day (Java and Flink CDC truncate finer values too)
                     col = pc.cast(col, f.type, safe=not pa.types.is_time(f.type))

@@ -254,12 +254,16 @@ _DECIMAL_TYPES = {exp.DataType.Type.DECIMAL}
 # Spark reads TIMESTAMP as its (zoned) TIMESTAMP type; in Flink CDC it is the zone-less TIMESTAMP.
 _TIMESTAMP_TYPES = {exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.DATETIME,
                     exp.DataType.Type.TIMESTAMPNTZ}
-DEFAULT_CAST_TIMESTAMP_PRECISION = 6
+# CAST(x AS TIMESTAMP) is declared TIMESTAMP(0) (Calcite's default precision) while its values keep their fraction,
+# as Flink CDC's TimestampData does: text is parsed to microseconds (nanoseconds for TIMESTAMP(7..9)).
+DEFAULT_CAST_TIMESTAMP_PRECISION = 0
+_TEXT_TIMESTAMP_UNIT_PRECISION = 6
 
 
-def cast_target(dt: exp.DataType) -> pa.DataType:
-    """The Arrow type of a CAST target as written; ExpressionError for targets Flink CDC cannot cast to. (fn.cast
-    caps a DECIMAL's declared precision at the pipeline's maximum, as Calcite's type system does.)"""
+def cast_target(dt: exp.DataType) -> tuple[pa.DataType, str | None]:
+    """The Arrow type of a CAST target's values and its declared type where Arrow cannot say it (TIMESTAMP(p) of
+    microsecond values); ExpressionError for targets Flink CDC cannot cast to. (fn.cast caps a DECIMAL's declared
+    precision at the pipeline's maximum and a TIMESTAMP's at 3, as Calcite's type system does.)"""
     try:
         params = [int(p.this.this) if isinstance(p, exp.DataTypeParam) else int(p.this)
                   for p in dt.expressions] if dt.expressions else []
@@ -267,7 +271,7 @@ def cast_target(dt: exp.DataType) -> pa.DataType:
         raise ExpressionError(f"Unsupported data type cast to {dt.sql(dialect=FlinkCdcSql)}; supported targets: "
                               f"{fn.CAST_TARGETS}") from None
     if dt.this in _CAST_TYPES:
-        return _CAST_TYPES[dt.this]
+        return _CAST_TYPES[dt.this], None
     if dt.this in _DECIMAL_TYPES:
         precision = params[0] if params else 10
         scale = params[1] if len(params) > 1 else 0
@@ -275,12 +279,13 @@ def cast_target(dt: exp.DataType) -> pa.DataType:
             raise ExpressionError(f"invalid DECIMAL({precision}, {scale})")
         # The written precision: CAST computes its value with it (castToBigDecimal(x, p, s)); the declared type is
         # capped at the pipeline's maximum by fn.cast.
-        return pa.decimal128(precision, scale)
+        return pa.decimal128(precision, scale), None
     if dt.this in _TIMESTAMP_TYPES:
         precision = params[0] if params else DEFAULT_CAST_TIMESTAMP_PRECISION
         if not 0 <= precision <= 9:
             raise ExpressionError(f"invalid TIMESTAMP({precision})")
-        return pa.timestamp(unit_for_precision(precision))
+        unit = unit_for_precision(max(precision, _TEXT_TIMESTAMP_UNIT_PRECISION))
+        return pa.timestamp(unit), f"TIMESTAMP({precision})"
     raise ExpressionError(f"Unsupported data type cast to {dt.sql(dialect=FlinkCdcSql)}; supported targets: "
                           f"{fn.CAST_TARGETS}")
 
@@ -362,8 +367,9 @@ class Compiler:
         if isinstance(node, (exp.Cast, exp.TryCast)):
             if node.args.get("format"):
                 raise ExpressionError(f"CAST ... FORMAT is not supported: {sql}")
-            target = cast_target(node.to)
-            return fn.cast(self.compile(node.this), target, isinstance(node, exp.TryCast), sql, self.site(sql))
+            target, decl = cast_target(node.to)
+            return fn.cast(self.compile(node.this), target, isinstance(node, exp.TryCast), sql, self.site(sql),
+                           decl=decl)
         if isinstance(node, exp.Substring):
             operands = [node.this, node.args.get("start"), node.args.get("length")]
             return self.function("SUBSTRING", [a for a in operands if a is not None], sql)

@@ -105,6 +105,9 @@ class Node:
     # Calcite's nullability (``nullable``) is declared on the output column only for IFNULL (Flink CDC makes every
     # other computed column nullable); inside an expression it decides IFNULL's own nullability.
     declares_nullability: bool = False
+    # The declared (Calcite) type's text where the Arrow type ``dtype`` of the values cannot say it: TIMESTAMP(3)
+    # over nanosecond values, VARBINARY(65536), TINYINT over Java-int values (lakecdc.transform.types).
+    decl: str | None = None
 
     @property
     def is_const(self) -> bool:

@@ -22,15 +22,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecdc.errors import ExpressionError, LakeCdcError, PipelineConfigError
-from lakecdc.model import (DELETE, INSERT, OP_COLUMN, OP_TS_COLUMN, UPDATE_AFTER, UPDATE_BEFORE, ChangeBatch,
-                           SourceTable, TableId)
+from lakecdc.model import (DECLARED_TYPE_KEY, DELETE, INSERT, OP_COLUMN, OP_TS_COLUMN, UPDATE_AFTER, UPDATE_BEFORE,
+                           ChangeBatch, SourceColumn, SourceTable, TableId)
 from lakecdc.selectors import TableSelector
 from lakecdc.transform.metadata_columns import MetadataColumn, check_declared_metadata
 from lakecdc.transform.expressions import (DATA_EVENT_TYPE, METADATA_COLUMNS, NAMESPACE_NAME, OP_TS, SCHEMA_NAME,
                                            TABLE_NAME, Compiler, ProjectionItem, check_tree, located,
                                            normalise_projection, parse_filter, parse_projection)
 from lakecdc.transform.nodes import ColumnRef, EvalEnv, Node, current_millis
-from lakecdc.transform.types import conform, family, flink_name, resolve_zone
+from lakecdc.transform.types import (VARIANT, calcite_name, conform, decl_for, declared_arrow, family, flink_name,
+                                     is_variant_field, resolve_zone, variant_field, variant_to_storage)
 
 SOFT_DELETE = "SOFT_DELETE"
 
@@ -227,6 +228,10 @@ class CompiledTransform:
         try:
             for f, node in self._columns:
                 arr = node.eval(env)
+                if is_variant_field(f):  # filters read the JSON form, Paimon gets the Variant encoding
+                    env.outputs[f.name] = arr
+                    arrays.append(variant_to_storage(arr))
+                    continue
                 if arr.type != f.type:
                     arr = conform(arr, f.type)
                 arrays.append(arr)
@@ -326,8 +331,7 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
     def projection_resolver(path: str):
         def resolve(name: str) -> Node:
             if name in source_fields:
-                c = source_fields[name]
-                return ColumnRef("source", name, c.arrow_type, c.nullable)
+                return _source_ref(source_fields[name])
             ref = metadata_ref(name, path)
             if ref is None:
                 raise ExpressionError(f"unknown column {name!r} in {rule_path}; {_available(source, ctx)}")
@@ -354,7 +358,7 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
     for item in items:
         if item.star:
             for c in source.columns:
-                put(c.name, c.sink_field(), ColumnRef("source", c.name, c.arrow_type, c.nullable))
+                put(c.name, _source_field(c), _source_ref(c))
             for m in ctx.metadata_columns:  # FLIP-107: * includes the persisted (non-VIRTUAL) metadata columns
                 if not m.virtual:
                     put(m.name, m.field, ColumnRef("metadata", m.name, m.arrow_type, m.nullable))
@@ -366,7 +370,7 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
             exc = located(exc, item.expression, normalise_projection(text))
             raise PipelineConfigError(str(exc), file=ctx.source_file, path=path) from None
         if item.bare_column is not None and isinstance(node, ColumnRef) and node.kind == "source":
-            output = output.with_metadata(source_fields[node.name].sink_field().metadata)  # comment, VARCHAR(n)
+            output = _source_field(source_fields[node.name]).with_name(output.name)  # comment, VARCHAR(n)
         put(item.output_name, output, node)
 
     # --- keys
@@ -388,6 +392,10 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
                 raise PipelineConfigError(f"{what} column {key!r} is not an output column of the projection "
                                           f"(output columns: {', '.join(names)})", file=ctx.source_file,
                                           path=key_path)
+            if is_variant_field(columns[key][0]):  # Paimon keys and partitions on atomic types only
+                raise PipelineConfigError(f"{what} column {key!r} is a VARIANT, which Paimon cannot use as a "
+                                          f"{what}: key on another column, or CAST({key} AS STRING) AS ...",
+                                          file=ctx.source_file, path=key_path)
     for key in primary_keys:
         f, node = columns[key]
         columns[key] = (f.with_nullable(False), node)
@@ -400,7 +408,11 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
 
         def filter_resolve(name: str) -> Node:
             if name in outputs:
-                return ColumnRef("output", name, outputs[name].type, outputs[name].nullable)
+                dtype = VARIANT if is_variant_field(outputs[name]) else outputs[name].type
+                ref = ColumnRef("output", name, dtype, outputs[name].nullable)
+                ref.decl = decl_for(ref.dtype, (outputs[name].metadata or {}).get(DECLARED_TYPE_KEY, b"").decode()
+                                    or None)
+                return ref
             return projection_resolver(fpath)(name)
 
         try:
@@ -424,17 +436,37 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
     return compiled
 
 
+def _source_field(c: SourceColumn) -> pa.Field:
+    """A source column forwarded as an output column: its type, comment and declared type (a VARIANT as Paimon's
+    Variant encoding)."""
+    f = c.sink_field()
+    return variant_field(c.name).with_metadata({**(f.metadata or {}), DECLARED_TYPE_KEY: b"VARIANT"}) \
+        if family(c.arrow_type) == "variant" else f
+
+
+def _source_ref(c: SourceColumn) -> ColumnRef:
+    """A source column as an operand: its values, and its declared precision or length (TIMESTAMP(0) over
+    nanosecond values, BINARY(640)) for Calcite's types of the expressions that read it."""
+    ref = ColumnRef("source", c.name, c.arrow_type, c.nullable)
+    ref.decl = decl_for(c.arrow_type, c.declared_type)
+    return ref
+
+
 def _output_field(item: ProjectionItem, node: Node) -> pa.Field:
     """Flink CDC's projection types: bare references keep type and nullability; computed columns are nullable (IFNULL
-    excepted); CHAR/VARCHAR results are STRING; an untyped NULL becomes a nullable STRING."""
+    excepted), of Calcite's type (a capped TIMESTAMP(3) precision, VARBINARY(n) lengths: the declared type travels
+    as field metadata to the Paimon column, the values keep their digits as Flink CDC's do); CHAR/VARCHAR results
+    are STRING; an untyped NULL becomes a nullable STRING."""
     kind = family(node.dtype)
     if kind == "variant":
-        raise ExpressionError(f"column {item.alias!r} would be a VARIANT ({node.sql}); lakecdc cannot write VARIANT "
-                              "columns to Paimon: CAST(... AS STRING) keeps the JSON text")
+        return variant_field(item.output_name)
     if kind == "interval":
         raise ExpressionError(f"column {item.alias!r} is an INTERVAL ({node.sql}); add it to a date or time")
     dtype = pa.string() if pa.types.is_null(node.dtype) else node.dtype
     if item.bare_column is not None and isinstance(node, ColumnRef):
         return pa.field(item.alias, dtype, nullable=node.nullable)
     nullable = node.nullable if node.declares_nullability else True
-    return pa.field(item.alias, dtype, nullable=nullable)
+    declared = calcite_name(dtype, node.decl)
+    dtype = declared_arrow(dtype, node.decl)
+    metadata = {DECLARED_TYPE_KEY: declared.encode()} if declared != flink_name(dtype) else None
+    return pa.field(item.alias, dtype, nullable=nullable, metadata=metadata)

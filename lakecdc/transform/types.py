@@ -5,12 +5,15 @@ Flink CDC type ↔ Arrow type used here: BOOLEAN bool, TINYINT int8, SMALLINT in
 FLOAT float32, DOUBLE float64, DECIMAL(p,s) decimal128(p,s), CHAR/VARCHAR/STRING string, DATE date32,
 TIME time32/time64, TIMESTAMP(p) naive timestamp, TIMESTAMP_LTZ(p) tz-aware timestamp (an instant),
 BINARY/VARBINARY/BYTES binary, ARRAY list, MAP map, ROW struct, VARIANT ``VARIANT`` (an extension type holding
-JSON text). The NULL literal has Arrow type ``null``.
+JSON text; an output column is Paimon's Variant encoding, ``VARIANT_STORAGE``). The NULL literal has Arrow type
+``null``. The Arrow type is the type of the values; where the declared type says more (a precision, a length) a
+node's ``decl`` and an output field's ``DECLARED_TYPE_KEY`` carry it (see "declared types" below).
 """
 
 from __future__ import annotations
 
 import decimal
+import json
 import os
 import re
 import struct
@@ -50,6 +53,67 @@ except pa.ArrowKeyError:  # already registered (module reloaded)
 
 def variant_array(storage: pa.Array) -> pa.Array:
     return pa.ExtensionArray.from_storage(VARIANT, storage.cast(pa.string()))
+
+
+# A VARIANT output column as Paimon stores it (and pypaimon / pypaimon-rust read it): the Variant binary encoding
+# (Parquet's, Paimon's GenericVariant) in two byte arrays. Inside expressions a VARIANT stays normalised JSON text.
+VARIANT_STORAGE = pa.struct([pa.field("value", pa.binary(), nullable=False),
+                             pa.field("metadata", pa.binary(), nullable=False)])
+
+
+def variant_field(name: str) -> pa.Field:
+    """A nullable VARIANT output column (its declared type says VARIANT; pypaimon recognises the struct)."""
+    return pa.field(name, VARIANT_STORAGE, nullable=True, metadata={DECLARED_TYPE_KEY: b"VARIANT"})
+
+
+def is_variant_field(f: pa.Field) -> bool:
+    return f.type == VARIANT_STORAGE and (f.metadata or {}).get(DECLARED_TYPE_KEY) == b"VARIANT"
+
+
+def variant_to_storage(arr: pa.Array) -> pa.Array:
+    """VARIANT values (JSON text) in Paimon's Variant encoding. JSON numbers with a fraction become Variant
+    decimals when they fit 38 digits, else doubles, integers the smallest integer type (as Flink CDC's
+    VariantBuilder parses JSON). Per row, with pypaimon's GenericVariant: Arrow has no Variant kernel, and the JSON
+    these values come from (PARSE_JSON) is parsed per row already; each distinct text is encoded once."""
+    from pypaimon.data.generic_variant import GenericVariant  # pypaimon's encoder (Paimon's GenericVariant port)
+
+    encoded = arr.storage.dictionary_encode()
+    rows = []
+    for text in encoded.dictionary.to_pylist():
+        variant = GenericVariant.from_python(json.loads(text, parse_float=json_fraction))
+        rows.append({"value": variant.value(), "metadata": variant.metadata()})
+    return pa.array(rows, VARIANT_STORAGE).take(encoded.indices)
+
+
+def json_fraction(text: str) -> decimal.Decimal | float:
+    """A JSON number with a fraction or an exponent as Flink CDC's VariantBuilder keeps it: a decimal when written
+    without an exponent (``2.50`` keeps its scale), else a double."""
+    return float(text) if "e" in text or "E" in text else decimal.Decimal(text)
+
+
+def variant_from_storage(arr: pa.Array) -> pa.Array:
+    """Paimon's Variant encoding back as VARIANT values (normalised JSON text): the inverse of
+    ``variant_to_storage``, for reading a VARIANT column written by lakecdc."""
+    from pypaimon.data.generic_variant import GenericVariant
+
+    texts = [None if row is None else variant_json(GenericVariant.from_arrow_struct(row).to_python())
+             for row in arr.to_pylist()]
+    return variant_array(pa.array(texts, pa.string()))
+
+
+def variant_json(value) -> str:
+    """Compact JSON with sorted keys, decimals as written (the text a Variant prints)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + variant_json(value[k])
+                              for k in sorted(value)) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(variant_json(v) for v in value) + "]"
+    if isinstance(value, decimal.Decimal):
+        sign, digits, exponent = value.as_tuple()
+        if isinstance(exponent, int) and exponent <= 0 and len(digits) <= 38:
+            return format(value, "f")  # a Variant decimal (38 digits at most)
+        return json.dumps(float(value))  # beyond: a double, as Flink CDC's VariantBuilder
+    return json.dumps(value, ensure_ascii=False)
 
 
 def family(t: pa.DataType) -> str:
@@ -118,8 +182,10 @@ def flink_name(t: pa.DataType) -> str:
         return "DATE"
     if pa.types.is_time(t):
         return f"TIME({precision_of(t)})"
+    if pa.types.is_fixed_size_binary(t):
+        return f"BINARY({t.byte_width})"
     if family(t) == "binary":
-        return "BINARY"
+        return "BYTES"  # VARBINARY(2147483647), Paimon's BYTES
     if pa.types.is_map(t):
         return f"MAP<{flink_name(t.key_type)}, {flink_name(t.item_type)}>"
     if family(t) == "array":
@@ -139,6 +205,108 @@ def type_name(column: pa.DataType | pa.Field) -> str:
             return declared.decode()
         column = column.type
     return flink_name(column)
+
+
+# ------------------------------------------------------------------------------------------- declared types
+#
+# A node's Arrow type is the type of its values; its declared type (the Paimon column type of an output column) is
+# Calcite's, which Arrow cannot always say: a TIMESTAMP(3) whose values keep nanoseconds (Flink CDC's TimestampData
+# holds them whatever the precision), BINARY(n)/VARBINARY(n) lengths, a TINYINT product computed as a Java int.
+# ``Node.decl`` holds that text when it differs from what the Arrow type says.
+#
+# Calcite's type system (RelDataTypeSystemImpl of Calcite 1.32, which Flink CDC's FlinkCdcTypeSystem extends only for
+# DECIMAL) caps every type it creates: TIME/TIMESTAMP/TIMESTAMP_LTZ at precision 3, BINARY/VARBINARY at 65536
+# bytes (BYTES is VARBINARY(65536) inside an expression), and a CAST to TIMESTAMP without precision is TIMESTAMP(0).
+# A column forwarded bare (``col`` or ``col AS alias``) keeps its own type; every computed column has the capped one.
+
+MAX_DATETIME_PRECISION = 3
+MAX_BINARY_LENGTH = 65536
+_TEMPORAL_DECL = re.compile(r"^(TIMESTAMP_LTZ|TIMESTAMP|TIME)\((\d)\)$")
+_BINARY_DECL = re.compile(r"^(VARBINARY|BINARY)\((\d+)\)$")
+_NESTED_TEMPORAL = re.compile(r"\b(TIMESTAMP_LTZ|TIMESTAMP|TIME)\((\d)\)")
+_NESTED_BINARY = re.compile(r"\b(VARBINARY|BINARY)\((\d+)\)")
+_NESTED_BYTES = re.compile(r"\bBYTES\b")
+_INT_DECL = {"TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "BIGINT": pa.int64()}
+
+
+def decl_for(dtype: pa.DataType, text: str | None) -> str | None:
+    """The part of a declared type text (a source column's ``DECLARED_TYPE_KEY``) that matters to Calcite's type of
+    an expression: a temporal precision or a binary length (CHAR/VARCHAR(n) results are STRING anyway)."""
+    if text is None or family(dtype) not in ("timestamp", "timestamp_ltz", "time", "binary"):
+        return None
+    return text if _TEMPORAL_DECL.match(text) or _BINARY_DECL.match(text) else None
+
+
+def declared_name(dtype: pa.DataType, decl: str | None) -> str:
+    """A node's declared type as Flink CDC spells it (without nullability)."""
+    return decl or flink_name(dtype)
+
+
+def calcite_name(dtype: pa.DataType, decl: str | None) -> str:
+    """The type Calcite gives an operand: the declared type with Calcite's caps (see above)."""
+    name = declared_name(dtype, decl)
+    # also the element, key, value and field types of ARRAY/MAP/ROW (ARRAY[ts_9] is ARRAY<TIMESTAMP(3)>)
+    name = _NESTED_TEMPORAL.sub(lambda m: f"{m.group(1)}({min(int(m.group(2)), MAX_DATETIME_PRECISION)})", name)
+    name = _NESTED_BYTES.sub(f"VARBINARY({MAX_BINARY_LENGTH})", name)
+    return _NESTED_BINARY.sub(lambda m: f"{m.group(1)}({min(int(m.group(2)), MAX_BINARY_LENGTH)})", name)
+
+
+def temporal_precision(dtype: pa.DataType, decl: str | None) -> int:
+    """Calcite's precision of a TIME/TIMESTAMP/TIMESTAMP_LTZ operand (at most 3)."""
+    match = _TEMPORAL_DECL.match(calcite_name(dtype, decl))
+    return int(match.group(2)) if match else MAX_DATETIME_PRECISION
+
+
+def temporal_decl(dtype: pa.DataType, precision: int) -> str:
+    """``TIMESTAMP(p)`` / ``TIMESTAMP_LTZ(p)`` / ``TIME(p)`` for values of ``dtype``, capped as Calcite does."""
+    kind = {"timestamp": "TIMESTAMP", "timestamp_ltz": "TIMESTAMP_LTZ", "time": "TIME"}[family(dtype)]
+    return f"{kind}({min(precision, MAX_DATETIME_PRECISION)})"
+
+
+def binary_of(dtype: pa.DataType, decl: str | None) -> tuple[bool, int]:
+    """(variable width, length) of a binary operand as Calcite types it."""
+    match = _BINARY_DECL.match(calcite_name(dtype, decl))
+    if not match:
+        return True, MAX_BINARY_LENGTH
+    return match.group(1) == "VARBINARY", int(match.group(2))
+
+
+def common_decl(operands: list[tuple[pa.DataType, str | None]], result: pa.DataType) -> str | None:
+    """Calcite's least restrictive declared type of CASE/COALESCE/IFNULL branches whose common Arrow type is
+    ``result``, when Arrow cannot say it: the highest (capped) precision of temporal branches; for binaries a
+    VARBINARY if the first is one, else the later one's kind, of the longest length (SqlTypeFactoryImpl
+    .leastRestrictiveSqlType); the integer type of the branches when their values are wider (a TINYINT product)."""
+    typed = [(t, d) for t, d in operands if not pa.types.is_null(t)]
+    if not typed:
+        return None
+    kind = family(result)
+    if kind in ("timestamp", "timestamp_ltz", "time"):
+        return temporal_decl(result, max(temporal_precision(t, d) for t, d in typed))
+    if kind == "binary":
+        var, length = binary_of(*typed[0])
+        for t, d in typed[1:]:
+            other_var, other_length = binary_of(t, d)
+            var = var or other_var
+            length = max(length, other_length)
+        return f"{'VARBINARY' if var else 'BINARY'}({length})"
+    if pa.types.is_integer(result):
+        ints = [integer_decl(t, d) for t, d in typed]
+        if all(pa.types.is_integer(t) for t in ints):
+            widest = max(ints, key=lambda t: _INT_RANK.get(t, 3))
+            if widest != result:
+                return flink_name(widest)
+    return None
+
+
+def integer_decl(dtype: pa.DataType, decl: str | None) -> pa.DataType:
+    """The declared integer type of an integer operand (a TINYINT product is declared TINYINT, its values INT)."""
+    return _INT_DECL.get(decl or "", dtype)
+
+
+def declared_arrow(dtype: pa.DataType, decl: str | None) -> pa.DataType:
+    """The Arrow type an output column of this declared type is written with: the declared integer type (values
+    narrowed as Java's cast does); otherwise the value type, whose extra digits Paimon drops at its precision."""
+    return integer_decl(dtype, decl) if pa.types.is_integer(dtype) else dtype
 
 
 # -------------------------------------------------------------------------------------------- numeric types

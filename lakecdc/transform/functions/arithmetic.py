@@ -20,7 +20,7 @@ from lakecdc.transform.functions.base import (Site, data_error, fam, function, i
 from lakecdc.transform.functions.temporal import interval_arithmetic
 from lakecdc.transform.nodes import Call, Node
 from lakecdc.transform.types import (arithmetic_type, capped_decimal, cast_array, decimal_to_float,
-                                     exact_decimal, fit_decimal, integer_decimal)
+                                     exact_decimal, fit_decimal, flink_name, integer_decimal, integer_decl)
 from lakecdc.transform.types import common_numeric
 
 _KERNELS = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}
@@ -84,10 +84,14 @@ def binary_arithmetic(op: str, a: Node, b: Node, site: Site) -> Node:
         return interval_arithmetic(op, a, b, site)
     for x in (a, b):
         require(x, ("numeric",), f"operator {op}")
-    out = arithmetic_type(op, a.dtype, b.dtype, site.max_precision)
+    declared = arithmetic_type(op, integer_decl(a.dtype, a.decl), integer_decl(b.dtype, b.decl), site.max_precision)
     if is_null_literal(a) or is_null_literal(b):
-        return null_of(out, site)
-    decimal_result = pa.types.is_decimal(out)
+        return null_of(declared, site)
+    decimal_result = pa.types.is_decimal(declared)
+    # Calcite declares TINYINT * TINYINT as TINYINT (SMALLINT likewise), but the generated Java computes on the
+    # unboxed values with binary numeric promotion: an int, which wraps only at 32 bits (CAST(age * age * age AS
+    # INT) with age 15 is 3375). The values stay INT; the declared type narrows them where they become an output.
+    out = pa.int32() if declared in (pa.int8(), pa.int16()) else declared
 
     def run(env, xs):
         x, y = xs
@@ -100,7 +104,9 @@ def binary_arithmetic(op: str, a: Node, b: Node, site: Site) -> Node:
         if op == "/":
             return _divide(x, y, site)
         return _KERNELS[op](x, y)  # unchecked kernels: integer overflow wraps like Java
-    return Call(run, [a, b], out, site.sql, nullable=a.nullable or b.nullable)
+    call = Call(run, [a, b], out, site.sql, nullable=a.nullable or b.nullable)
+    call.decl = flink_name(declared) if out != declared else None
+    return call
 
 
 def _mod_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
@@ -157,6 +163,14 @@ for _op in ("+", "-", "*", "/", "%"):
 function("MOD", min_args=2, max_args=2)(_arith("%"))
 
 
+def _as_arg0(call: Call, arg: Node) -> Call:
+    """A result of the operand's type (Calcite's ARG0) keeps its declared type: -(ti * ti) is a TINYINT whose values
+    are Java ints (see binary_arithmetic)."""
+    if call.dtype == arg.dtype:
+        call.decl = arg.decl
+    return call
+
+
 def _same_type(node: Node, site: Site) -> pa.DataType:
     """The type of a sign operation (unary minus, ABS): the operand's, a DECIMAL capped at the pipeline's maximum
     precision (ABS(DECIMAL(20, 2)) is DECIMAL(19, 2) in UP_TO_19)."""
@@ -169,13 +183,13 @@ def _same_type(node: Node, site: Site) -> pa.DataType:
 @function("NEG", operator=True)
 def _neg(args, site):
     require(args[0], ("numeric",), "unary minus")
-    return Call(lambda env, xs: pc.negate(xs[0]), args, _same_type(args[0], site), site.sql)
+    return _as_arg0(Call(lambda env, xs: pc.negate(xs[0]), args, _same_type(args[0], site), site.sql), args[0])
 
 
 @function("ABS")
 def _abs(args, site):
     require(args[0], ("numeric",), "ABS")
-    return Call(lambda env, xs: pc.abs(xs[0]), args, _same_type(args[0], site), site.sql)
+    return _as_arg0(Call(lambda env, xs: pc.abs(xs[0]), args, _same_type(args[0], site), site.sql), args[0])
 
 
 def _whole(arr: pa.Array) -> pa.Array:
@@ -190,7 +204,7 @@ def _ceil_floor(kernel, name: str):
         if pa.types.is_null(t):
             return null_of(pa.int32(), site)
         if pa.types.is_integer(t):
-            return Call(lambda env, xs: xs[0], args, t, site.sql)
+            return _as_arg0(Call(lambda env, xs: xs[0], args, t, site.sql), args[0])
         if pa.types.is_decimal(t):
             # DECIMAL(p, s) → DECIMAL(p, 0), capped at the pipeline's maximum precision (Calcite's type system)
             out = capped_decimal(t.precision, 0, site.max_precision)
@@ -232,9 +246,9 @@ def _round(args, site):
         return null_of(pa.int32(), site)
     if pa.types.is_integer(t):
         if digits >= 0:
-            return Call(lambda env, xs: xs[0], args[:1], t, site.sql)
-        return Call(lambda env, xs: pc.round(xs[0], ndigits=digits, round_mode="half_towards_infinity"),
-                    args[:1], t, site.sql)
+            return _as_arg0(Call(lambda env, xs: xs[0], args[:1], t, site.sql), args[0])
+        return _as_arg0(Call(lambda env, xs: pc.round(xs[0], ndigits=digits, round_mode="half_towards_infinity"),
+                             args[:1], t, site.sql), args[0])
     if pa.types.is_decimal(t):
         out = round_decimal_type(t, digits, site.max_precision)
 

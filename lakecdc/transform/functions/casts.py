@@ -19,7 +19,7 @@ from lakecdc.transform import datefmt
 from lakecdc.transform.functions.base import Site, data_error, fam, first_value, grouped, scatter, where_null
 from lakecdc.transform.nodes import Call, EvalEnv, Literal, Node
 from lakecdc.transform.types import (capped_decimal, decimal_to_float, family, fit_decimal, flink_name,
-                                     java_to_string, to_wall_clock)
+                                     java_to_string, precision_of, to_wall_clock)
 
 CAST_TARGETS = "BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p, s), CHAR, VARCHAR, STRING, TIMESTAMP"
 
@@ -279,15 +279,22 @@ def _to_boolean(arr: pa.Array, strict: bool) -> pa.Array:
 
 # ------------------------------------------------------------------------------------------------------- CAST
 
-def cast(node: Node, target: pa.DataType, try_cast: bool, sql: str, site: Site | None = None) -> Node:
-    """Flink CDC CAST / TRY_CAST to ``target`` (one of ``CAST_TARGETS`` as an Arrow type)."""
+def cast(node: Node, target: pa.DataType, try_cast: bool, sql: str, site: Site | None = None,
+         decl: str | None = None) -> Node:
+    """Flink CDC CAST / TRY_CAST to ``target`` (one of ``CAST_TARGETS`` as an Arrow type; ``decl`` the declared
+    TIMESTAMP(p) when the values are kept finer, see cast_target)."""
     site = site or Site(sql)
     source_family = fam(node)
     target_family = family(target)
     declared = capped_decimal(target.precision, target.scale, site.max_precision) \
         if pa.types.is_decimal(target) else target
+    if target_family == "timestamp" and source_family in ("timestamp", "timestamp_ltz") and \
+            precision_of(node.dtype) > precision_of(target):
+        declared = target = pa.timestamp(node.dtype.unit)  # a LocalDateTime is kept as it is, nanoseconds included
     if source_family == "null":
-        return Literal(None, declared, sql)
+        result: Node = Literal(None, declared, sql)
+        result.decl = decl
+        return result
     if source_family not in _ALLOWED[target_family]:
         raise ExpressionError(f"cannot cast {flink_name(node.dtype)} to {flink_name(target)} ({sql})")
 
@@ -306,4 +313,6 @@ def cast(node: Node, target: pa.DataType, try_cast: bool, sql: str, site: Site |
         return _to_timestamp(arr, target, try_cast, site, env.zone)
 
     # CAST of a NOT NULL value is NOT NULL (Calcite), which IFNULL's type sees; TRY_CAST may give NULL
-    return Call(run, [node], declared, sql, nullable=try_cast or node.nullable)
+    call = Call(run, [node], declared, sql, nullable=try_cast or node.nullable)
+    call.decl = decl
+    return call

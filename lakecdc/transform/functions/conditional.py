@@ -12,12 +12,20 @@ import pyarrow.compute as pc
 from lakecdc.transform.functions.base import as_bool, function, require
 from lakecdc.transform.functions.comparison import compare
 from lakecdc.transform.nodes import Call, Node, eval_where
-from lakecdc.transform.types import cast_array, common_type
+from lakecdc.transform.types import (cast_array, common_decl, common_type, family, temporal_decl,
+                                     temporal_precision)
 
 
 def _branch_type(nodes: list[Node], what: str) -> pa.DataType:
     t = common_type([n.dtype for n in nodes], what)
     return pa.string() if pa.types.is_null(t) else t
+
+
+def _typed(call: Call, branches: list[Node]) -> Call:
+    """``call`` with the declared type Calcite's least restrictive type gives its branches (a capped temporal
+    precision, a binary length, the integer type of TINYINT products)."""
+    call.decl = common_decl([(n.dtype, n.decl) for n in branches], call.dtype)
+    return call
 
 
 def _cond(arr: pa.Array) -> pa.Array:
@@ -38,7 +46,14 @@ def _if(args, site):
         cond = _cond(nodes[0].eval(env))
         return pc.if_else(cond, _cast_branch(eval_where(nodes[1], env, cond), out),
                           _cast_branch(eval_where(nodes[2], env, pc.invert(cond)), out))
-    return Call(run, args, out, site.sql, lazy=True)
+    call = Call(run, args, out, site.sql, lazy=True)
+    # IF's type: the least restrictive one of numbers, characters or binaries, else the type of the first branch
+    # (TransformSqlReturnTypes.NUMERIC_FROM_ARG1_DEFAULT1: IF(c, ts_0, ts_3) is TIMESTAMP(0))
+    if all(family(a.dtype) in ("numeric", "string", "binary", "null") for a in args[1:]):
+        return _typed(call, args[1:])
+    call.decl = args[1].decl if family(args[1].dtype) not in ("timestamp", "timestamp_ltz", "time") else \
+        temporal_decl(args[1].dtype, temporal_precision(args[1].dtype, args[1].decl))
+    return call
 
 
 @function("CASE", min_args=2, max_args=None, operator=True)
@@ -65,13 +80,13 @@ def _case(args, site):
             vals.append(_cast_branch(eval_where(default, env, pending), out))
         names = [f"c{i}" for i in range(len(conds))]
         return pc.case_when(pa.StructArray.from_arrays(conds, names=names), *vals)
-    return Call(run, args, out, site.sql, lazy=True)
+    return _typed(Call(run, args, out, site.sql, lazy=True), values)
 
 
 @function("COALESCE", min_args=1, max_args=None)
 def _coalesce(args, site):
     out = _branch_type(args, "COALESCE")
-    return Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, out) for x in xs]), args, out, site.sql)
+    return _typed(Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, out) for x in xs]), args, out, site.sql), args)
 
 
 @function("IFNULL", min_args=2, max_args=2)
@@ -82,10 +97,11 @@ def _ifnull(args, site):
         _branch_type(args, "IFNULL")  # the same type check
         out = args[0].dtype
         node = Call(lambda env, xs: _cast_branch(xs[0], out), args[:1], out, site.sql, nullable=False)
+        node.decl = args[0].decl
     else:
         out = _branch_type(args, "IFNULL")
-        node = Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, out) for x in xs]), args, out, site.sql,
-                    nullable=args[0].nullable and args[1].nullable)
+        node = _typed(Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, out) for x in xs]), args, out, site.sql,
+                           nullable=args[0].nullable and args[1].nullable), args)
     node.declares_nullability = True  # the one computed column whose NOT NULL reaches the sink (Flink CDC)
     return node
 
@@ -100,4 +116,6 @@ def _nullif(args, site):
 
     def run(env, xs):
         return pc.if_else(xs[1], pa.scalar(None, out), _cast_branch(xs[0], out))
-    return Call(run, [args[0], eq], out, site.sql)
+    call = Call(run, [args[0], eq], out, site.sql)
+    call.decl = args[0].decl  # ARG0_FORCE_NULLABLE
+    return call

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -160,6 +160,9 @@ def _regexp_replace(args, site):
         s = as_string(xs[0])
         if rx is None:
             return _nulls(len(s), pa.string())
+        if needs_java_matcher(rx, None):
+            replacement = values[1]
+            return java_matcher(s, rx, pa.string(), lambda p, v: p.sub(lambda _: replacement, v))
         return pc.replace_substring_regex(s, rx.plain, values[1].replace("\\", "\\\\"))
     return with_scalars(args, (1, 2), run, pa.string(), site)
 
@@ -190,6 +193,40 @@ def group_never_empty(rx: JavaRegex, index: int) -> bool:
     return False
 
 
+def can_match_empty(rx: JavaRegex) -> bool:
+    """The pattern can match the empty string (``a*``, ``(x)|([a-z]*)``): java.util.regex then also finds an empty
+    match right after a non-empty one (``'baaa'.replaceAll('a*', '-')`` is ``-b--``), where RE2 skips it. Read from
+    Python's parse of the pattern; True when that parse fails (the exact path is then taken)."""
+    try:
+        return sre_parse.parse(rx.source).getwidth()[0] == 0
+    except Exception:  # noqa: BLE001 - any pattern Python reads differently: take the exact path
+        return True
+
+
+def needs_java_matcher(rx: JavaRegex, index: int | None) -> bool:
+    """Whether RE2's columnar kernels can give another result than java.util.regex for this pattern (and group
+    ``index``, None for the whole match): when it can match the empty string (see ``can_match_empty``), or when
+    group ``index`` can match '' (RE2 reports a group that did not take part in the match as '', Java as NULL:
+    ``REGEXP_EXTRACT_ALL('abcdeabde', '(abcdeabde)|([a-z]*)', 2)`` is ``[NULL, '']``)."""
+    return can_match_empty(rx) or (index is not None and index > 0 and not group_never_empty(rx, index))
+
+
+def java_matcher(s: pa.Array, rx: JavaRegex, out_type: pa.DataType, apply: Callable[[re.Pattern, str], Any]
+                 ) -> pa.Array:
+    """``apply(pattern, value)`` with Python's ``re`` on each distinct value of ``s`` (NULL stays NULL).
+
+    Python's ``re`` (3.7+) iterates matches as java.util.regex does (an empty match right after a non-empty one is
+    found) and reports a group that did not take part as None; RE2 does neither. Only patterns for which the two
+    engines can differ take this path (``needs_java_matcher``); the values are evaluated once per distinct text
+    (dictionary-encoded). Measured on this machine (2 shared cores): REGEXP_EXTRACT_ALL of 100,000 distinct
+    20-character texts takes 0.5 s this way against 0.06 s with RE2's kernels, a cost only such patterns pay."""
+    # re.ASCII: Java's \d \w \s \b and (?i) are ASCII-only by default (no UNICODE_CHARACTER_CLASS / UNICODE_CASE)
+    compiled = re.compile(rx.source, re.ASCII)
+    encoded = s.dictionary_encode()
+    results = [apply(compiled, v) for v in encoded.dictionary.to_pylist()]
+    return pa.array(results, out_type).take(encoded.indices)
+
+
 def _absent_as_null(values: pa.Array, rx: JavaRegex, index: int) -> pa.Array:
     """'' of a group that cannot match '' → NULL (the group did not participate, as Java's Matcher.group)."""
     if not group_never_empty(rx, index):
@@ -200,6 +237,11 @@ def _absent_as_null(values: pa.Array, rx: JavaRegex, index: int) -> pa.Array:
 def _first_match_group(s: pa.Array, rx: JavaRegex, index: int) -> pa.Array:
     """Group ``index`` (0 = the whole match) of the first match; NULL when nothing matches or when the group did
     not take part in the match (recognised for groups that cannot match the empty string)."""
+    if index > 0 and not group_never_empty(rx, index):
+        def first(p: re.Pattern, v: str) -> str | None:
+            m = p.search(v)
+            return m.group(index) if m else None
+        return java_matcher(s, rx, pa.string(), first)
     pattern = f"(?P<g0>{rx.named})"
     extracted = pc.extract_regex(s, pattern)
     return where_null(pc.is_null(extracted), _absent_as_null(extracted.field(f"g{index}"), rx, index))
@@ -272,6 +314,8 @@ def _regexp_extract_all(args, site):
 def _extract_all(s: pa.Array, rx: JavaRegex, index: int) -> pa.Array:
     """Every match's group, columnar: each match is wrapped in marker characters by one regex replace, the text
     between matches is dropped, and the rest is split at the markers."""
+    if needs_java_matcher(rx, index):
+        return java_matcher(s, rx, pa.list_(pa.string()), lambda p, v: [m.group(index) for m in p.finditer(v)])
     has_marker = pc.fill_null(pc.match_substring_regex(s, "[\x00-\x02]"), False)
     clean = pc.if_else(has_marker, "", s)
     marked = pc.replace_substring_regex(clean, rx.plain, f"{_OPEN}\\{index}{_CLOSE}")
@@ -305,6 +349,8 @@ def _regexp_count(args, site):
         rx = _compiled(values[0])
         if rx is None:
             return _nulls(len(s), pa.int32())
+        if needs_java_matcher(rx, None):
+            return java_matcher(s, rx, pa.int32(), lambda p, v: sum(1 for _ in p.finditer(v)))
         return pc.count_substring_regex(s, rx.plain).cast(pa.int32())
     return with_scalars(args, (1,), run, pa.int32(), site)
 

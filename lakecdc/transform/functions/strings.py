@@ -22,7 +22,7 @@ from lakecdc.errors import ExpressionError
 from lakecdc.transform.functions.base import (as_string, data_error, fam, function, grouped, is_null_literal,
                                               null_of, require, scatter, where_null, with_scalars)
 from lakecdc.transform.nodes import Call, Literal, Node
-from lakecdc.transform.types import java_to_string, utf8_decode
+from lakecdc.transform.types import MAX_BINARY_LENGTH, binary_of, java_to_string, utf8_decode
 
 _BIG = 2 ** 62
 
@@ -284,7 +284,11 @@ def _overlay(args, site):
             return pc.if_else(pc.greater(size, pos - 1), joined, ss)
 
         return grouped(env, [p.cast(pa.int64()), n.cast(pa.int64())], [s, r], kernel, out)
-    return Call(run, args, out, site.sql)
+    call = Call(run, args, out, site.sql)
+    if binary:  # Calcite: DYADIC_STRING_SUM_PRECISION_NULLABLE_VARYING, VARBINARY(len(s) + len(r)), capped
+        lengths = [binary_of(a.dtype, a.decl)[1] for a in args[:2]]
+        call.decl = f"VARBINARY({min(sum(lengths), MAX_BINARY_LENGTH)})"
+    return call
 
 
 def _position(needle: Node, haystack: Node, start: Node | None, site) -> Node:

@@ -2,8 +2,8 @@
 ``CARDINALITY``, ``ARRAY_CONTAINS``, ``ARRAY_POSITION``, ``ELEMENT``, ``PARSE_JSON``, ``TRY_PARSE_JSON``.
 
 Arrays are 1-based; an index out of range or a missing key gives NULL. A VARIANT (PARSE_JSON) is kept as
-normalised JSON text; it can be indexed and CAST to STRING, but a VARIANT column cannot be written to Paimon by
-lakecdc, so a projection whose output is a VARIANT is refused when the rule is compiled.
+normalised JSON text inside expressions (indexed, CAST to STRING, compared by filters); a VARIANT output column is
+written to Paimon in the Variant binary encoding (lakecdc.transform.types.variant_to_storage).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from lakecdc.transform.functions.base import (Site, as_string, data_error, fam, 
 from lakecdc.transform.functions.comparison import comparison_type
 from lakecdc.transform.nodes import Call, Node
 from lakecdc.transform.types import (VARIANT, common_type, conform, family, flink_name, java_to_string,
-                                     variant_array)
+                                     json_fraction, variant_array, variant_json)
 
 
 # ------------------------------------------------------------------------------------------- constructors
@@ -152,7 +152,7 @@ def variant_item(arr: pa.Array, key) -> pa.Array:
         if text is None:
             out.append(None)
             continue
-        value = json.loads(text)
+        value = json.loads(text, parse_float=json_fraction)
         picked = None
         if isinstance(key, str) and isinstance(value, dict):
             picked = value.get(key)
@@ -255,7 +255,7 @@ def _pairs_no_duplicates(pairs):
 
 
 def _normal_json(value) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    return variant_json(value)
 
 
 def parse_json_column(arr: pa.Array, allow_duplicates: bool, strict: bool, site: Site) -> pa.Array:
@@ -268,7 +268,8 @@ def parse_json_column(arr: pa.Array, allow_duplicates: bool, strict: bool, site:
             out.append(None)
             continue
         try:
-            out.append(_normal_json(json.loads(text, object_pairs_hook=hook)))
+            # numbers with a fraction stay decimals (2.50 keeps its scale), as Flink CDC's Variant keeps them
+            out.append(_normal_json(json.loads(text, object_pairs_hook=hook, parse_float=json_fraction)))
         except (ValueError, RecursionError):
             if strict:
                 raise data_error(site, "Failed to parse json string", text) from None

@@ -20,8 +20,8 @@ from lakecdc.transform import datefmt
 from lakecdc.transform.functions.base import (Site, as_string, data_error, fam, first_value, function,
                                               is_null_literal, null_of, require, where_null, with_scalars)
 from lakecdc.transform.nodes import Call, EvalEnv, Literal, Node
-from lakecdc.transform.types import (flink_name, from_wall_clock, resolve_zone, time_as_timestamp,
-                                     timestamp_as_time, to_wall_clock, zone_offset_seconds)
+from lakecdc.transform.types import (flink_name, from_wall_clock, resolve_zone, temporal_decl, temporal_precision,
+                                     time_as_timestamp, timestamp_as_time, to_wall_clock, zone_offset_seconds)
 
 LONG_MIN = -(2 ** 63)
 _FACTOR = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -475,9 +475,14 @@ def _timestampadd(args, site):
 
     def run(env, xs):
         amount, ts = xs
+        if ts.type.unit in ("us", "ns"):
+            # DateTimeUtils.timestampAdd goes through java.util.Date/Calendar: the result keeps milliseconds only
+            ts = pc.floor_temporal(ts, unit="millisecond")
         result = add_unit(ts, amount, unit, env.zone)
         return where_null(pc.or_(pc.is_null(amount), pc.is_null(ts)), result)
-    return Call(run, args[1:], out, site.sql)
+    call = Call(run, args[1:], out, site.sql)
+    call.decl = same_temporal_type(args[2])  # ARG2_TIMESTAMP_FORCE_NULLABLE
+    return call
 
 
 @function("DATE_ADD", min_args=2, max_args=2)
@@ -692,5 +697,15 @@ def interval_arithmetic(op: str, left: Node, right: Node, site: Site) -> Node:
             return timestamp_as_time(wrapped.cast(pa.timestamp(ts.type.unit)), ts.type.unit).cast(arr.type)
         factor = _FACTOR[arr.type.unit]
         return _add_ticks(arr, pa.repeat(pa.scalar(millis * factor // 1000, pa.int64()), n))
-    return Call(run, [left], left.dtype, site.sql)
+    call = Call(run, [left], left.dtype, site.sql)
+    call.decl = same_temporal_type(left)  # Calcite: datetime ± interval has the datetime operand's type
+    return call
+
+
+def same_temporal_type(node: Node) -> str | None:
+    """The declared type of a result typed as its temporal operand: the operand's capped precision (a TIMESTAMP(0)
+    column stays TIMESTAMP(0) though its values may hold a fraction)."""
+    if fam(node) not in ("timestamp", "timestamp_ltz", "time"):
+        return None
+    return temporal_decl(node.dtype, temporal_precision(node.dtype, node.decl))
 
