@@ -274,3 +274,26 @@ def test_resnapshot_repairs_a_table_whose_checkpoint_has_no_schema_history(maria
     run_micro_batch(config)
     assert paimon_state(config, members) == ({"id": "INT NOT NULL", "name": "VARCHAR(17)", "note2": "VARCHAR(10)"},
                                              mysql_state(mariadb, members)[1])
+
+
+def test_schema_check_accepts_a_stored_type_that_holds_every_produced_value(mariadb, fresh_db, members, tmp_path):
+    """A table whose column is stored wider than the pipeline produces it now (an earlier release declared some
+    computed columns with more precision, e.g. TIMESTAMP(6) where Flink CDC declares TIMESTAMP(3)) holds every
+    value: the schema check passes and says so; the other way round it fails."""
+    import pyarrow as pa
+
+    from lakecdc.sink.evolution import ALTER_TYPE
+
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    run_micro_batch(config)
+    sink = PaimonSink(config.sink.catalog_options)
+    apply_column_changes(sink, members, [ColumnChange(ALTER_TYPE, "age", pa.field("age", pa.int64()))])
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1011, 'Dan', 30)")
+    run_micro_batch(config)
+    schema = {r.check: r for r in check_pipeline(config)}["schema_matches_source"]
+    assert schema.passed and schema.applicable, schema.description
+    assert schema.metadata["wider_in_paimon"] == "age: BIGINT holds INT", schema.metadata
+    assert paimon_state(config, members)[1] == mysql_state(mariadb, members)[1]
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.members MODIFY COLUMN age DECIMAL(30, 2)")  # not run yet: drift
+    schema = {r.check: r for r in check_pipeline(config)}["schema_matches_source"]
+    assert not schema.passed and "age: BIGINT in Paimon, DECIMAL(30, 2) from MySQL" in schema.description

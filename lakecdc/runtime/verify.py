@@ -30,7 +30,7 @@ from lakecdc.runtime.connect import open_sink, open_source
 from lakecdc.runtime.plan import TargetPlan, build_plan
 from lakecdc.runtime.schema_evolution import IGNORE, LENIENT, TRY_EVOLVE, included_types
 from lakecdc.sink import TableDescription
-from lakecdc.sink.evolution import paimon_type, readable_type_change
+from lakecdc.sink.evolution import holds_every_value, paimon_type, readable_type_change
 from lakecdc.sink.sql import run_sql
 from lakecdc.source import MySqlSource
 from lakecdc.source.connection import connect, query
@@ -384,11 +384,21 @@ def schema_matches_source(state: TableState) -> CheckResult:
         return CheckResult(SCHEMA, state.target, True, f"{len(drift.expected)} columns in sync with MySQL",
                            metadata=metadata)
     kept = kept_by_design(state.config, drift)
+    # a column stored wider than produced holds every value (a table created by an earlier release, which declared
+    # some computed columns with more precision: TIMESTAMP(6) where Flink CDC declares TIMESTAMP(3))
+    wider = [c for c in drift.changed
+             if holds_every_value(_without_null(drift.stored[c]), _without_null(drift.expected[c]))]
     failing = SchemaDrift(drift.expected, drift.stored, [c for c in drift.added if c not in kept.added],
                           [c for c in drift.dropped if c not in kept.dropped],
-                          [c for c in drift.changed if c not in kept.changed])
+                          [c for c in drift.changed if c not in kept.changed and c not in wider])
+    if wider:
+        metadata["wider_in_paimon"] = "; ".join(f"{c}: {drift.stored[c]} holds {drift.expected[c]}" for c in wider)
     metadata.update({"added": ", ".join(drift.added), "dropped": ", ".join(drift.dropped),
                      "changed": "; ".join(drift.changed), "kept_by_behavior": kept.describe()})
+    if not failing.drifted and not kept.drifted:  # only wider stored types: every produced value fits
+        return CheckResult(SCHEMA, state.target, True, f"{len(drift.expected)} columns in sync with MySQL; stored "
+                           f"wider than produced, holding every value: {metadata['wider_in_paimon']}",
+                           metadata=metadata)
     if not failing.drifted:  # what the table's schema-change settings keep out: as asked
         return CheckResult(SCHEMA, state.target, True, f"schema.change.behavior {behavior} (and the included "
                            f"schema changes) keep these differences from MySQL by design: {kept.describe()}",

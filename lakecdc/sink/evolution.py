@@ -355,6 +355,12 @@ def _widening(a, b) -> bool:
     return a_root == "DATE" and b_root == "TIMESTAMP"
 
 
+def holds_every_value(stored: str, produced: str) -> bool:
+    """Whether a column of Paimon type ``stored`` holds every value of type ``produced`` unchanged (a wider type of
+    the same kind: TIMESTAMP(6) for TIMESTAMP(3), BYTES for VARBINARY(65536), BIGINT for INT, ...)."""
+    return _widening(_parse(produced), _parse(stored))
+
+
 def type_change_refusal(old: str, new: str, new_nullable: bool = True) -> str | None:
     """None when lakecdc applies a change of a column from Paimon type ``old`` to ``new``, else why it does not.
 
