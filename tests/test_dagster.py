@@ -5,6 +5,7 @@ table, resources, retries of transient errors only, the schedule, the failure al
 import http.server
 import json
 import logging
+import re
 import shutil
 import socket
 import threading
@@ -17,8 +18,8 @@ from lakecdc.config import load_pipeline, parse_pipeline
 from lakecdc.dagster import (DagsterLakeCdcTranslator, MySqlResource, PaimonCatalogResource, PaimonTableProps,
                              build_definitions, build_pipeline_definitions)
 from lakecdc.dagster.assets import partitions_name
-from lakecdc.errors import PipelineConfigError
-from lakecdc.model import TableId
+from lakecdc.errors import LakeCdcError, PipelineConfigError
+from lakecdc.model import BinlogOffset, TableId
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
 
@@ -213,6 +214,54 @@ def test_a_check_that_cannot_evaluate_fails_with_error_severity(mariadb, tutoria
             check = checks[name]
             assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR, name
             assert check.metadata["evaluated"].value is False and "could not be evaluated" in check.description
+
+
+ROW_COUNT_KEY = dg.AssetCheckKey(ORDERS_KEY, "row_count_matches_source")
+
+
+def test_row_count_check_reconciles_across_binlog_rotations(mariadb, tutorial, tmp_path, monkeypatch):
+    """After a binlog rotation (FLUSH BINARY LOGS, a server restart) the check compares at the committed offset
+    across files: it measures the few bytes written since, not 'another file, too far'."""
+    import lakecdc.runtime.verify as verify
+
+    config, pipelines = tutorial
+    defs = build_definitions(pipelines)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assert materialize(defs, instance)[0].success
+        checkpoint = PaimonSink(config.sink.catalog_options).checkpoint(ORDERS)["lakecdc.binlog.file"]
+        mariadb.execute("FLUSH BINARY LOGS")
+        mariadb.execute("INSERT INTO inventory.orders VALUES (105, 'ruler', 1.50, '2026-01-02 10:00:00')")
+        mariadb.execute("FLUSH BINARY LOGS")
+        assert mariadb.execute("SHOW MASTER STATUS")[0][0] != checkpoint
+        result, _, checks = materialize(defs, instance, selection=[ROW_COUNT_KEY])
+        check = checks["row_count_matches_source"]
+        assert check.passed and result.success, check.description
+        # the insert after the checkpoint is undone from MySQL's count: 2 rows at the checkpoint, as in Paimon
+        assert check.metadata["expected_rows_at_checkpoint"].value == 2
+        assert check.metadata["net_inserts_since_checkpoint"].value == 1
+        written = check.metadata["binlog_bytes_since_checkpoint"].value
+        assert 0 < written < 64 * 1024, written
+
+        # More binlog than the check reads to reconcile: it fails as not evaluated and says how much was written.
+        monkeypatch.setattr(verify, "MAX_RECONCILE_BYTES", 100)
+        result, _, checks = materialize(defs, instance, selection=[ROW_COUNT_KEY])
+        check = checks["row_count_matches_source"]
+        assert not check.passed and not result.success
+        assert check.metadata["evaluated"].value is False
+        measured = re.search(r"(\d+) bytes of binlog were written since the checkpoint", check.description)
+        assert measured and written <= int(measured.group(1)) < 64 * 1024, check.description
+        assert "run the pipeline" in check.description
+
+    # A checkpoint in a binlog file the server no longer has cannot be reconciled: the error says so.
+    head = config_head(config)
+    with pytest.raises(LakeCdcError, match="no longer on the server"):
+        verify.binlog_bytes_since(config.source, BinlogOffset("mysql-bin.000000", 4), head)
+
+
+def config_head(config):
+    from lakecdc.runtime.connect import open_source
+
+    return open_source(config).head_offset()
 
 
 def test_partition_resnapshot_is_refused_for_bad_partitions(mariadb, tutorial, tmp_path):
