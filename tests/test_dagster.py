@@ -216,6 +216,36 @@ def test_a_check_that_cannot_evaluate_fails_with_error_severity(mariadb, tutoria
             assert check.metadata["evaluated"].value is False and "could not be evaluated" in check.description
 
 
+def test_the_run_that_adds_a_column_reports_it(mariadb, tutorial, tmp_path):
+    """The materialisation of the run that applied ADD COLUMN has the new column in its column schema (the table
+    after the run's last commit), consistent with its column lineage; the schema check passes in the same run."""
+    config, pipelines = tutorial
+    defs = build_definitions(pipelines)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        _, metadata, _ = materialize(defs, instance)
+        before = [c.name for c in metadata[ORDERS_KEY]["dagster/column_schema"].value.columns]
+        assert len(before) == 9 and "note" not in before
+        mariadb.execute("ALTER TABLE inventory.orders ADD COLUMN note VARCHAR(20)")
+        mariadb.execute("INSERT INTO inventory.orders VALUES (106, 'tape', 2.50, '2026-01-02 11:00:00', 'gift')")
+        result, metadata, checks = materialize(defs, instance)
+        assert result.success and all(c.passed for c in checks.values()), \
+            {n: c.description for n, c in checks.items()}
+        meta = metadata[ORDERS_KEY]
+        columns = {c.name: c for c in meta["dagster/column_schema"].value.columns}
+        assert set(columns) == {*before, "note"}
+        assert columns["note"].type == "VARCHAR(20)"
+        assert columns["note"].description == "from `inventory.orders.note`"
+        lineage = meta["dagster/column_lineage"].value.deps_by_column
+        assert [(d.asset_key, d.column_name) for d in lineage["note"]] == [(MYSQL_ORDERS, "note")]
+        assert set(lineage) <= set(columns)  # lineage names only columns the table has
+
+        # A DDL after the table's last commit is not in the next report: a run with nothing new for the table
+        # reports nothing; the schema check names the new column until a run applies it.
+        mariadb.execute("ALTER TABLE inventory.orders ADD COLUMN coupon VARCHAR(10)")
+        _, _, checks = materialize(defs, instance, selection=[dg.AssetCheckKey(ORDERS_KEY, "schema_matches_source")])
+        assert "coupon" in checks["schema_matches_source"].description
+
+
 ROW_COUNT_KEY = dg.AssetCheckKey(ORDERS_KEY, "row_count_matches_source")
 
 

@@ -34,7 +34,7 @@ from lakecdc.runtime import run_micro_batch
 from lakecdc.runtime.connect import open_source
 from lakecdc.runtime.plan import build_plan, captured_tables
 from lakecdc.runtime.resnapshots import resnapshot_or_snapshot
-from lakecdc.runtime.verify import expected_types, soft_delete_column
+from lakecdc.runtime.verify import expected_types, plan_at_checkpoint, soft_delete_column
 from lakecdc.selectors import TableSelector
 from lakecdc.transform.rules import select_rule
 from lakecdc.transform.routes import Router
@@ -162,8 +162,8 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
     state = TableState.load(config, target, key)
     if committed is not None:
         marker = soft_delete_column(config, state.plan) if state.plan is not None else None
-        result = materialization(committed, state.plan, config.sink.catalog_options, key=key, source_keys=keys.mysql,
-                                 soft_delete_marker=marker or None)
+        result = materialization(committed, committed_plan(config, target, state), config.sink.catalog_options,
+                                 key=key, source_keys=keys.mysql, soft_delete_marker=marker or None)
         register_partitions(context.instance, target, committed, key)
         yield result
     elif expect_materialization:
@@ -173,6 +173,15 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
         else:
             context.log.info(f"{target}: no new changes")
     yield from evaluate(state, with_checks)
+
+
+def committed_plan(config: PipelineConfig, target: TableId, state: TableState):
+    """The plan the column lineage of a commit comes from: compiled against the source schemas the table's
+    checkpoint records (those of its last commit), else against MySQL now."""
+    try:
+        return plan_at_checkpoint(config, target, state.state.checkpoint) or state.plan
+    except LakeCdcError:  # the lineage is an extra; the commit is already done
+        return state.plan
 
 
 def register_partitions(instance, target: TableId, committed, key: dg.AssetKey) -> None:

@@ -39,16 +39,17 @@ def mysql_key(table: TableId) -> dg.AssetKey:
     return dg.AssetKey(["mysql", table.database, table.table])
 
 
-def stored_types(catalog_options: dict[str, str] | None, target: TableId) -> dict[str, str]:
-    """Column → Paimon type as stored (``lakecdc describe``'s spelling, without NOT NULL), {} when the table cannot
-    be read (the schema then falls back to the Arrow types)."""
+def stored_table(catalog_options: dict[str, str] | None, target: TableId):
+    """The table as stored now (its ``TableDescription``) and column → Paimon type (``lakecdc describe``'s spelling,
+    without NOT NULL); (None, {}) when the table cannot be read (the schema then falls back to the run's)."""
     if not catalog_options:
-        return {}
+        return None, {}
     try:
-        types = open_warehouse(catalog_options).paimon_types(target)
-    except Exception:  # noqa: BLE001 - the column types are an extra; the commit is already done
-        return {}
-    return {name: without_not_null(text) for name, text in types.items()}
+        sink = open_warehouse(catalog_options)
+        description, types = sink.describe(target), sink.paimon_types(target)
+    except Exception:  # noqa: BLE001 - the column schema is an extra; the commit is already done
+        return None, {}
+    return description, {name: without_not_null(text) for name, text in types.items()}
 
 
 def without_not_null(paimon_type: str) -> str:
@@ -77,15 +78,19 @@ def column_schema(schema, primary_keys: list[str], partition_keys: list[str],
     return dg.TableSchema(columns=columns)
 
 
-def column_lineage(plan, source_keys: dict[TableId, dg.AssetKey] | None = None) -> dg.TableColumnLineage:
+def column_lineage(plan, source_keys: dict[TableId, dg.AssetKey] | None = None,
+                   columns: set[str] | None = None) -> dg.TableColumnLineage:
     """Each target column → the MySQL columns its transform expression reads, for every source table routed into
-    it (``source_keys``: the MySQL assets' keys, default the default translator's). Columns computed only from
-    metadata (``__table_name__``, ``op_ts``) or literals have no MySQL column."""
+    it (``source_keys``: the MySQL assets' keys, default the default translator's; ``columns``: only these target
+    columns, those the table has). Columns computed only from metadata (``__table_name__``, ``op_ts``) or literals
+    have no MySQL column."""
     deps: dict[str, list[dg.TableColumnDep]] = {}
     for source_plan in plan.sources:
         source_columns = set(source_plan.source.column_names)
         key = (source_keys or {}).get(source_plan.source.table_id) or mysql_key(source_plan.source.table_id)
         for column, names in source_plan.transform.column_sources().items():
+            if columns is not None and column not in columns:
+                continue
             for name in names:
                 if name in source_columns:
                     deps.setdefault(column, []).append(dg.TableColumnDep(asset_key=key, column_name=name))
@@ -194,11 +199,17 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
         schema_changes = getattr(result, "schema_changes", None)
         if schema_changes:  # what the re-snapshot changed in the Paimon schema to match MySQL
             metadata["lakecdc/schema_changes"] = "; ".join(schema_changes)
+    # The columns as the table has them after the run's last commit (and its upkeep), not as the run found it: a
+    # DDL the run applied (ADD COLUMN) shows in this materialisation, with its lineage. The lineage is restricted to
+    # the stored columns, so the two never disagree.
+    stored, types = stored_table(catalog_options, result.target)
+    schema = stored.schema if stored is not None else result.schema
+    keys = list(stored.primary_keys) if stored is not None else result.primary_keys
+    partition_keys = list(stored.partition_keys) if stored is not None else result.partition_keys
     origins = column_origins(plan) if plan is not None else None
-    metadata["dagster/column_schema"] = column_schema(result.schema, result.primary_keys, result.partition_keys,
-                                                      origins, stored_types(catalog_options, result.target))
+    metadata["dagster/column_schema"] = column_schema(schema, keys, partition_keys, origins, types)
     if plan is not None:
-        metadata["dagster/column_lineage"] = column_lineage(plan, source_keys)
+        metadata["dagster/column_lineage"] = column_lineage(plan, source_keys, set(schema.names))
     if result.row_count is not None:
         metadata["dagster/row_count"] = dg.MetadataValue.int(result.row_count)
     if soft_delete_marker and catalog_options:

@@ -42,6 +42,7 @@ from lakecdc.source.activity import binlog_sizes, bytes_between
 from lakecdc.source.connection import connect, query
 from lakecdc.source.ddl import ADD_COLUMN, ALTER_COLUMN_TYPE, DROP_COLUMN, RENAME_COLUMN
 from lakecdc.source.initial_load import quote_identifier
+from lakecdc.source.schema import source_table_from_json
 from lakecdc.transform.expressions import DATA_EVENT_TYPE, parse_projection
 from lakecdc.transform.rules import SOFT_DELETE, select_rule
 
@@ -168,6 +169,17 @@ class TableState:
     @property
     def offset(self) -> BinlogOffset | None:
         return self.checkpoint.offset if self.checkpoint is not None else None
+
+
+def plan_at_checkpoint(config: PipelineConfig, target: TableId, checkpoint: Checkpoint | None) -> TargetPlan | None:
+    """The table's plan compiled against its source tables' schemas as ``checkpoint`` records them: the schemas its
+    last commit was written with (a DDL in MySQL after that commit is not in it). None without a checkpoint that
+    records them."""
+    if checkpoint is None or checkpoint.snapshot_pending or not checkpoint.schemas:
+        return None
+    source = open_source(config)
+    schemas = {t: source_table_from_json(data, source.options) for t, data in checkpoint.schemas.items()}
+    return build_plan(config, source, schemas=schemas).restrict({target}).targets[target]
 
 
 def evaluate(state: TableState, names: set[str] | list[str]) -> list[CheckResult]:
