@@ -302,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except PipelineConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from lakecdc.config import locate_config_error
+
+        print(f"error: {locate_config_error(exc).text()}", file=sys.stderr)  # with the YAML line of the key
         return 2
     except LakeCdcError as exc:
         print(f"error: {exc}", file=sys.stderr)

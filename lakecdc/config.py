@@ -273,6 +273,67 @@ def parse_pipeline(text: str, *, path: str | None = None, env: dict[str, str] | 
     return _Parser(path).pipeline(raw)
 
 
+@dataclass(frozen=True)
+class ConfigErrorLocation:
+    """Where in which file a PipelineConfigError is, for a reader: the YAML line of its key path (an error inside
+    a transform expression names the expression's key, whose line this is), what is wrong and what to do."""
+
+    file: str
+    line: int | None  # 1-based line of the key in the file, None when it cannot be found
+    key: str  # the key path (``transform[0].projection``), "" for the whole file
+    message: str
+
+    def text(self) -> str:
+        where = self.file + (f", line {self.line}" if self.line else "") + (f" ({self.key})" if self.key else "")
+        return f"{where}: {self.message}"
+
+
+def locate_config_error(error: PipelineConfigError, text: str | None = None, *, file: str | None = None,
+                        key_prefix: str = "") -> ConfigErrorLocation:
+    """``error`` with the line of its key in the YAML ``text`` (read from ``error.file`` when not given).
+    ``file``/``key_prefix``: the file to name and where the pipeline sits in it, for a pipeline inside another
+    YAML (a ``dg`` component's ``defs.yaml``: ``attributes.pipeline``)."""
+    shown = file or error.file or "the pipeline file"
+    if text is None and error.file:
+        try:
+            text = Path(error.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = None
+    key = ".".join(part for part in (key_prefix, error.path or "") if part)
+    line = yaml_line(text, key) if text is not None and key else None
+    return ConfigErrorLocation(shown, line, error.path or "", getattr(error, "message", str(error)))
+
+
+def yaml_line(text: str, key_path: str) -> int | None:
+    """The 1-based line of the key a key path names in YAML ``text`` (``transform[0].projection``; keys may hold
+    dots, ``pipeline.lakecdc.schedule``), or of the deepest part of it found; None when the text is not YAML."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    line = None
+    rest = key_path
+    while node is not None and rest:
+        index = re.match(r"\[(\d+)\]\.?", rest)
+        if index:
+            if not isinstance(node, yaml.SequenceNode) or int(index.group(1)) >= len(node.value):
+                break
+            node = node.value[int(index.group(1))]
+            line, rest = node.start_mark.line + 1, rest[index.end():]
+            continue
+        if not isinstance(node, yaml.MappingNode):
+            break
+        # the longest key the path starts with ('table.properties.bucket' before 'table')
+        matches = [(str(k.value), k, v) for k, v in node.value
+                   if isinstance(k, yaml.ScalarNode) and (rest == str(k.value) or rest.startswith(f"{k.value}.")
+                                                          or rest.startswith(f"{k.value}["))]
+        if not matches:
+            break
+        key, key_node, node = max(matches, key=lambda m: len(m[0]))
+        line, rest = key_node.start_mark.line + 1, rest[len(key):].lstrip(".")
+    return line
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's SafeLoader, except that a key written twice in one mapping is an error: PyYAML keeps the last
     one silently, so a second ``source:`` or ``password:`` further down would quietly replace the first."""

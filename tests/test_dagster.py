@@ -18,6 +18,7 @@ from lakecdc.config import load_pipeline, parse_pipeline
 from lakecdc.dagster import (DagsterLakeCdcTranslator, MySqlResource, PaimonCatalogResource, PaimonTableProps,
                              build_definitions, build_pipeline_definitions)
 from lakecdc.dagster.assets import partitions_name
+from lakecdc.dagster.invalid import VALIDATION_ENV
 from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import BinlogOffset, TableId
 from lakecdc.sink import PaimonSink
@@ -512,9 +513,11 @@ def test_definitions_check_the_pipeline_against_mysql(mariadb, tutorial, monkeyp
     config, pipelines = tutorial
     path = pipelines / "tutorial.yaml"
     path.write_text(path.read_text().replace("partition-keys: order_day", "partition-keys: order_dya"))
+    monkeypatch.setenv(VALIDATION_ENV, "1")  # as `dg check defs` does
     with pytest.raises(PipelineConfigError, match="order_dya") as raised:
         build_definitions(pipelines)
     assert "partition-keys" in str(raised.value)
+    monkeypatch.delenv(VALIDATION_ENV)
 
     # The description names the server of the resource override, not the YAML's.
     path.write_text((ROOT / "assets" / "tutorial.yaml").read_text())
@@ -525,6 +528,42 @@ def test_definitions_check_the_pipeline_against_mysql(mariadb, tutorial, monkeyp
     assert spec.metadata["dagster/table_name"] == f"mysql://127.0.0.1:{mariadb.port}/inventory.orders"
     assert [c.name for c in spec.metadata["dagster/column_schema"].columns] == ["id", "product", "price",
                                                                                  "created_at"]
+
+
+def test_a_broken_pipeline_file_fails_alone(mariadb, tutorial, tmp_path, monkeypatch):
+    """A pipeline file that does not load, next to a valid one: the valid one loads and runs; the broken one is an
+    asset whose description names the file, the YAML line of the key at fault and what to do. Under `dg check defs`
+    (DAGSTER_IS_DEFS_VALIDATION_CLI) it still fails the load."""
+    config, pipelines = tutorial
+    text = (pipelines / "tutorial.yaml").read_text().replace("Enrich MySQL orders", "Broken orders")
+    (pipelines / "broken.yaml").write_text(text.replace("UPPER(product) AS", "UPPER(product AS"))
+    # a file that parses, but whose transform does not fit the MySQL table (checked while the definitions load)
+    (pipelines / "misfit.yaml").write_text(text.replace("Broken orders", "Misfit orders")
+                                           .replace("partition-keys: order_day", "partition-keys: order_dya"))
+    monkeypatch.delenv(VALIDATION_ENV, raising=False)
+    defs = build_definitions(pipelines)
+    specs = {s.key: s for s in defs.resolve_all_asset_specs()}
+    assert ORDERS_KEY in specs and MYSQL_ORDERS in specs
+    assert defs.resolve_sensor_def(f"{config.slug}_binlog_sensor") is not None
+    broken = specs[dg.AssetKey(["lakecdc_invalid", "broken_yaml"])]
+    lines = (pipelines / "broken.yaml").read_text().splitlines()
+    projection_line = next(i for i, line in enumerate(lines, 1) if line.strip().startswith("projection:"))
+    assert f"`{pipelines / 'broken.yaml'}`, line {projection_line}, key `transform[0].projection`" in \
+        broken.description
+    assert "syntax error" in broken.description and "lakecdc validate --connect" in broken.description
+    assert broken.metadata["lakecdc/yaml_line"].value == projection_line
+    assert broken.group_name == "lakecdc_invalid_pipelines"
+    misfit = specs[dg.AssetKey(["lakecdc_invalid", "misfit_yaml"])]
+    assert misfit.metadata["lakecdc/yaml_line"].value == projection_line + 8  # its partition-keys line
+    assert "order_dya" in misfit.metadata["lakecdc/error"].value and r"order\_dya" in misfit.description
+    # the valid pipeline runs, its checks pass
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result, metadata, checks = materialize(defs, instance, selection=[ORDERS_KEY])
+        assert result.success and all(c.passed for c in checks.values())
+
+    monkeypatch.setenv(VALIDATION_ENV, "1")
+    with pytest.raises(PipelineConfigError, match="transform"):
+        build_definitions(pipelines)
 
 
 TYPES_PIPELINE = """
