@@ -175,14 +175,24 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         assert recorded["lakecdc/stale_rows_deleted"].value == 1
         rows = {r.data["partition"]: r.data for r in recorded["lakecdc/partitions_changed"].value.records}
         assert list(rows) == ["order_day=20260103"] and rows["order_day=20260103"]["rows_now"] == 1
+        # what it changed, in the binlog phase's words: one row deleted (in this SOFT_DELETE table, written as a +I
+        # row marked deleted, which stays in the table), nothing inserted
+        assert (recorded["lakecdc/inserted"].value, recorded["lakecdc/updated"].value,
+                recorded["lakecdc/deleted"].value, recorded["lakecdc/unchanged"].value) == (0, 0, 1, 0)
+        assert (rows["order_day=20260103"]["+I"], rows["order_day=20260103"]["-D"]) == (1, 0)
         snapshot_id = recorded["lakecdc/paimon_snapshot_id"].value
         assert event.tags["dagster/data_version"] == f"snapshot-{snapshot_id}"
 
-        # Re-snapshot the whole table through the asset's run config: 104 arrives, the checkpoint moves.
+        # Re-snapshot the whole table through the asset's run config: 104 arrives, 101 changed behind the
+        # binlog's back is updated, the checkpoint moves.
+        without_binlog(mariadb, "UPDATE inventory.orders SET price = 31.00 WHERE id = 101")
         result, metadata, checks = materialize(
             defs, instance, run_config={"ops": {"paimon__inventory__orders": {"config": {"resnapshot": True}}}})
         assert result.success and all(c.passed for c in checks.values()), \
             {n: c.description for n, c in checks.items()}
+        whole_meta = metadata[ORDERS_KEY]
+        assert (whole_meta["lakecdc/inserted"].value, whole_meta["lakecdc/updated"].value,
+                whole_meta["lakecdc/deleted"].value, whole_meta["lakecdc/unchanged"].value) == (1, 1, 0, 0)
         assert (104, "INK", "+I") in active_rows(config)
         whole = sink.checkpoint(ORDERS)
         assert whole["lakecdc.resnapshot.partition"] == ""
@@ -245,6 +255,36 @@ def test_the_run_that_adds_a_column_reports_it(mariadb, tutorial, tmp_path):
         mariadb.execute("ALTER TABLE inventory.orders ADD COLUMN coupon VARCHAR(10)")
         _, _, checks = materialize(defs, instance, selection=[dg.AssetCheckKey(ORDERS_KEY, "schema_matches_source")])
         assert "coupon" in checks["schema_matches_source"].description
+
+
+def test_a_refresh_that_only_moves_the_checkpoint_is_an_observation(mariadb, tutorial, tmp_path):
+    """An idle table's checkpoint refresh after a binlog rotation commits no change: it is recorded as an
+    observation, so the latest materialisation keeps the table's last change; later runs do not report it again."""
+    config, pipelines = tutorial
+    defs = build_definitions(pipelines)
+    sink = PaimonSink(config.sink.catalog_options)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assert materialize(defs, instance, selection=[ORDERS_KEY])[0].success
+        first = instance.get_latest_materialization_event(ORDERS_KEY).asset_materialization.metadata
+        snapshot = sink.latest_snapshot_id(ORDERS)
+        mariadb.execute("FLUSH BINARY LOGS")
+        result, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])
+        assert result.success and ORDERS_KEY not in metadata
+        assert sink.latest_snapshot_id(ORDERS) == snapshot + 1  # the checkpoint moved to the new binlog file
+        [observed] = instance.fetch_observations(ORDERS_KEY, limit=5).records
+        observation = observed.event_log_entry.asset_observation.metadata
+        assert observation["lakecdc/paimon_snapshot_id"].value == snapshot + 1
+        assert "moved the checkpoint" in observation["lakecdc/checkpoint_only"].value
+        latest = instance.get_latest_materialization_event(ORDERS_KEY).asset_materialization.metadata
+        assert latest["lakecdc/paimon_snapshot_id"] == first["lakecdc/paimon_snapshot_id"]
+        assert latest["lakecdc/inserted"].value == 2
+        # a run with nothing new reports nothing (the observed commit is not reported as a recovered one)
+        result, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])
+        assert result.success and ORDERS_KEY not in metadata
+        # a real change is a materialisation again
+        mariadb.execute("UPDATE inventory.orders SET product = 'notebook' WHERE id = 101")
+        _, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])
+        assert metadata[ORDERS_KEY]["lakecdc/updated"].value == 1
 
 
 ROW_COUNT_KEY = dg.AssetCheckKey(ORDERS_KEY, "row_count_matches_source")

@@ -23,8 +23,8 @@ from pydantic import Field
 from lakecdc.config import PipelineConfig
 from lakecdc.dagster.checks import TableState, check_specs, evaluate
 from lakecdc.dagster.failures import as_failure, retry_policy
-from lakecdc.dagster.metadata import (column_origins, column_schema, materialization, paimon_key, unrecorded_commit,
-                                      without_not_null)
+from lakecdc.dagster.metadata import (CHECKPOINT_ONLY_KEY, column_origins, column_schema, commit_event, paimon_key,
+                                      unrecorded_commit, without_not_null)
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.dagster.translator import (PIPELINE_TAG, TABLE_TAG, AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps,
                                         PaimonTableProps)
@@ -162,10 +162,14 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
     state = TableState.load(config, target, key)
     if committed is not None:
         marker = soft_delete_column(config, state.plan) if state.plan is not None else None
-        result = materialization(committed, committed_plan(config, target, state), config.sink.catalog_options,
-                                 key=key, source_keys=keys.mysql, soft_delete_marker=marker or None)
+        event = commit_event(committed, committed_plan(config, target, state), config.sink.catalog_options,
+                             key=key, source_keys=keys.mysql, soft_delete_marker=marker or None)
         register_partitions(context.instance, target, committed, key)
-        yield result
+        if isinstance(event, dg.AssetObservation):  # only the checkpoint moved: the last change stays the latest
+            context.log.info(f"{target}: {event.metadata[CHECKPOINT_ONLY_KEY].value}")
+            context.log_event(event)
+        else:
+            yield event
     elif expect_materialization:
         late = unrecorded_commit(context.instance, config.sink.catalog_options, target, key)
         if late is not None:
