@@ -18,8 +18,8 @@ from typing import Any, Literal, overload
 import yaml
 
 from lakecdc.errors import PipelineConfigError, SinkError
-from lakecdc.options import (ANY, BOOL, DURATION, INT, STRING, Option, Prefix, Where, check_keys, check_zone,
-                             declarations, describe, nested, option, read)
+from lakecdc.options import (ANY, BOOL, DURATION, INT, STRING, Option, Prefix, Where, _read_kind, check_keys,
+                             check_zone, declarations, describe, nested, option, read)
 from lakecdc.sink.object_store import SECRET_S3_OPTIONS, canonical_s3_option
 from lakecdc.sink.sink_options import OPTIONS as SINK_OPTIONS
 from lakecdc.sink.sink_options import PaimonSinkOptions
@@ -93,6 +93,27 @@ def _udfs(value: Any, where: Where) -> tuple:
     return parse_udfs(value, file=where.file, path=where.path)
 
 
+def _owners(value: str, where: Where) -> tuple[str, ...]:
+    """``a@x.com, team:data``: Dagster asset owners (an email address or ``team:<name>`` each)."""
+    owners = tuple(o.strip() for o in value.split(",") if o.strip())
+    for owner in owners:
+        if not (re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", owner) or re.fullmatch(r"team:\S+", owner)):
+            raise where.error(f"expected owners as email addresses or team:<name>, separated by commas, got "
+                              f"{owner!r}")
+    return owners
+
+
+def _freshness(value: str, where: Where) -> float | str | None:
+    """``none``, ``auto`` (derived from the sensor interval) or a duration (seconds)."""
+    text = value.strip().lower()
+    if text in ("none", "auto"):
+        return None if text == "none" else "auto"
+    seconds = _read_kind(Option("", DURATION), value, where)
+    if seconds < 60:  # Dagster's own limit
+        raise where.error(f"a freshness window must be at least 1 minute, got {value!r}")
+    return seconds
+
+
 @dataclass
 class RouteConfig:
     index: int
@@ -124,6 +145,16 @@ class AutomationConfig:
                                  doc="Dagster resource key that overrides the `source:` connection")
     paimon_resource: str = option("lakecdc.resource.paimon", STRING, "paimon", check=_resource_key,
                                   doc="Dagster resource key that overrides the `sink:` catalog")
+    owners: tuple = option("lakecdc.owners", STRING, (), convert=_owners, default_doc="none",
+                           doc="owners of the pipeline's Paimon assets in Dagster: email addresses or `team:<name>`, "
+                               "separated by commas")
+    # a Dagster freshness policy of the Paimon assets (lakecdc.dagster.translator.freshness_policy)
+    freshness: float | str | None = option(
+        "lakecdc.freshness.fail-window", STRING, None, convert=_freshness, default_doc="`none`",
+        doc="a Dagster freshness policy on the Paimon assets: a duration (a table fails freshness when its last "
+            "materialisation is older), or `auto`: 5 sensor intervals (warn after 2), at least 5 minutes. Dagster "
+            "counts materialisations only, and a table materialises only when its source changes: use it for "
+            "tables whose source changes at least that often ([dagster.md](dagster.md#automation))")
     alert_webhook: str | None = option("lakecdc.alert.webhook", STRING, None, repr=False, default_doc="none",
                                        check=lambda url: None if re.match(r"https?://", url) else
                                        "expected an http:// or https:// URL",

@@ -606,6 +606,40 @@ def test_a_broken_pipeline_file_fails_alone(mariadb, tutorial, tmp_path, monkeyp
         build_definitions(pipelines)
 
 
+def test_owners_kinds_and_freshness_through_the_translator(mariadb, tutorial):
+    """As dagster-sling/dlt users expect: owners and kinds come through the translator, and a freshness policy is
+    derived from the sensor interval (``auto``) or given as a window."""
+    config, pipelines = tutorial
+    path = pipelines / "tutorial.yaml"
+    base = path.read_text()
+    path.write_text(base.replace("  parallelism: 2\n", "  parallelism: 2\n"
+                                 "  lakecdc.owners: data@example.com, team:lake\n"
+                                 "  lakecdc.freshness.fail-window: auto\n  lakecdc.sensor.interval: 2min\n"))
+    specs = {s.key: s for s in build_definitions(pipelines).resolve_all_asset_specs()}
+    orders, source = specs[ORDERS_KEY], specs[MYSQL_ORDERS]
+    assert orders.owners == ["data@example.com", "team:lake"] and source.owners == []
+    assert orders.kinds == {"paimon"} and source.kinds == {"mysql"}
+    policy = orders.freshness_policy
+    assert (policy.fail_window.to_timedelta().total_seconds(), policy.warn_window.to_timedelta().total_seconds()) \
+        == (600, 240)  # 5 and 2 sensor intervals
+    assert source.freshness_policy is None
+
+    path.write_text(base.replace("  parallelism: 2\n", "  parallelism: 2\n  lakecdc.freshness.fail-window: 2h\n"))
+    policy = {s.key: s for s in build_definitions(pipelines).resolve_all_asset_specs()}[ORDERS_KEY].freshness_policy
+    assert policy.fail_window.to_timedelta().total_seconds() == 7200 and policy.warn_window is None
+
+    class Owners(DagsterLakeCdcTranslator):
+        def get_owners(self, props):
+            return ["team:override"]
+
+    specs = {s.key: s for s in build_definitions(pipelines, translator=Owners()).resolve_all_asset_specs()}
+    assert specs[ORDERS_KEY].owners == ["team:override"]
+    for bad, message in (("lakecdc.owners: bob", "email addresses or team:<name>"),
+                         ("lakecdc.freshness.fail-window: 10s", "at least 1 minute")):
+        with pytest.raises(PipelineConfigError, match=message):
+            parse_pipeline(base.replace("  parallelism: 2\n", f"  parallelism: 2\n  {bad}\n"))
+
+
 TYPES_PIPELINE = """
 source: {{type: mysql, hostname: 127.0.0.1, port: {port}, username: root, password: "", tables: {db}.kinds,
           include-comments.enabled: true}}
