@@ -18,8 +18,8 @@ from typing import Any, Literal, overload
 import yaml
 
 from lakecdc.errors import PipelineConfigError, SinkError
-from lakecdc.options import (ANY, BOOL, DURATION, INT, STRING, Option, Prefix, Where, _read_kind, check_keys,
-                             check_zone, declarations, describe, nested, option, read)
+from lakecdc.options import (ANY, BOOL, DURATION, INT, STRING, Option, Prefix, Where, check_keys, check_zone,
+                             declarations, describe, duration_seconds, nested, option, read)
 from lakecdc.sink.object_store import SECRET_S3_OPTIONS, canonical_s3_option
 from lakecdc.sink.sink_options import OPTIONS as SINK_OPTIONS
 from lakecdc.sink.sink_options import PaimonSinkOptions
@@ -108,7 +108,7 @@ def _freshness(value: str, where: Where) -> float | str | None:
     text = value.strip().lower()
     if text in ("none", "auto"):
         return None if text == "none" else "auto"
-    seconds = _read_kind(Option("", DURATION), value, where)
+    seconds = duration_seconds(value, where)
     if seconds < 60:  # Dagster's own limit
         raise where.error(f"a freshness window must be at least 1 minute, got {value!r}")
     return seconds
