@@ -27,28 +27,17 @@ def _load(path: str):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from lakecdc.runtime.validate import validate_pipeline
+
     config = _load(args.pipeline)
-    print(f"{args.pipeline}: pipeline {config.name!r} is valid "
+    validation = validate_pipeline(config, connect=args.connect)  # raises before anything is called valid
+    against = " against MySQL" if validation.connected else ""
+    print(f"{args.pipeline}: pipeline {config.name!r} is valid{against} "
           f"({len(config.transforms)} transform rule(s), {len(config.routes)} route(s))")
-    if args.connect:
-        from lakecdc.runtime.connect import open_source
-        from lakecdc.runtime.plan import build_plan
-
-        source = open_source(config)
-        source.check_server()
-        plan = build_plan(config, source)
-        from lakecdc.sink.tables import validate_options
-
-        for target, target_plan in sorted(plan.targets.items()):
-            try:  # the options each table gets, now that its keys and columns are known (e.g. append + bucket)
-                validate_options(target, {**config.sink.new_table_options, **target_plan.options},
-                                 has_primary_key=bool(target_plan.primary_keys), columns=target_plan.schema.names)
-            except SinkError as error:
-                raise PipelineConfigError(str(error), file=args.pipeline, path="sink.table.properties") from None
-            sources = ", ".join(str(s.source.table_id) for s in target_plan.sources)
-            print(f"  {sources} -> {target}  primary key ({', '.join(target_plan.primary_keys)})"
-                  + (f", partitioned by ({', '.join(target_plan.partition_keys)})" if target_plan.partition_keys
-                     else ""))
+    for table in validation.tables:
+        sources = ", ".join(map(str, table.sources))
+        print(f"  {sources} -> {table.target}  primary key ({', '.join(table.primary_keys)})"
+              + (f", partitioned by ({', '.join(table.partition_keys)})" if table.partition_keys else ""))
     return 0
 
 
@@ -313,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except PipelineConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from lakecdc.config import locate_config_error
+
+        print(f"error: {locate_config_error(exc).text()}", file=sys.stderr)  # with the YAML line of the key
         return 2
     except LakeCdcError as exc:
         print(f"error: {exc}", file=sys.stderr)

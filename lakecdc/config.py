@@ -19,7 +19,7 @@ import yaml
 
 from lakecdc.errors import PipelineConfigError, SinkError
 from lakecdc.options import (ANY, BOOL, DURATION, INT, STRING, Option, Prefix, Where, check_keys, check_zone,
-                             declarations, describe, nested, option, read)
+                             declarations, describe, duration_seconds, nested, option, read)
 from lakecdc.sink.object_store import SECRET_S3_OPTIONS, canonical_s3_option
 from lakecdc.sink.sink_options import OPTIONS as SINK_OPTIONS
 from lakecdc.sink.sink_options import PaimonSinkOptions
@@ -93,6 +93,27 @@ def _udfs(value: Any, where: Where) -> tuple:
     return parse_udfs(value, file=where.file, path=where.path)
 
 
+def _owners(value: str, where: Where) -> tuple[str, ...]:
+    """``a@x.com, team:data``: Dagster asset owners (an email address or ``team:<name>`` each)."""
+    owners = tuple(o.strip() for o in value.split(",") if o.strip())
+    for owner in owners:
+        if not (re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", owner) or re.fullmatch(r"team:\S+", owner)):
+            raise where.error(f"expected owners as email addresses or team:<name>, separated by commas, got "
+                              f"{owner!r}")
+    return owners
+
+
+def _freshness(value: str, where: Where) -> float | str | None:
+    """``none``, ``auto`` (derived from the sensor interval) or a duration (seconds)."""
+    text = value.strip().lower()
+    if text in ("none", "auto"):
+        return None if text == "none" else "auto"
+    seconds = duration_seconds(value, where)
+    if seconds < 60:  # Dagster's own limit
+        raise where.error(f"a freshness window must be at least 1 minute, got {value!r}")
+    return seconds
+
+
 @dataclass
 class RouteConfig:
     index: int
@@ -124,6 +145,16 @@ class AutomationConfig:
                                  doc="Dagster resource key that overrides the `source:` connection")
     paimon_resource: str = option("lakecdc.resource.paimon", STRING, "paimon", check=_resource_key,
                                   doc="Dagster resource key that overrides the `sink:` catalog")
+    owners: tuple = option("lakecdc.owners", STRING, (), convert=_owners, default_doc="none",
+                           doc="owners of the pipeline's Paimon assets in Dagster: email addresses or `team:<name>`, "
+                               "separated by commas")
+    # a Dagster freshness policy of the Paimon assets (lakecdc.dagster.translator.freshness_policy)
+    freshness: float | str | None = option(
+        "lakecdc.freshness.fail-window", STRING, None, convert=_freshness, default_doc="`none`",
+        doc="a Dagster freshness policy on the Paimon assets: a duration (a table fails freshness when its last "
+            "materialisation is older), or `auto`: 5 sensor intervals (warn after 2), at least 5 minutes. Dagster "
+            "counts materialisations only, and a table materialises only when its source changes: use it for "
+            "tables whose source changes at least that often ([dagster.md](dagster.md#automation))")
     alert_webhook: str | None = option("lakecdc.alert.webhook", STRING, None, repr=False, default_doc="none",
                                        check=lambda url: None if re.match(r"https?://", url) else
                                        "expected an http:// or https:// URL",
@@ -271,6 +302,67 @@ def parse_pipeline(text: str, *, path: str | None = None, env: dict[str, str] | 
     except RecursionError:
         raise PipelineConfigError("the YAML nests too deeply (an alias that contains itself?)", file=path) from None
     return _Parser(path).pipeline(raw)
+
+
+@dataclass(frozen=True)
+class ConfigErrorLocation:
+    """Where in which file a PipelineConfigError is, for a reader: the YAML line of its key path (an error inside
+    a transform expression names the expression's key, whose line this is), what is wrong and what to do."""
+
+    file: str
+    line: int | None  # 1-based line of the key in the file, None when it cannot be found
+    key: str  # the key path (``transform[0].projection``), "" for the whole file
+    message: str
+
+    def text(self) -> str:
+        where = self.file + (f", line {self.line}" if self.line else "") + (f" ({self.key})" if self.key else "")
+        return f"{where}: {self.message}"
+
+
+def locate_config_error(error: PipelineConfigError, text: str | None = None, *, file: str | None = None,
+                        key_prefix: str = "") -> ConfigErrorLocation:
+    """``error`` with the line of its key in the YAML ``text`` (read from ``error.file`` when not given).
+    ``file``/``key_prefix``: the file to name and where the pipeline sits in it, for a pipeline inside another
+    YAML (a ``dg`` component's ``defs.yaml``: ``attributes.pipeline``)."""
+    shown = file or error.file or "the pipeline file"
+    if text is None and error.file:
+        try:
+            text = Path(error.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = None
+    key = ".".join(part for part in (key_prefix, error.path or "") if part)
+    line = yaml_line(text, key) if text is not None and key else None
+    return ConfigErrorLocation(shown, line, error.path or "", getattr(error, "message", str(error)))
+
+
+def yaml_line(text: str, key_path: str) -> int | None:
+    """The 1-based line of the key a key path names in YAML ``text`` (``transform[0].projection``; keys may hold
+    dots, ``pipeline.lakecdc.schedule``), or of the deepest part of it found; None when the text is not YAML."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    line = None
+    rest = key_path
+    while node is not None and rest:
+        index = re.match(r"\[(\d+)\]\.?", rest)
+        if index:
+            if not isinstance(node, yaml.SequenceNode) or int(index.group(1)) >= len(node.value):
+                break
+            node = node.value[int(index.group(1))]
+            line, rest = node.start_mark.line + 1, rest[index.end():]
+            continue
+        if not isinstance(node, yaml.MappingNode):
+            break
+        # the longest key the path starts with ('table.properties.bucket' before 'table')
+        matches = [(str(k.value), k, v) for k, v in node.value
+                   if isinstance(k, yaml.ScalarNode) and (rest == str(k.value) or rest.startswith(f"{k.value}.")
+                                                          or rest.startswith(f"{k.value}["))]
+        if not matches:
+            break
+        key, key_node, node = max(matches, key=lambda m: len(m[0]))
+        line, rest = key_node.start_mark.line + 1, rest[len(key):].lstrip(".")
+    return line
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -11,6 +11,7 @@ class PipelineConfigError(LakeCdcError):
     def __init__(self, message: str, *, file: str | None = None, path: str | None = None):
         self.file = file
         self.path = path
+        self.message = message  # without the file and key path
         where = ""
         if file:
             where += f"{file}: "

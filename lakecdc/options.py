@@ -261,11 +261,16 @@ def _read_kind(spec: Option, value: Any, where: Where) -> Any:
             return value.strip().lower() == "true"
         raise where.error(f"expected true or false, got {value!r}")
     if spec.kind == DURATION:
-        match = _DURATION.match(str(value))
-        if not match:
-            raise where.error(f"expected a duration like 30s, 500ms or 2min, got {value!r}")
-        return float(match.group(1)) * _DURATION_UNITS[match.group(2) or "ms"]
+        return duration_seconds(value, where)
     return value
+
+
+def duration_seconds(value: Any, where: Where) -> float:
+    """Flink's duration syntax (``30s``, ``500ms``, ``2min``; a bare number is milliseconds) in seconds."""
+    match = _DURATION.match(str(value))
+    if not match:
+        raise where.error(f"expected a duration like 30s, 500ms or 2min, got {value!r}")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2) or "ms"]
 
 
 def _join(prefix: str, key: str) -> str:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the UI screenshots in docs/img/ from a real run: runs the tutorial (scripts/tutorial.sh: sandbox
-# MariaDB, three micro-batches through Dagster), re-snapshots one partition through the re-snapshot job, starts
-# `dg dev` headless on a free loopback port against the tutorial's DAGSTER_HOME, renders pages with headless
+# MariaDB, three micro-batches through Dagster), starts `dg dev` headless on a free loopback port against the
+# tutorial's DAGSTER_HOME, re-snapshots one partition as a backfill of the re-snapshot job, renders pages with headless
 # Chromium, and stops Dagster again. The sandbox MariaDB keeps running, as after scripts/tutorial.sh
 # (scripts/mariadb.sh stop).
 #
@@ -22,10 +22,6 @@ export LAKECDC_PIPELINES_DIR="$ROOT/assets"
 export DAGSTER_DISABLE_TELEMETRY=yes
 PATH="$ROOT/.venv/bin:$PATH"
 # (scripts/tutorial.sh wrote the instance's dagster.yaml: pools limited to one run per table, telemetry off.)
-
-# A partition re-snapshot, so the asset's history also shows one.
-dg launch -m definitions --job resnapshot__inventory__orders --partition order_day=20260103 >/dev/null 2>&1 \
-  || { echo "screenshots: the partition re-snapshot failed" >&2; exit 1; }
 
 PORT=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 LOG=$ROOT/.lakecdc/tutorial/dagster-dev.log
@@ -53,6 +49,20 @@ for _ in $(seq 1 60); do
 done
 # Dismiss the "join the community" modal that would cover every page.
 curl -s -X POST -H 'Content-Type: application/json' "$URL/graphql" -d '{"query":"mutation { setNuxSeen }"}' >/dev/null
+
+# A partition re-snapshot, so the asset's history also shows one: launched as a backfill through the webserver, as a
+# user does from the job's Partitions tab. (A run started by `dg launch -m definitions` belongs to another code
+# location: Dagster leaves it out of the job's partition status, which then shows the partition as missing.)
+gql() { curl -sf -X POST -H 'Content-Type: application/json' "$URL/graphql" -d "$1"; }
+gql '{"query":"mutation { launchPartitionBackfill(backfillParams: {selector: {partitionSetName: \"resnapshot__inventory__orders_partition_set\", repositorySelector: {repositoryLocationName: \"lakecdc\", repositoryName: \"__repository__\"}}, partitionNames: [\"order_day=20260103\"]}) { __typename } }"}' \
+  | grep -q LaunchBackfillSuccess || { echo "screenshots: the partition re-snapshot was not launched" >&2; exit 1; }
+STATUS_QUERY='{"query":"{ partitionSetOrError(repositorySelector: {repositoryLocationName: \"lakecdc\", repositoryName: \"__repository__\"}, partitionSetName: \"resnapshot__inventory__orders_partition_set\") { ... on PartitionSet { partitionStatusesOrError { ... on PartitionStatuses { results { partitionName runStatus } } } } } }"}'
+for _ in $(seq 1 180); do
+  gql "$STATUS_QUERY" | grep -Eq '"order_day=20260103", *"runStatus": *"(SUCCESS|FAILURE)"' && break
+  sleep 1
+done
+gql "$STATUS_QUERY" | grep -Eq '"order_day=20260103", *"runStatus": *"SUCCESS"' \
+  || { echo "screenshots: the partition re-snapshot failed" >&2; exit 1; }
 
 mkdir -p docs/img
 shot() {  # shot FILE PATH [WIDTH,HEIGHT]

@@ -5,6 +5,7 @@ table, resources, retries of transient errors only, the schedule, the failure al
 import http.server
 import json
 import logging
+import re
 import shutil
 import socket
 import threading
@@ -17,8 +18,9 @@ from lakecdc.config import load_pipeline, parse_pipeline
 from lakecdc.dagster import (DagsterLakeCdcTranslator, MySqlResource, PaimonCatalogResource, PaimonTableProps,
                              build_definitions, build_pipeline_definitions)
 from lakecdc.dagster.assets import partitions_name
-from lakecdc.errors import PipelineConfigError
-from lakecdc.model import TableId
+from lakecdc.dagster.invalid import VALIDATION_ENV
+from lakecdc.errors import LakeCdcError, PipelineConfigError
+from lakecdc.model import BinlogOffset, TableId
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
 
@@ -173,14 +175,24 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         assert recorded["lakecdc/stale_rows_deleted"].value == 1
         rows = {r.data["partition"]: r.data for r in recorded["lakecdc/partitions_changed"].value.records}
         assert list(rows) == ["order_day=20260103"] and rows["order_day=20260103"]["rows_now"] == 1
+        # what it changed, in the binlog phase's words: one row deleted (in this SOFT_DELETE table, written as a +I
+        # row marked deleted, which stays in the table), nothing inserted
+        assert (recorded["lakecdc/inserted"].value, recorded["lakecdc/updated"].value,
+                recorded["lakecdc/deleted"].value, recorded["lakecdc/unchanged"].value) == (0, 0, 1, 0)
+        assert (rows["order_day=20260103"]["+I"], rows["order_day=20260103"]["-D"]) == (1, 0)
         snapshot_id = recorded["lakecdc/paimon_snapshot_id"].value
         assert event.tags["dagster/data_version"] == f"snapshot-{snapshot_id}"
 
-        # Re-snapshot the whole table through the asset's run config: 104 arrives, the checkpoint moves.
+        # Re-snapshot the whole table through the asset's run config: 104 arrives, 101 changed behind the
+        # binlog's back is updated, the checkpoint moves.
+        without_binlog(mariadb, "UPDATE inventory.orders SET price = 31.00 WHERE id = 101")
         result, metadata, checks = materialize(
             defs, instance, run_config={"ops": {"paimon__inventory__orders": {"config": {"resnapshot": True}}}})
         assert result.success and all(c.passed for c in checks.values()), \
             {n: c.description for n, c in checks.items()}
+        whole_meta = metadata[ORDERS_KEY]
+        assert (whole_meta["lakecdc/inserted"].value, whole_meta["lakecdc/updated"].value,
+                whole_meta["lakecdc/deleted"].value, whole_meta["lakecdc/unchanged"].value) == (1, 1, 0, 0)
         assert (104, "INK", "+I") in active_rows(config)
         whole = sink.checkpoint(ORDERS)
         assert whole["lakecdc.resnapshot.partition"] == ""
@@ -213,6 +225,114 @@ def test_a_check_that_cannot_evaluate_fails_with_error_severity(mariadb, tutoria
             check = checks[name]
             assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR, name
             assert check.metadata["evaluated"].value is False and "could not be evaluated" in check.description
+
+
+def test_the_run_that_adds_a_column_reports_it(mariadb, tutorial, tmp_path):
+    """The materialisation of the run that applied ADD COLUMN has the new column in its column schema (the table
+    after the run's last commit), consistent with its column lineage; the schema check passes in the same run."""
+    config, pipelines = tutorial
+    defs = build_definitions(pipelines)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        _, metadata, _ = materialize(defs, instance)
+        before = [c.name for c in metadata[ORDERS_KEY]["dagster/column_schema"].value.columns]
+        assert len(before) == 9 and "note" not in before
+        mariadb.execute("ALTER TABLE inventory.orders ADD COLUMN note VARCHAR(20)")
+        mariadb.execute("INSERT INTO inventory.orders VALUES (106, 'tape', 2.50, '2026-01-02 11:00:00', 'gift')")
+        result, metadata, checks = materialize(defs, instance)
+        assert result.success and all(c.passed for c in checks.values()), \
+            {n: c.description for n, c in checks.items()}
+        meta = metadata[ORDERS_KEY]
+        columns = {c.name: c for c in meta["dagster/column_schema"].value.columns}
+        assert set(columns) == {*before, "note"}
+        assert columns["note"].type == "VARCHAR(20)"
+        assert columns["note"].description == "from `inventory.orders.note`"
+        lineage = meta["dagster/column_lineage"].value.deps_by_column
+        assert [(d.asset_key, d.column_name) for d in lineage["note"]] == [(MYSQL_ORDERS, "note")]
+        assert set(lineage) <= set(columns)  # lineage names only columns the table has
+
+        # A DDL after the table's last commit is not in the next report: a run with nothing new for the table
+        # reports nothing; the schema check names the new column until a run applies it.
+        mariadb.execute("ALTER TABLE inventory.orders ADD COLUMN coupon VARCHAR(10)")
+        _, _, checks = materialize(defs, instance, selection=[dg.AssetCheckKey(ORDERS_KEY, "schema_matches_source")])
+        assert "coupon" in checks["schema_matches_source"].description
+
+
+def test_a_refresh_that_only_moves_the_checkpoint_is_an_observation(mariadb, tutorial, tmp_path):
+    """An idle table's checkpoint refresh after a binlog rotation commits no change: it is recorded as an
+    observation, so the latest materialisation keeps the table's last change; later runs do not report it again."""
+    config, pipelines = tutorial
+    defs = build_definitions(pipelines)
+    sink = PaimonSink(config.sink.catalog_options)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assert materialize(defs, instance, selection=[ORDERS_KEY])[0].success
+        first = instance.get_latest_materialization_event(ORDERS_KEY).asset_materialization.metadata
+        snapshot = sink.latest_snapshot_id(ORDERS)
+        mariadb.execute("FLUSH BINARY LOGS")
+        result, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])
+        assert result.success and ORDERS_KEY not in metadata
+        assert sink.latest_snapshot_id(ORDERS) == snapshot + 1  # the checkpoint moved to the new binlog file
+        [observed] = instance.fetch_observations(ORDERS_KEY, limit=5).records
+        observation = observed.event_log_entry.asset_observation.metadata
+        assert observation["lakecdc/paimon_snapshot_id"].value == snapshot + 1
+        assert "moved the checkpoint" in observation["lakecdc/checkpoint_only"].value
+        latest = instance.get_latest_materialization_event(ORDERS_KEY).asset_materialization.metadata
+        assert latest["lakecdc/paimon_snapshot_id"] == first["lakecdc/paimon_snapshot_id"]
+        assert latest["lakecdc/inserted"].value == 2
+        # a run with nothing new reports nothing (the observed commit is not reported as a recovered one)
+        result, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])
+        assert result.success and ORDERS_KEY not in metadata
+        # a real change is a materialisation again
+        mariadb.execute("UPDATE inventory.orders SET product = 'notebook' WHERE id = 101")
+        _, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])
+        assert metadata[ORDERS_KEY]["lakecdc/updated"].value == 1
+
+
+ROW_COUNT_KEY = dg.AssetCheckKey(ORDERS_KEY, "row_count_matches_source")
+
+
+def test_row_count_check_reconciles_across_binlog_rotations(mariadb, tutorial, tmp_path, monkeypatch):
+    """After a binlog rotation (FLUSH BINARY LOGS, a server restart) the check compares at the committed offset
+    across files: it measures the few bytes written since, not 'another file, too far'."""
+    import lakecdc.runtime.verify as verify
+
+    config, pipelines = tutorial
+    defs = build_definitions(pipelines)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assert materialize(defs, instance)[0].success
+        checkpoint = PaimonSink(config.sink.catalog_options).checkpoint(ORDERS)["lakecdc.binlog.file"]
+        mariadb.execute("FLUSH BINARY LOGS")
+        mariadb.execute("INSERT INTO inventory.orders VALUES (105, 'ruler', 1.50, '2026-01-02 10:00:00')")
+        mariadb.execute("FLUSH BINARY LOGS")
+        assert mariadb.execute("SHOW MASTER STATUS")[0][0] != checkpoint
+        result, _, checks = materialize(defs, instance, selection=[ROW_COUNT_KEY])
+        check = checks["row_count_matches_source"]
+        assert check.passed and result.success, check.description
+        # the insert after the checkpoint is undone from MySQL's count: 2 rows at the checkpoint, as in Paimon
+        assert check.metadata["expected_rows_at_checkpoint"].value == 2
+        assert check.metadata["net_inserts_since_checkpoint"].value == 1
+        written = check.metadata["binlog_bytes_since_checkpoint"].value
+        assert 0 < written < 64 * 1024, written
+
+        # More binlog than the check reads to reconcile: it fails as not evaluated and says how much was written.
+        monkeypatch.setattr(verify, "MAX_RECONCILE_BYTES", 100)
+        result, _, checks = materialize(defs, instance, selection=[ROW_COUNT_KEY])
+        check = checks["row_count_matches_source"]
+        assert not check.passed and not result.success
+        assert check.metadata["evaluated"].value is False
+        measured = re.search(r"(\d+) bytes of binlog were written since the checkpoint", check.description)
+        assert measured and written <= int(measured.group(1)) < 64 * 1024, check.description
+        assert "run the pipeline" in check.description
+
+    # A checkpoint in a binlog file the server no longer has cannot be reconciled: the error says so.
+    head = config_head(config)
+    with pytest.raises(LakeCdcError, match="no longer on the server"):
+        verify.binlog_bytes_since(config.source, BinlogOffset("mysql-bin.000000", 4), head)
+
+
+def config_head(config):
+    from lakecdc.runtime.connect import open_source
+
+    return open_source(config).head_offset()
 
 
 def test_partition_resnapshot_is_refused_for_bad_partitions(mariadb, tutorial, tmp_path):
@@ -433,9 +553,11 @@ def test_definitions_check_the_pipeline_against_mysql(mariadb, tutorial, monkeyp
     config, pipelines = tutorial
     path = pipelines / "tutorial.yaml"
     path.write_text(path.read_text().replace("partition-keys: order_day", "partition-keys: order_dya"))
+    monkeypatch.setenv(VALIDATION_ENV, "1")  # as `dg check defs` does
     with pytest.raises(PipelineConfigError, match="order_dya") as raised:
         build_definitions(pipelines)
     assert "partition-keys" in str(raised.value)
+    monkeypatch.delenv(VALIDATION_ENV)
 
     # The description names the server of the resource override, not the YAML's.
     path.write_text((ROOT / "assets" / "tutorial.yaml").read_text())
@@ -446,6 +568,76 @@ def test_definitions_check_the_pipeline_against_mysql(mariadb, tutorial, monkeyp
     assert spec.metadata["dagster/table_name"] == f"mysql://127.0.0.1:{mariadb.port}/inventory.orders"
     assert [c.name for c in spec.metadata["dagster/column_schema"].columns] == ["id", "product", "price",
                                                                                  "created_at"]
+
+
+def test_a_broken_pipeline_file_fails_alone(mariadb, tutorial, tmp_path, monkeypatch):
+    """A pipeline file that does not load, next to a valid one: the valid one loads and runs; the broken one is an
+    asset whose description names the file, the YAML line of the key at fault and what to do. Under `dg check defs`
+    (DAGSTER_IS_DEFS_VALIDATION_CLI) it still fails the load."""
+    config, pipelines = tutorial
+    text = (pipelines / "tutorial.yaml").read_text().replace("Enrich MySQL orders", "Broken orders")
+    (pipelines / "broken.yaml").write_text(text.replace("UPPER(product) AS", "UPPER(product AS"))
+    # a file that parses, but whose transform does not fit the MySQL table (checked while the definitions load)
+    (pipelines / "misfit.yaml").write_text(text.replace("Broken orders", "Misfit orders")
+                                           .replace("partition-keys: order_day", "partition-keys: order_dya"))
+    monkeypatch.delenv(VALIDATION_ENV, raising=False)
+    defs = build_definitions(pipelines)
+    specs = {s.key: s for s in defs.resolve_all_asset_specs()}
+    assert ORDERS_KEY in specs and MYSQL_ORDERS in specs
+    assert defs.resolve_sensor_def(f"{config.slug}_binlog_sensor") is not None
+    broken = specs[dg.AssetKey(["lakecdc_invalid", "broken_yaml"])]
+    lines = (pipelines / "broken.yaml").read_text().splitlines()
+    projection_line = next(i for i, line in enumerate(lines, 1) if line.strip().startswith("projection:"))
+    assert f"`{pipelines / 'broken.yaml'}`, line {projection_line}, key `transform[0].projection`" in \
+        broken.description
+    assert "syntax error" in broken.description and "lakecdc validate --connect" in broken.description
+    assert broken.metadata["lakecdc/yaml_line"].value == projection_line
+    assert broken.group_name == "lakecdc_invalid_pipelines"
+    misfit = specs[dg.AssetKey(["lakecdc_invalid", "misfit_yaml"])]
+    assert misfit.metadata["lakecdc/yaml_line"].value == projection_line + 8  # its partition-keys line
+    assert "order_dya" in misfit.metadata["lakecdc/error"].value and r"order\_dya" in misfit.description
+    # the valid pipeline runs, its checks pass
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        result, metadata, checks = materialize(defs, instance, selection=[ORDERS_KEY])
+        assert result.success and all(c.passed for c in checks.values())
+
+    monkeypatch.setenv(VALIDATION_ENV, "1")
+    with pytest.raises(PipelineConfigError, match="transform"):
+        build_definitions(pipelines)
+
+
+def test_owners_kinds_and_freshness_through_the_translator(mariadb, tutorial):
+    """As dagster-sling/dlt users expect: owners and kinds come through the translator, and a freshness policy is
+    derived from the sensor interval (``auto``) or given as a window."""
+    config, pipelines = tutorial
+    path = pipelines / "tutorial.yaml"
+    base = path.read_text()
+    path.write_text(base.replace("  parallelism: 2\n", "  parallelism: 2\n"
+                                 "  lakecdc.owners: data@example.com, team:lake\n"
+                                 "  lakecdc.freshness.fail-window: auto\n  lakecdc.sensor.interval: 2min\n"))
+    specs = {s.key: s for s in build_definitions(pipelines).resolve_all_asset_specs()}
+    orders, source = specs[ORDERS_KEY], specs[MYSQL_ORDERS]
+    assert orders.owners == ["data@example.com", "team:lake"] and source.owners == []
+    assert orders.kinds == {"paimon"} and source.kinds == {"mysql"}
+    policy = orders.freshness_policy
+    assert (policy.fail_window.to_timedelta().total_seconds(), policy.warn_window.to_timedelta().total_seconds()) \
+        == (600, 240)  # 5 and 2 sensor intervals
+    assert source.freshness_policy is None
+
+    path.write_text(base.replace("  parallelism: 2\n", "  parallelism: 2\n  lakecdc.freshness.fail-window: 2h\n"))
+    policy = {s.key: s for s in build_definitions(pipelines).resolve_all_asset_specs()}[ORDERS_KEY].freshness_policy
+    assert policy.fail_window.to_timedelta().total_seconds() == 7200 and policy.warn_window is None
+
+    class Owners(DagsterLakeCdcTranslator):
+        def get_owners(self, props):
+            return ["team:override"]
+
+    specs = {s.key: s for s in build_definitions(pipelines, translator=Owners()).resolve_all_asset_specs()}
+    assert specs[ORDERS_KEY].owners == ["team:override"]
+    for bad, message in (("lakecdc.owners: bob", "email addresses or team:<name>"),
+                         ("lakecdc.freshness.fail-window: 10s", "at least 1 minute")):
+        with pytest.raises(PipelineConfigError, match=message):
+            parse_pipeline(base.replace("  parallelism: 2\n", f"  parallelism: 2\n  {bad}\n"))
 
 
 TYPES_PIPELINE = """

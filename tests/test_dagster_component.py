@@ -137,7 +137,23 @@ def test_component_scaffold_check_list_launch(mariadb, fresh_db, tmp_path, monke
     monkeypatch.syspath_prepend(str(root / "src"))
     for name in ("CDC_DB_PORT", "CDC_DB_PASSWORD", "CDC_WAREHOUSE"):
         monkeypatch.setenv(name, env[name])
+    monkeypatch.setenv("DAGSTER_IS_DEFS_VALIDATION_CLI", "1")  # what `dg check defs` sets
     with pytest.raises(Exception) as failed:
         dagster.Definitions.validate_loadable(dagster.load_from_defs_folder(path_within_project=package))
     reasons = [str(failed.value), str(failed.value.__cause__)]
     assert any("source.hostnme: unknown option (did you mean 'hostname'?)" in r for r in reasons), reasons
+
+    # Outside `dg check defs` (`dg dev`, the webserver) the broken component fails alone: a second, valid component
+    # loads and the broken one is an asset naming defs.yaml, the line of the key and what to do.
+    monkeypatch.delenv("DAGSTER_IS_DEFS_VALIDATION_CLI")
+    (package / "defs" / "good_cdc").mkdir()
+    (package / "defs" / "good_cdc" / "defs.yaml").write_text(good.replace("demo orders", "good orders")
+                                                             .replace("key_prefix: shop", "key_prefix: good"))
+    loaded = dagster.load_from_defs_folder(path_within_project=package)
+    dagster.Definitions.validate_loadable(loaded)
+    specs = {s.key.to_user_string(): s for s in loaded.resolve_all_asset_specs()}
+    assert f"good/paimon/{fresh_db}/orders" in specs
+    [invalid] = [s for k, s in specs.items() if k.startswith("lakecdc_invalid/")]
+    line = next(i for i, text in enumerate(defs_yaml.read_text().splitlines(), 1) if "hostnme" in text)
+    assert f"defs.yaml`, line {line}, key `source.hostnme`" in invalid.description, invalid.description
+    assert "did you mean 'hostname'" in invalid.description

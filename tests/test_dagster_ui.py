@@ -1,10 +1,14 @@
 """The real Dagster UI, headless: `dagster-webserver` and `dagster-daemon` on a loopback port against definitions.py
-(workspace.yaml), the tutorial pipeline launched and inspected through GraphQL only: the asset graph's
-mysql → paimon edge, both assets' definitions (column schemas with the types `lakecdc describe` prints, where each
-table lives, Markdown-safe descriptions), the latest materialisation's metadata, the asset checks, and the binlog
-sensor's cursor after a real tick. Headless Chromium (installed by scripts/setup.sh; the test fails without it)
-renders the asset lineage page to a PNG."""
+(workspace.yaml), the tutorial pipeline (next to a broken pipeline file, which fails alone) launched and inspected
+through GraphQL: the asset graph's mysql → paimon edge, both assets' definitions (column schemas with the types
+`lakecdc describe` prints, where each table lives, Markdown-safe descriptions), the latest materialisation's
+metadata, the asset checks, the binlog sensor's cursor after a real tick, the new column in the run that applies
+ADD COLUMN, the checks passing after FLUSH BINARY LOGS, a partition re-snapshot backfill in the job's partition
+status. Headless Chromium (installed by scripts/setup.sh; the test fails without it) renders the pages and the test
+asserts what they show: the table's columns (with the new one), each check's result, the broken file's error with
+its YAML line; and renders the asset lineage page to a PNG."""
 
+import html.parser
 import json
 import os
 import shutil
@@ -127,7 +131,7 @@ ASSET = """query($path: [String!]!) { assetOrError(assetKey: {path: $path}) { ..
     tags { key value } }
   definition { assetChecksOrError { ... on AssetChecks { checks { name blocking
     executionForLatestMaterialization { status evaluation { success description } } } } } } } } }"""
-SENSOR = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor { sensorState { status
+SENSOR = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor { sensorState { id status
   typeSpecificData { ... on SensorData { lastCursor lastRunKey } }
   ticks(limit: 10) { status cursor runIds skipReason error { message } } } } } }"""
 START_SENSOR = """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) { __typename
@@ -149,6 +153,9 @@ def ui(mariadb, tmp_path):
     # A fast sensor that starts stopped, so the test launches the first run itself.
     text = text.rstrip("\n") + "\n  lakecdc.sensor.interval: 1s\n  lakecdc.sensor.default-status: stopped\n"
     (pipelines / "tutorial.yaml").write_text(text)
+    # a broken pipeline file next to it: it must fail alone (the tutorial still loads and runs)
+    (pipelines / "broken.yaml").write_text(text.replace("Enrich MySQL orders", "Broken orders")
+                                           .replace("UPPER(product) AS", "UPPER(product AS"))
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text(DAGSTER_YAML)
@@ -170,6 +177,59 @@ def ui(mariadb, tmp_path):
         mariadb.execute("DROP DATABASE IF EXISTS inventory")
 
 
+class _Text(html.parser.HTMLParser):
+    """The text a page shows (what a reader sees), from the DOM Chromium rendered."""
+
+    def __init__(self):
+        super().__init__()
+        self.parts: list[str] = []
+        self.skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        self.skip += tag in ("script", "style")
+
+    def handle_endtag(self, tag):
+        self.skip -= tag in ("script", "style") and self.skip > 0
+
+    def handle_data(self, data):
+        if not self.skip and data.strip():
+            self.parts.append(data.strip())
+
+
+def page_text(ui: Dagster, path: str, tmp_path: Path) -> str:
+    """The text of a UI page as headless Chromium renders it (after the app fetched its data)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Chromium is not installed: run scripts/setup.sh (it installs Debian's chromium)"
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--window-size=1400,2400", "--virtual-time-budget=20000", "--dump-dom",
+                          f"http://127.0.0.1:{ui.port}{path}"], capture_output=True, text=True, timeout=180).stdout
+    parser = _Text()
+    parser.feed(dom)
+    text = " ".join(parser.parts)
+    (tmp_path / (path.strip("/").replace("/", "_").replace("?", "_") + ".txt")).write_text(text)
+    return text
+
+
+def launch_job(ui: Dagster, job: str, **params) -> str:
+    launched = ui.query(LAUNCH, {"params": {"selector": {
+        "repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "jobName": job, **params}}})
+    assert launched["launchRun"]["__typename"] == "LaunchRunSuccess", launched
+    return launched["launchRun"]["run"]["runId"]
+
+
+CHECK_EXECUTIONS = """query($key: AssetKeyInput!, $name: String!) {
+  assetCheckExecutions(assetKey: $key, checkName: $name, limit: 1) { runId status
+    evaluation { success description } } }"""
+STOP_SENSOR = """mutation($id: String!) { stopSensor(id: $id) { __typename
+  ... on StopSensorMutationResult { instigationState { status } } ... on PythonError { message } } }"""
+RUNS = "{ runsOrError(limit: 20) { ... on Runs { results { runId status } } } }"
+BACKFILL = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { __typename
+  ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+PARTITION_STATUSES = """query($r: RepositorySelector!, $name: String!) {
+  partitionSetOrError(repositorySelector: $r, partitionSetName: $name) { ... on PartitionSet {
+    partitionStatusesOrError { ... on PartitionStatuses { results { partitionName runStatus } } } } } }"""
+
+
 def definition_metadata(node: dict) -> dict:
     return {e["label"]: e for e in node["metadataEntries"]}
 
@@ -178,9 +238,13 @@ def columns_of(entry: dict) -> dict:
     return {c["name"]: c for c in entry["schema"]["columns"]}
 
 
+def nodes_by_key(ui: Dagster) -> dict:
+    return {"/".join(n["assetKey"]["path"]): n for n in ui.query(ASSET_NODES)["assetNodes"]}
+
+
 def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     # The asset graph: mysql/inventory/orders → paimon/inventory/orders, with its pool and code version.
-    nodes = {"/".join(n["assetKey"]["path"]): n for n in ui.query(ASSET_NODES)["assetNodes"]}
+    nodes = nodes_by_key(ui)
     orders, source = nodes["paimon/inventory/orders"], nodes["mysql/inventory/orders"]
     assert [k["path"] for k in orders["dependencyKeys"]] == [["mysql", "inventory", "orders"]]
     assert [k["path"] for k in source["dependedByKeys"]] == [ORDERS_PATH]
@@ -268,6 +332,64 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     assert entries["lakecdc/phase"]["text"] == "binlog" and entries["lakecdc/updated"]["intValue"] == 1
     assert entries["lakecdc/binlog_offset"]["text"] == cursor["head"]
     assert all(c["executionForLatestMaterialization"]["status"] == "SUCCEEDED" for c in checks.values())
+
+    # ADD COLUMN: the run that applies it shows the new column at once, in its metadata and on the asset's page.
+    mariadb.execute("ALTER TABLE inventory.orders ADD COLUMN note VARCHAR(20)")
+    mariadb.execute("INSERT INTO inventory.orders VALUES (103, 'tape', 2.50, '2026-01-03 11:00:00', 'gift')")
+    assert ui.wait_for_run(launch_job(ui, f"{SLUG}_job")) == "SUCCESS", ui.tail()
+    entries, checks = metadata_of(ui)
+    assert entries["lakecdc/inserted"]["intValue"] == 1
+    assert columns_of(entries["dagster/column_schema"])["note"]["type"] == "VARCHAR(20)"
+    assert all(c["executionForLatestMaterialization"]["status"] == "SUCCEEDED" for c in checks.values())
+    requests.post(ui.url, json={"query": "mutation { setNuxSeen }"}, timeout=30)
+    page = page_text(ui, "/assets/paimon/inventory/orders", tmp_path)
+    for column in ("id", "product_upper", "order_day", "note", "VARCHAR(20)"):
+        assert column in page.split(), (column, page[:3000])
+
+    # FLUSH BINARY LOGS, then the checks alone (a check-only run, as "Execute checks" in the UI): they pass. (The
+    # sensor is stopped first: it would start the checkpoint refresh the rotation makes due, with its own checks.)
+    sensor_id = ui.query(SENSOR, {"s": selector})["sensorOrError"]["sensorState"]["id"]
+    stopped = ui.query(STOP_SENSOR, {"id": sensor_id})["stopSensor"]
+    assert stopped["__typename"] == "StopSensorMutationResult", stopped
+    time.sleep(2)  # a tick under way when it stopped may still launch its run: let it
+    for run in ui.query(RUNS)["runsOrError"]["results"]:
+        ui.wait_for_run(run["runId"])
+    mariadb.execute("FLUSH BINARY LOGS")
+    names = sorted(checks)
+    run_id = launch_job(ui, "__ASSET_JOB", assetSelection=[], assetCheckSelection=[
+        {"assetKey": {"path": ORDERS_PATH}, "name": name} for name in names])
+    assert ui.wait_for_run(run_id) == "SUCCESS", ui.tail()
+    for name in names:
+        [execution] = ui.query(CHECK_EXECUTIONS, {"key": {"path": ORDERS_PATH}, "name": name})["assetCheckExecutions"]
+        assert (execution["runId"], execution["status"]) == (run_id, "SUCCEEDED"), execution
+    page = page_text(ui, "/assets/paimon/inventory/orders?view=checks", tmp_path)
+    for name in names:  # the checks list shows each check with its latest result
+        assert f"{name} {name} Succeeded" in page, page[:3000]
+    assert "Failed" not in page.split() and "Passed" in page.split(), page[:3000]
+
+    # A re-snapshot of one partition launched as a backfill: the job's partition status shows it.
+    repository = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY}
+    backfill = ui.query(BACKFILL, {"p": {"selector": {"partitionSetName": "resnapshot__inventory__orders_partition_set",
+                                                      "repositorySelector": repository},
+                                         "partitionNames": ["order_day=20260101"]}})["launchPartitionBackfill"]
+    assert backfill["__typename"] == "LaunchBackfillSuccess", backfill
+    deadline = time.monotonic() + 180
+    statuses = {}
+    while time.monotonic() < deadline:
+        result = ui.query(PARTITION_STATUSES, {"r": repository, "name": "resnapshot__inventory__orders_partition_set"})
+        statuses = {r["partitionName"]: r["runStatus"]
+                    for r in result["partitionSetOrError"]["partitionStatusesOrError"]["results"]}
+        if statuses.get("order_day=20260101") in ("SUCCESS", "FAILURE"):
+            break
+        time.sleep(0.5)
+    assert statuses["order_day=20260101"] == "SUCCESS", (statuses, ui.tail())
+    assert statuses["order_day=20260102"] is None  # not re-snapshotted: "Missing"
+
+    # The broken pipeline file failed alone: its asset names the file, the YAML line and what to do.
+    invalid = nodes_by_key(ui)["lakecdc_invalid/broken_yaml"]
+    assert "broken.yaml`, line 16, key `transform[0].projection`" in invalid["description"], invalid
+    page = page_text(ui, "/assets/lakecdc_invalid/broken_yaml", tmp_path)
+    assert "This pipeline file does not load" in page and "line 16" in page, page[:3000]
 
     # The asset lineage page, rendered by headless Chromium (scripts/setup.sh installs it).
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")

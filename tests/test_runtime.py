@@ -170,6 +170,7 @@ def test_cli_validate_run_status(mariadb, shop, capsys):
     assert main(["validate", "--connect", str(bucketed)]) == 2
     refused = capsys.readouterr()
     assert "audit_log" in refused.err and "bucket-key" in refused.err, refused
+    assert "valid" not in refused.out, refused  # a refused file is never called valid first
     mariadb.execute(f"DROP TABLE `{db}`.audit_log")
 
     broken = path.with_name("broken.yaml")
@@ -177,6 +178,9 @@ def test_cli_validate_run_status(mariadb, shop, capsys):
     assert main(["validate", "--connect", str(broken)]) == 2
     failed = capsys.readouterr()
     assert "transform[0]" in failed.err and "nope" in failed.err, failed
+    line = next(i for i, text in enumerate(broken.read_text().splitlines(), 1) if "primary-keys:" in text)
+    assert f"{broken}, line {line} (transform[0].primary-keys): " in failed.err, failed  # the YAML line of the key
+    assert "valid" not in failed.out, failed
 
 
 _RUN_IN_A_CHILD = """

@@ -23,8 +23,8 @@ from pydantic import Field
 from lakecdc.config import PipelineConfig
 from lakecdc.dagster.checks import TableState, check_specs, evaluate
 from lakecdc.dagster.failures import as_failure, retry_policy
-from lakecdc.dagster.metadata import (column_origins, column_schema, materialization, paimon_key, unrecorded_commit,
-                                      without_not_null)
+from lakecdc.dagster.metadata import (CHECKPOINT_ONLY_KEY, column_origins, column_schema, commit_event, paimon_key,
+                                      unrecorded_commit, without_not_null)
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.dagster.translator import (PIPELINE_TAG, TABLE_TAG, AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps,
                                         PaimonTableProps)
@@ -34,7 +34,7 @@ from lakecdc.runtime import run_micro_batch
 from lakecdc.runtime.connect import open_source
 from lakecdc.runtime.plan import build_plan, captured_tables
 from lakecdc.runtime.resnapshots import resnapshot_or_snapshot
-from lakecdc.runtime.verify import expected_types, soft_delete_column
+from lakecdc.runtime.verify import expected_types, plan_at_checkpoint, soft_delete_column
 from lakecdc.selectors import TableSelector
 from lakecdc.transform.rules import select_rule
 from lakecdc.transform.routes import Router
@@ -162,10 +162,14 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
     state = TableState.load(config, target, key)
     if committed is not None:
         marker = soft_delete_column(config, state.plan) if state.plan is not None else None
-        result = materialization(committed, state.plan, config.sink.catalog_options, key=key, source_keys=keys.mysql,
-                                 soft_delete_marker=marker or None)
+        event = commit_event(committed, committed_plan(config, target, state), config.sink.catalog_options,
+                             key=key, source_keys=keys.mysql, soft_delete_marker=marker or None)
         register_partitions(context.instance, target, committed, key)
-        yield result
+        if isinstance(event, dg.AssetObservation):  # only the checkpoint moved: the last change stays the latest
+            context.log.info(f"{target}: {event.metadata[CHECKPOINT_ONLY_KEY].value}")
+            context.log_event(event)
+        else:
+            yield event
     elif expect_materialization:
         late = unrecorded_commit(context.instance, config.sink.catalog_options, target, key)
         if late is not None:
@@ -173,6 +177,15 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
         else:
             context.log.info(f"{target}: no new changes")
     yield from evaluate(state, with_checks)
+
+
+def committed_plan(config: PipelineConfig, target: TableId, state: TableState):
+    """The plan the column lineage of a commit comes from: compiled against the source schemas the table's
+    checkpoint records (those of its last commit), else against MySQL now."""
+    try:
+        return plan_at_checkpoint(config, target, state.state.checkpoint) or state.plan
+    except LakeCdcError:  # the lineage is an extra; the commit is already done
+        return state.plan
 
 
 def register_partitions(instance, target: TableId, committed, key: dg.AssetKey) -> None:

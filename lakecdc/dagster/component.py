@@ -30,8 +30,9 @@ import dagster as dg
 import yaml
 from pydantic import ConfigDict
 
-from lakecdc.config import parse_pipeline
+from lakecdc.config import locate_config_error, parse_pipeline
 from lakecdc.dagster.definitions import build_definitions_from_configs
+from lakecdc.dagster.invalid import invalid_pipeline_defs, raise_config_errors
 from lakecdc.dagster.resources import MySqlResource, PaimonCatalogResource
 from lakecdc.dagster.translator import DagsterLakeCdcTranslator
 from lakecdc.errors import PipelineConfigError
@@ -115,7 +116,20 @@ class CdcPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
         return parse_pipeline(text, path=f"{defs_file} (attributes.pipeline)")
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        """The pipeline's definitions; a pipeline that does not load fails alone (an asset showing its error, see
+        lakecdc.dagster.invalid), except under ``dg check defs``, which it fails."""
         defs_file = str(context.path / "defs.yaml")
+        try:
+            return self._build_defs(context, defs_file)
+        except PipelineConfigError as exc:
+            if raise_config_errors():
+                raise
+            if self.pipeline is not None:  # inline: the key sits under attributes.pipeline in defs.yaml
+                return invalid_pipeline_defs(locate_config_error(
+                    exc, _read(defs_file), file=defs_file, key_prefix="attributes.pipeline"))
+            return invalid_pipeline_defs(locate_config_error(exc))
+
+    def _build_defs(self, context: dg.ComponentLoadContext, defs_file: str) -> dg.Definitions:
         config = self.load_config(context.path, defs_file)
         resources = None
         if self.mysql is not None or self.paimon is not None:
@@ -131,3 +145,10 @@ class CdcPipelineComponent(dg.Component, dg.Model, dg.Resolvable):
         # A dg project's definitions carry their own executor; keep the default one of the project.
         return dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=defs.jobs,
                               sensors=defs.sensors, schedules=defs.schedules, resources=defs.resources)
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from lakecdc.config import PipelineConfig, load_pipeline
+from lakecdc.config import PipelineConfig, load_pipeline, locate_config_error
 from lakecdc.dagster.assets import build_pipeline_assets, declared_partition_keys, table_lineage
+from lakecdc.dagster.invalid import invalid_pipeline_defs, raise_config_errors
 from lakecdc.dagster.jobs import (build_follow_job, build_pipeline_job, build_resnapshot_job, build_upkeep_job,
                                   build_upkeep_schedule)
 from lakecdc.dagster.resources import check_secrets, default_resources, load_time_config
@@ -68,27 +69,52 @@ def _shared_sources(assets) -> list:
     return kept
 
 
-def _merge(configs: list[PipelineConfig], resources: dict | None,
-           translator: DagsterLakeCdcTranslator | None = None) -> dg.Definitions:
-    slugs = [c.slug for c in configs]
+def _merge(configs: list, resources: dict | None, translator: DagsterLakeCdcTranslator | None = None, *,
+           isolate: bool = False) -> dg.Definitions:
+    """``configs``: parsed pipelines, or the ConfigErrorLocation of a file that did not parse (it fails alone).
+    ``isolate``: a pipeline whose definitions fail to build fails alone too (else its error fails the load)."""
+    valid = [c for c in configs if isinstance(c, PipelineConfig)]
+    slugs = [c.slug for c in valid]
     for slug in set(slugs):
         if slugs.count(slug) > 1:
-            names = [c.path or c.name for c in configs if c.slug == slug]
+            names = [c.path or c.name for c in valid if c.slug == slug]
             raise PipelineConfigError(f"pipelines {', '.join(names)} have the same name; give each a unique "
                                       "pipeline.name")
     translator = translator or DagsterLakeCdcTranslator()
-    parts = [_pipeline_parts(c, resources is not None, translator, resources) for c in configs]
+    parts = []
+    loaded = []
+    for config in configs:
+        if not isinstance(config, PipelineConfig):
+            parts.append(invalid_pipeline_defs(config))
+            continue
+        try:  # the transforms compiled against MySQL fail here (a misspelt partition key)
+            parts.append(_pipeline_parts(config, resources is not None, translator, resources))
+            loaded.append(config)
+        except PipelineConfigError as exc:
+            if not isolate:
+                raise
+            parts.append(invalid_pipeline_defs(locate_config_error(exc)))
     merged = dg.Definitions.merge(*parts) if parts else dg.Definitions()
     assets = _shared_sources(merged.assets)
     # Without resources the pipelines run exactly as their YAML says (and `dg.materialize(defs.assets)` works
     # alone); with them, every key a pipeline reads is bound, unset ones to a no-override default.
     bound = {}
     if resources is not None:
-        bound = default_resources(configs)
+        bound = default_resources(loaded)
         bound.update(resources)
         check_secrets(bound)
     return dg.Definitions(assets=assets, jobs=merged.jobs, sensors=merged.sensors, schedules=merged.schedules,
                           resources=bound, executor=dg.in_process_executor)
+
+
+def _load_or_locate(path: Path):
+    """The pipeline of ``path``, or where and why it does not load (raised under ``dg check defs``)."""
+    try:
+        return load_pipeline(path)
+    except PipelineConfigError as exc:
+        if raise_config_errors():
+            raise
+        return locate_config_error(exc)
 
 
 def build_pipeline_definitions(config: PipelineConfig, resources: dict | None = None,
@@ -103,11 +129,14 @@ def build_definitions(directory: str | os.PathLike | None = None, resources: dic
     """Definitions for every pipeline file in ``directory`` (default: ``$LAKECDC_PIPELINES_DIR``).
     ``resources`` (e.g. ``{"mysql": MySqlResource(password=dg.EnvVar("MYSQL_PASSWORD"))}``) override the
     connections of the YAML files for this deployment; ``translator`` (a ``DagsterLakeCdcTranslator``) names the
-    assets: key prefix, groups, descriptions, tags, metadata."""
+    assets: key prefix, groups, descriptions, tags, metadata. A file that does not load (or whose transforms do not
+    fit the MySQL tables) fails alone: it becomes an asset showing its error (lakecdc.dagster.invalid), and the
+    others load; under ``dg check defs`` its error fails the load."""
     directory = directory or os.environ.get(PIPELINES_DIR_ENV)
     if not directory:
         raise PipelineConfigError(f"no pipelines directory given (set {PIPELINES_DIR_ENV})")
-    return _merge([load_pipeline(path) for path in pipeline_files(directory)], resources, translator)
+    return _merge([_load_or_locate(path) for path in pipeline_files(directory)], resources, translator,
+                  isolate=not raise_config_errors())
 
 
 def build_definitions_from_configs(configs: list[PipelineConfig], resources: dict | None = None,

@@ -24,7 +24,7 @@ from lakecdc.runtime import follow_pipeline
 from lakecdc.runtime.upkeep import upkeep_pipeline
 from lakecdc.runtime.verify import check_names
 from lakecdc.dagster.failures import as_failure, retry_policy
-from lakecdc.dagster.metadata import as_asset_materialization, materialization
+from lakecdc.dagster.metadata import as_asset_materialization, commit_event
 from lakecdc.dagster.translator import PIPELINE_TAG, TABLE_TAG, AssetKeys
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.errors import LakeCdcError, PipelineConfigError
@@ -122,10 +122,10 @@ def build_follow_job(config: PipelineConfig, *, use_resources: bool = False,
                     context.log.warning(f"{table.target}: committed snapshot {table.snapshot_id}; no asset for it "
                                         "until the code location is reloaded")
                     continue
-                result = materialization(table, None, effective.sink.catalog_options, key=key,
-                                         source_keys=keys.mysql)
+                event = commit_event(table, None, effective.sink.catalog_options, key=key, source_keys=keys.mysql)
                 register_partitions(context.instance, table.target, table, key)
-                context.log_event(as_asset_materialization(result))
+                # a commit that only moved the checkpoint is an observation (the last change stays the latest)
+                context.log_event(event if isinstance(event, dg.AssetObservation) else as_asset_materialization(event))
             if any(t.phase != "snapshot" for t in tables):
                 commits[0] += 1
 

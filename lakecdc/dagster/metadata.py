@@ -39,16 +39,17 @@ def mysql_key(table: TableId) -> dg.AssetKey:
     return dg.AssetKey(["mysql", table.database, table.table])
 
 
-def stored_types(catalog_options: dict[str, str] | None, target: TableId) -> dict[str, str]:
-    """Column → Paimon type as stored (``lakecdc describe``'s spelling, without NOT NULL), {} when the table cannot
-    be read (the schema then falls back to the Arrow types)."""
+def stored_table(catalog_options: dict[str, str] | None, target: TableId):
+    """The table as stored now (its ``TableDescription``) and column → Paimon type (``lakecdc describe``'s spelling,
+    without NOT NULL); (None, {}) when the table cannot be read (the schema then falls back to the run's)."""
     if not catalog_options:
-        return {}
+        return None, {}
     try:
-        types = open_warehouse(catalog_options).paimon_types(target)
-    except Exception:  # noqa: BLE001 - the column types are an extra; the commit is already done
-        return {}
-    return {name: without_not_null(text) for name, text in types.items()}
+        sink = open_warehouse(catalog_options)
+        description, types = sink.describe(target), sink.paimon_types(target)
+    except Exception:  # noqa: BLE001 - the column schema is an extra; the commit is already done
+        return None, {}
+    return description, {name: without_not_null(text) for name, text in types.items()}
 
 
 def without_not_null(paimon_type: str) -> str:
@@ -77,15 +78,19 @@ def column_schema(schema, primary_keys: list[str], partition_keys: list[str],
     return dg.TableSchema(columns=columns)
 
 
-def column_lineage(plan, source_keys: dict[TableId, dg.AssetKey] | None = None) -> dg.TableColumnLineage:
+def column_lineage(plan, source_keys: dict[TableId, dg.AssetKey] | None = None,
+                   columns: set[str] | None = None) -> dg.TableColumnLineage:
     """Each target column → the MySQL columns its transform expression reads, for every source table routed into
-    it (``source_keys``: the MySQL assets' keys, default the default translator's). Columns computed only from
-    metadata (``__table_name__``, ``op_ts``) or literals have no MySQL column."""
+    it (``source_keys``: the MySQL assets' keys, default the default translator's; ``columns``: only these target
+    columns, those the table has). Columns computed only from metadata (``__table_name__``, ``op_ts``) or literals
+    have no MySQL column."""
     deps: dict[str, list[dg.TableColumnDep]] = {}
     for source_plan in plan.sources:
         source_columns = set(source_plan.source.column_names)
         key = (source_keys or {}).get(source_plan.source.table_id) or mysql_key(source_plan.source.table_id)
         for column, names in source_plan.transform.column_sources().items():
+            if columns is not None and column not in columns:
+                continue
             for name in names:
                 if name in source_columns:
                     deps.setdefault(column, []).append(dg.TableColumnDep(asset_key=key, column_name=name))
@@ -191,14 +196,22 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
         if snapshot_offset is not None:
             metadata["lakecdc/resnapshot_offset"] = str(snapshot_offset)
         metadata["lakecdc/stale_rows_deleted"] = dg.MetadataValue.int(getattr(result, "stale_deleted", 0))
+        # rows re-read and rewritten that Paimon already held with the same values: not in inserted/updated
+        metadata["lakecdc/unchanged"] = dg.MetadataValue.int(getattr(result, "unchanged", 0))
         schema_changes = getattr(result, "schema_changes", None)
         if schema_changes:  # what the re-snapshot changed in the Paimon schema to match MySQL
             metadata["lakecdc/schema_changes"] = "; ".join(schema_changes)
+    # The columns as the table has them after the run's last commit (and its upkeep), not as the run found it: a
+    # DDL the run applied (ADD COLUMN) shows in this materialisation, with its lineage. The lineage is restricted to
+    # the stored columns, so the two never disagree.
+    stored, types = stored_table(catalog_options, result.target)
+    schema = stored.schema if stored is not None else result.schema
+    keys = list(stored.primary_keys) if stored is not None else result.primary_keys
+    partition_keys = list(stored.partition_keys) if stored is not None else result.partition_keys
     origins = column_origins(plan) if plan is not None else None
-    metadata["dagster/column_schema"] = column_schema(result.schema, result.primary_keys, result.partition_keys,
-                                                      origins, stored_types(catalog_options, result.target))
+    metadata["dagster/column_schema"] = column_schema(schema, keys, partition_keys, origins, types)
     if plan is not None:
-        metadata["dagster/column_lineage"] = column_lineage(plan, source_keys)
+        metadata["dagster/column_lineage"] = column_lineage(plan, source_keys, set(schema.names))
     if result.row_count is not None:
         metadata["dagster/row_count"] = dg.MetadataValue.int(result.row_count)
     if soft_delete_marker and catalog_options:
@@ -226,6 +239,40 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
                                 data_version=dg.DataVersion(f"snapshot-{result.snapshot_id}"))
 
 
+CHECKPOINT_ONLY_KEY = "lakecdc/checkpoint_only"
+
+
+def moves_checkpoint_only(result, stored_schema=None) -> bool:
+    """A binlog commit that changed nothing in the table: one commit, no change, no row written and (when
+    ``stored_schema`` is given) the schema the run started with. It only moves the checkpoint (an idle table's
+    refresh after a binlog rotation, so a purge never strands it)."""
+    counts = result.counts
+    if result.phase != PHASE_BINLOG or getattr(result, "commits", 1) != 1 or result.rows_written:
+        return False
+    if counts.inserted or counts.updated or counts.deleted:
+        return False
+    schema = getattr(result, "schema", None)
+    return stored_schema is None or schema is None or schema.equals(stored_schema)
+
+
+def commit_event(result, plan=None, catalog_options: dict[str, str] | None = None, *,
+                 key: dg.AssetKey | None = None, source_keys: dict[TableId, dg.AssetKey] | None = None,
+                 soft_delete_marker: str | None = None) -> dg.MaterializeResult | dg.AssetObservation:
+    """What a commit is in Dagster: a materialisation (see :func:`materialization`), or, for a commit that only
+    moved the checkpoint, an observation, so the asset's latest materialisation keeps the table's last change (its
+    counts, columns and partitions) instead of a row of zeros."""
+    stored, _ = stored_table(catalog_options, result.target)
+    if moves_checkpoint_only(result, stored.schema if stored is not None else None):
+        metadata = {**_commit_metadata(result.snapshot_id, result.phase, result.offset, result.counts),
+                    CHECKPOINT_ONLY_KEY: dg.MetadataValue.text(
+                        f"snapshot {result.snapshot_id} moved the checkpoint to {result.offset} with no change to "
+                        "the table (a binlog rotation or a long idle stretch); the latest materialisation still "
+                        "shows the table's last change")}
+        return dg.AssetObservation(asset_key=key or paimon_key(result.target), metadata=metadata)
+    return materialization(result, plan, catalog_options, key=key, source_keys=source_keys,
+                           soft_delete_marker=soft_delete_marker)
+
+
 def _commit_metadata(snapshot_id: int, phase: str, offset: BinlogOffset, counts: TableCounts) -> dict:
     """The metadata every commit shows, whether the run recorded it or a later run recovered it."""
     return {
@@ -250,11 +297,18 @@ def as_asset_materialization(result: dg.MaterializeResult) -> dg.AssetMaterializ
 
 
 def recorded_snapshot_id(instance, key: dg.AssetKey) -> int | None:
+    """The newest Paimon snapshot Dagster recorded for the asset: in its latest materialisation, or in its latest
+    observation (a commit that only moved the checkpoint)."""
+    recorded = []
     event = instance.get_latest_materialization_event(key)
-    if event is None or event.asset_materialization is None:
-        return None
-    entry = event.asset_materialization.metadata.get(SNAPSHOT_ID_KEY)
-    return entry.value if entry is not None else None
+    if event is not None and event.asset_materialization is not None:
+        recorded.append(event.asset_materialization.metadata.get(SNAPSHOT_ID_KEY))
+    for record in instance.fetch_observations(key, limit=1).records:
+        observation = record.event_log_entry.asset_observation
+        if observation is not None:
+            recorded.append(observation.metadata.get(SNAPSHOT_ID_KEY))
+    ids = [entry.value for entry in recorded if entry is not None]
+    return max(ids) if ids else None
 
 
 def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId, key: dg.AssetKey | None = None

@@ -19,6 +19,7 @@ Two MySQL servers with the same ``db.table`` (e.g. one pipeline per shard) need 
 
 import dataclasses
 import re
+from datetime import timedelta
 from typing import Optional, Sequence, Union
 
 import dagster as dg
@@ -94,7 +95,20 @@ class DagsterLakeCdcTranslator:
         return dg.AssetSpec(
             self.get_asset_key(props), group_name=self.get_group_name(props),
             description=self.get_description(props), metadata=self.get_metadata(props), tags=self.get_tags(props),
-            kinds={"paimon"} if is_paimon else {"mysql"}, skippable=is_paimon)
+            kinds=self.get_kinds(props), owners=self.get_owners(props),
+            freshness_policy=self.get_freshness_policy(props), skippable=is_paimon)
+
+    def get_kinds(self, props: Props) -> set[str]:
+        """The kind badges: ``paimon`` for a Paimon table, ``mysql`` for a MySQL table."""
+        return {"paimon"} if isinstance(props, PaimonTableProps) else {"mysql"}
+
+    def get_owners(self, props: Props) -> list[str]:
+        """The Paimon assets' owners: ``pipeline.lakecdc.owners`` (the MySQL tables are not the pipeline's)."""
+        return list(props.pipeline.automation.owners) if isinstance(props, PaimonTableProps) else []
+
+    def get_freshness_policy(self, props: Props) -> Optional[dg.FreshnessPolicy]:
+        """``pipeline.lakecdc.freshness.fail-window`` on the Paimon assets (see :func:`freshness_policy`)."""
+        return freshness_policy(props.pipeline) if isinstance(props, PaimonTableProps) else None
 
     def get_asset_key(self, props: Props) -> dg.AssetKey:
         kind = "paimon" if isinstance(props, PaimonTableProps) else "mysql"
@@ -136,6 +150,25 @@ class DagsterLakeCdcTranslator:
         if props.schema is not None:
             metadata["dagster/column_schema"] = mysql_column_schema(props.schema)
         return metadata
+
+
+# ``auto`` freshness: a table whose source changes is materialised within a sensor interval plus its run; the
+# windows leave room for slow runs and a busy daemon
+AUTO_WARN_INTERVALS, AUTO_FAIL_INTERVALS, AUTO_MIN_FAIL_SECONDS = 2, 5, 300.0
+
+
+def freshness_policy(config: PipelineConfig) -> Optional[dg.FreshnessPolicy]:
+    """The time-window freshness policy ``pipeline.lakecdc.freshness.fail-window`` asks for: a duration, or
+    ``auto``: warn after 2 sensor intervals, fail after 5 (at least 5 minutes). None when not set."""
+    setting = config.automation.freshness
+    if setting is None:
+        return None
+    if setting == "auto":
+        interval = config.sensor_interval_seconds
+        fail = max(AUTO_FAIL_INTERVALS * interval, AUTO_MIN_FAIL_SECONDS)
+        warn = max(AUTO_WARN_INTERVALS * interval, 60.0)
+        return dg.FreshnessPolicy.time_window(fail_window=timedelta(seconds=fail), warn_window=timedelta(seconds=warn))
+    return dg.FreshnessPolicy.time_window(fail_window=timedelta(seconds=float(setting)))
 
 
 def warehouse(config: PipelineConfig) -> str:

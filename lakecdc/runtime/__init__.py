@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them
     from lakecdc.runtime.micro_batch import RunResult, TableResult, follow_pipeline, run_micro_batch  # noqa: F401
     from lakecdc.runtime.resnapshots import ResnapshotResult, resnapshot, resnapshot_or_snapshot  # noqa: F401
     from lakecdc.runtime.status import PipelineStatus, TableStatus, pipeline_status  # noqa: F401
+    from lakecdc.runtime.validate import Validation, validate_pipeline  # noqa: F401
     from lakecdc.runtime.verify import CheckResult, check_pipeline  # noqa: F401
 
 # heavy: lazy for start-up time
@@ -22,6 +23,7 @@ _EXPORTS = {
     "lakecdc.runtime.status": ("PipelineStatus", "TableStatus", "pipeline_status"),
     "lakecdc.runtime.resnapshots": ("ResnapshotResult", "resnapshot", "resnapshot_or_snapshot"),
     "lakecdc.runtime.verify": ("CheckResult", "check_pipeline"),
+    "lakecdc.runtime.validate": ("Validation", "validate_pipeline"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -20,6 +20,11 @@ How it stays correct (primary-key tables only):
    converges on the partition as on the others. The commit records the partition (``lakecdc.resnapshot.partition``)
    and S (``lakecdc.resnapshot.offset``).
 
+Its counts say what it changed, in the words of a binlog commit: ``inserted`` rows whose key Paimon did not hold (or
+held marked deleted), ``updated`` rows whose values from MySQL differ from Paimon's, ``deleted`` the stale rows;
+rows re-read unchanged are ``unchanged`` (compared on the columns computed from MySQL columns: metadata columns such
+as ``op_ts`` differ in every re-read row and are no change of the data).
+
 Append tables (no primary key) cannot be reconciled this way: the refusal says to drop and re-create the table.
 """
 
@@ -71,6 +76,7 @@ class ResnapshotResult:
     rows_written: int = 0
     snapshot_rows: int = 0  # rows of the partition (or table) read from MySQL
     stale_deleted: int = 0
+    unchanged: int = 0  # rows re-read that Paimon already held with the same values (rewritten, not counted)
     row_count: int | None = None
     partitions: dict[str, dict[str, int]] = field(default_factory=dict)
     schema_changes: list[str] = field(default_factory=list)  # what align_schema changed in the Paimon table
@@ -278,6 +284,8 @@ def _write_snapshot(source, sink, plan, target, description, spec, marker, write
                               partition_keys=list(description.partition_keys))
     seen: list[pa.Table] = []
     source_plans = [plan.sources[s] for s in sorted(plan.sources)]
+    compared = _data_columns(source_plans, description.schema.names, keys)
+    before = _active_rows(sink, target, keys + compared, spec, marker)
     with source.snapshot([p.source for p in source_plans]) as snapshot:
         result.snapshot_offset = snapshot.offset
         estimates = estimate_rows(source.options, [p.source.table_id for p in source_plans]) if not spec else {}
@@ -294,13 +302,71 @@ def _write_snapshot(source, sink, plan, target, description, spec, marker, write
                 writer.write(output)
                 result.rows_written += output.num_rows
                 result.snapshot_rows += output.num_rows
-                result.counts.inserted += output.num_rows
+                try:
+                    _count_against(output, before, keys, compared, result)
+                except pa.ArrowException:  # a column Arrow cannot compare: every row counted as inserted
+                    result.counts.inserted += output.num_rows
                 count_partitions(output, result.partition_keys, result.partitions)
                 seen.append(output.select(keys))
             progress.finish(snapshot.offset)
         _check_schema_unchanged(source, source_plans, target)
     _remove_stale_rows(sink, target, description, spec, marker, seen, writer, result)
     return result
+
+
+def _data_columns(source_plans: list, stored: list[str], keys: list[str]) -> list[str]:
+    """The stored non-key columns computed from MySQL columns (what a re-read row is compared on)."""
+    columns: list[str] = []
+    for source_plan in source_plans:
+        source_columns = set(source_plan.source.column_names)
+        for column, names in source_plan.transform.column_sources().items():
+            if column in stored and column not in keys and column not in columns and source_columns & set(names):
+                columns.append(column)
+    return columns
+
+
+def _active_rows(sink: PaimonSink, target: TableId, columns: list[str], spec: dict | None,
+                 marker: str | None) -> pa.Table:
+    """The table's rows (of the partition) before the re-snapshot, not marked deleted, with ``columns``."""
+    wanted = list(dict.fromkeys(columns + list(spec or {}) + ([marker] if marker else [])))
+    current = sink.read_table(target, wanted)
+    if spec:
+        current = current.filter(_partition_mask(current, spec))
+    if marker:
+        current = current.filter(pc.fill_null(pc.not_equal(current.column(marker), DELETE), True))
+    return current.select(columns)
+
+
+_BEFORE = "__lakecdc_before__"
+
+
+def _count_against(output: pa.Table, before: pa.Table, keys: list[str], compared: list[str],
+                   result: ResnapshotResult) -> None:
+    """Count the re-read rows of ``output`` as inserted (key not active in Paimon), updated (a compared value
+    differs) or unchanged."""
+    if output.select(keys + compared).schema != before.schema:  # e.g. a nullability difference: compare values
+        before = before.cast(pa.schema([output.schema.field(c) for c in before.column_names]))
+    renamed = before.rename_columns([c if c in keys else f"{c}{_BEFORE}" for c in before.column_names])
+    renamed = renamed.append_column(_BEFORE, pa.repeat(pa.scalar(True), renamed.num_rows))
+    joined = output.select(keys + compared).join(renamed, keys=keys, join_type="left outer")
+    present = pc.fill_null(joined.column(_BEFORE), False).combine_chunks()
+    existing = joined.filter(present)
+    changed = pa.array([False] * existing.num_rows, pa.bool_())
+    for column in compared:
+        changed = pc.or_(changed, _differs(existing.column(column), existing.column(f"{column}{_BEFORE}")))
+    updated = pc.sum(changed).as_py() or 0
+    result.counts.inserted += joined.num_rows - existing.num_rows
+    result.counts.updated += updated
+    result.unchanged += existing.num_rows - updated
+
+
+def _differs(new: pa.ChunkedArray, old: pa.ChunkedArray) -> pa.Array:
+    """Row-wise: the values differ (a null and a value differ; two nulls do not)."""
+    try:
+        unequal = pc.fill_null(pc.not_equal(new, old), False)
+        return pc.or_(unequal, pc.not_equal(pc.is_null(new), pc.is_null(old))).combine_chunks()
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):  # nested or mismatched types: compare as Python values
+        return pa.array([a != b for a, b in zip(new.to_pylist(), old.to_pylist())], pa.bool_())
 
 
 def _check_schema_unchanged(source: MySqlSource, source_plans: list, target: TableId) -> None:
@@ -318,12 +384,7 @@ def _remove_stale_rows(sink, target, description, spec, marker, seen, writer, re
     """Delete (or mark deleted) the Paimon rows whose key the snapshot does not have. Reading while holding the
     lock sees exactly the snapshot this commit follows."""
     keys = list(description.primary_keys)
-    wanted = list(dict.fromkeys(keys + list(spec or {}) + ([marker] if marker else [])))
-    current = sink.read_table(target, wanted)
-    if spec:
-        current = current.filter(_partition_mask(current, spec))
-    if marker:
-        current = current.filter(pc.fill_null(pc.not_equal(current.column(marker), DELETE), True))
+    current = _active_rows(sink, target, keys, spec, marker)
     if current.num_rows == 0:
         return
     snapshot_keys = pa.concat_tables(seen).combine_chunks() if seen else current.select(keys).slice(0, 0)
@@ -349,7 +410,7 @@ def _remove_stale_rows(sink, target, description, spec, marker, seen, writer, re
     result.stale_deleted = stale.num_rows
     result.counts.deleted += stale.num_rows
     result.rows_written += stale.num_rows
-    count_partitions(stale.set_column(stale.schema.get_field_index(OP_COLUMN), OP_COLUMN,
-                                      pa.repeat(pa.scalar(DELETE), stale.num_rows)),
-                     result.partition_keys, result.partitions)
+    # the rows as written, as a binlog commit counts them: a SOFT_DELETE table's stale row is a +I row marked
+    # deleted (it stays in the table), otherwise a -D
+    count_partitions(stale, result.partition_keys, result.partitions)
 

@@ -9,9 +9,14 @@
 * ``schema_matches_source``: the columns and Paimon types the pipeline produces from today's MySQL schema equal
   the stored table's (:func:`schema_drift`), as far as ``schema.change.behavior`` promises they follow MySQL.
 
+The binlog to reconcile is measured in bytes actually written since the checkpoint (SHOW BINARY LOGS: the rest of
+the checkpoint's file, every file after it, the head file up to the head), so a rotation (a server restart,
+FLUSH BINARY LOGS) costs only the few bytes it wrote, not a "too far" verdict.
+
 A failed check is a real difference or a check that could not be evaluated (MySQL unreachable, too much binlog to
-reconcile, a snapshot still running): both fail, so blocking checks stop downstream work. A check that cannot
-apply to a table by its nature (a row count of an append table) passes and says so.
+reconcile, the checkpoint's binlog file purged, a snapshot still running): both fail, so blocking checks stop
+downstream work. A check that cannot apply to a table by its nature (a row count of an append table) passes and
+says so.
 """
 
 from __future__ import annotations
@@ -33,9 +38,11 @@ from lakecdc.sink import TableDescription
 from lakecdc.sink.evolution import holds_every_value, paimon_type, readable_type_change
 from lakecdc.sink.sql import run_sql
 from lakecdc.source import MySqlSource
+from lakecdc.source.activity import binlog_sizes, bytes_between
 from lakecdc.source.connection import connect, query
 from lakecdc.source.ddl import ADD_COLUMN, ALTER_COLUMN_TYPE, DROP_COLUMN, RENAME_COLUMN
 from lakecdc.source.initial_load import quote_identifier
+from lakecdc.source.schema import source_table_from_json
 from lakecdc.transform.expressions import DATA_EVENT_TYPE, parse_projection
 from lakecdc.transform.rules import SOFT_DELETE, select_rule
 
@@ -75,6 +82,7 @@ class CountAtCheckpoint:
     net_inserts_since: int  # inserts − deletes in (checkpoint, counted_at]
     changes_since: int  # inserts + deletes in (checkpoint, counted_at]
     tolerance: int  # inserts + deletes while counting
+    binlog_bytes_since: int = 0  # binlog written from the checkpoint to counted_at (across files)
 
 
 @dataclass
@@ -163,6 +171,17 @@ class TableState:
         return self.checkpoint.offset if self.checkpoint is not None else None
 
 
+def plan_at_checkpoint(config: PipelineConfig, target: TableId, checkpoint: Checkpoint | None) -> TargetPlan | None:
+    """The table's plan compiled against its source tables' schemas as ``checkpoint`` records them: the schemas its
+    last commit was written with (a DDL in MySQL after that commit is not in it). None without a checkpoint that
+    records them."""
+    if checkpoint is None or checkpoint.snapshot_pending or not checkpoint.schemas:
+        return None
+    source = open_source(config)
+    schemas = {t: source_table_from_json(data, source.options) for t, data in checkpoint.schemas.items()}
+    return build_plan(config, source, schemas=schemas).restrict({target}).targets[target]
+
+
 def evaluate(state: TableState, names: set[str] | list[str]) -> list[CheckResult]:
     """The results of the selected checks, in a fixed order; an error inside a check is a failed result."""
     results = []
@@ -249,15 +268,12 @@ def row_count_matches_source(state: TableState) -> CheckResult:
     paimon_rows = _sql(state, f"SELECT COUNT(*) AS n FROM {_table_ref(target)}{where}").column(0)[0].as_py()
     count = count_at_checkpoint(state.config, state.plan, state.checkpoint.offset,
                                 xa_scan_start=state.checkpoint.xa_scan_start)
-    if count is None:
-        return _not_evaluated(state, ROW_COUNT, f"the source moved more than {MAX_RECONCILE_BYTES >> 20} MiB of "
-                              "binlog since the checkpoint, so the count was not reconciled; run the pipeline, then "
-                              "the check")
     difference = paimon_rows - count.expected_rows
     metadata = {"paimon_active_rows": paimon_rows, "expected_rows_at_checkpoint": count.expected_rows,
                 "difference": difference, "tolerance": count.tolerance, "checkpoint": str(state.checkpoint.offset),
                 "mysql_rows_now": count.mysql_rows_now, "counted_at": str(count.counted_at),
                 "net_inserts_since_checkpoint": count.net_inserts_since,
+                "binlog_bytes_since_checkpoint": count.binlog_bytes_since,
                 "source_quiet": count.changes_since == 0 and count.tolerance == 0}
     how = "exact" if count.tolerance == 0 else f"within ±{count.tolerance} (rows changed in MySQL while counting)"
     if abs(difference) <= count.tolerance:
@@ -269,16 +285,15 @@ def row_count_matches_source(state: TableState) -> CheckResult:
 
 
 def count_at_checkpoint(config: PipelineConfig, plan: TargetPlan, checkpoint: BinlogOffset, *,
-                        xa_scan_start: BinlogOffset | None = None) -> CountAtCheckpoint | None:
-    """The MySQL rows of ``plan``'s source tables at ``checkpoint``, or None when reconciling would read more than
-    MAX_RECONCILE_BYTES of binlog. ``xa_scan_start``: the checkpoint's open prepared XA transaction (its rows count
-    where it commits)."""
+                        xa_scan_start: BinlogOffset | None = None) -> CountAtCheckpoint:
+    """The MySQL rows of ``plan``'s source tables at ``checkpoint``. ``xa_scan_start``: the checkpoint's open
+    prepared XA transaction (its rows count where it commits). LakeCdcError when the count cannot be reconciled:
+    more than MAX_RECONCILE_BYTES of binlog written since the checkpoint, or its binlog file purged."""
     source = open_source(config)
     options = source.options
     sources = {s.source.table_id: s.source for s in plan.sources}
     before = source.head_offset()
-    if _too_far(checkpoint, before):
-        return None
+    written = binlog_bytes_since(options, checkpoint, before)
     conn = connect(options)
     try:
         mysql_rows = 0
@@ -291,13 +306,31 @@ def count_at_checkpoint(config: PipelineConfig, plan: TargetPlan, checkpoint: Bi
     net_since, changes_since = binlog_changes(source, sources, checkpoint, before, xa_scan_start=xa_scan_start)
     _, tolerance = binlog_changes(source, sources, before, after,
                                   xa_scan_start=min(xa_scan_start or checkpoint, checkpoint))
-    return CountAtCheckpoint(mysql_rows - net_since, mysql_rows, before, net_since, changes_since, tolerance)
+    return CountAtCheckpoint(mysql_rows - net_since, mysql_rows, before, net_since, changes_since, tolerance,
+                             written)
 
 
-def _too_far(start: BinlogOffset, stop: BinlogOffset) -> bool:
-    if stop <= start:
-        return False
-    return start.file != stop.file or stop.pos - start.pos > MAX_RECONCILE_BYTES
+def binlog_bytes_since(options, checkpoint: BinlogOffset, head: BinlogOffset) -> int:
+    """The binlog bytes written from ``checkpoint`` to ``head``, across rotations (the file sizes of SHOW BINARY
+    LOGS); LakeCdcError when reconciling them would read more than MAX_RECONCILE_BYTES or the checkpoint's file is
+    gone."""
+    if head <= checkpoint:
+        return 0
+    written = bytes_between(binlog_sizes(options), checkpoint, head)
+    if written is None:
+        raise LakeCdcError(f"the checkpoint's binlog file {checkpoint.file} is no longer on the server (purged), so "
+                           "the count at the checkpoint cannot be reconciled; run the pipeline (its checkpoint moves "
+                           "to a binlog file the server has), or re-snapshot the table if the run says the binlog "
+                           "was purged")
+    if written > MAX_RECONCILE_BYTES:
+        raise LakeCdcError(f"{_mib(written)} of binlog were written since the checkpoint {checkpoint} (up to "
+                           f"{head}), more than the {_mib(MAX_RECONCILE_BYTES)} the check reads to reconcile the "
+                           "count; run the pipeline (its checkpoint moves to the head), then the check")
+    return written
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB" if size >= 1 << 20 else f"{size} bytes"
 
 
 def binlog_changes(source: MySqlSource, tables: dict, start: BinlogOffset, stop: BinlogOffset, *,
