@@ -9,7 +9,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.mariadb_server import MariaDBServer
+from tests.mariadb_server import SERVER_FLAGS, MariaDBServer
 
 
 def pytest_collection_modifyitems(items):
@@ -17,7 +17,9 @@ def pytest_collection_modifyitems(items):
     a fixture built on it, and those in modules that start servers of their own."""
     for item in items:
         module = getattr(item, "module", None)
-        if "mariadb" in getattr(item, "fixturenames", ()) or (module is not None and "MariaDBServer" in vars(module)):
+        fixtures = getattr(item, "fixturenames", ())
+        own_server = module is not None and "MariaDBServer" in vars(module)
+        if "mariadb" in fixtures or "mysql8_server" in fixtures or own_server:
             item.add_marker(pytest.mark.mariadb)
 
 
@@ -43,6 +45,29 @@ def mariadb_by_row_metadata(mariadb):
             return servers[setting]
 
         yield get
+
+
+# A MariaDB that presents itself as MySQL 8 (the version string has no "MariaDB") and logs MySQL 8's default
+# binlog_row_metadata: lakecdc takes its MySQL code paths there (server_flavor 'mysql').
+MYSQL8_VERSION = "8.0.36-0ubuntu0.22.04.1-commercial-edition"
+
+
+@pytest.fixture(scope="session")
+def mysql8_server():
+    """A private server presenting itself as MySQL 8.0.36 with binlog_row_metadata=MINIMAL, for the whole session."""
+    with MariaDBServer(flags=(*SERVER_FLAGS, f"--version={MYSQL8_VERSION}"), row_metadata="MINIMAL") as server:
+        yield server
+
+
+@pytest.fixture
+def mysql8_db(mysql8_server):
+    """A new, empty database on ``mysql8_server``; dropped after the test."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    mysql8_server.execute(f"CREATE DATABASE `{name}`")
+    try:
+        yield name
+    finally:
+        mysql8_server.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
 @pytest.fixture

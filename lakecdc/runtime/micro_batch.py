@@ -201,6 +201,7 @@ class MicroBatch:
                 self.source, {t: w.offset for t, w in work.items()
                               if w.kind in (_initial_load.BINLOG, _initial_load.SNAPSHOT) and w.offset is not None},
                 self.sink.warehouse)
+            _initial_load.check_snapshot_mode(self.config, self.plan, work, keys, self.source)
             self.source.close()  # the end of the start-up's shared connection
             self.run.tables = self._prepare_targets(checkpoints)
             self._read_binlogs(work, checkpoints, head)

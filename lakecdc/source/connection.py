@@ -190,7 +190,7 @@ def _global_variables(conn, names: list[str]) -> dict[str, str]:
 _GRANT_ON_ALL = re.compile(r"^GRANT\s+(.*?)\s+ON\s+\*\.\*\s+TO\s", re.IGNORECASE | re.DOTALL)
 
 
-def _granted_globally(conn) -> set[str] | None:
+def granted_globally(conn) -> set[str] | None:
     """Global privileges from SHOW GRANTS (upper case), or None when they cannot be read."""
     try:
         rows = query(conn, "SHOW GRANTS")
@@ -246,7 +246,7 @@ def check_server(conn, options: MySqlSourceOptions) -> None:
     # REPLICATION CLIENT / BINLOG MONITOR: SHOW MASTER STATUS
     head = head_offset(conn, options)
     # REPLICATION SLAVE: SHOW GRANTS, and when it does not say so (roles, proxies), a real binlog dump
-    privileges = _granted_globally(conn)
+    privileges = granted_globally(conn)
     if privileges is not None and (
         "ALL PRIVILEGES" in privileges or "REPLICATION SLAVE" in privileges or "REPLICATION REPLICA" in privileges
     ):

@@ -12,16 +12,24 @@ MySQL: a brief ``FLUSH TABLES WITH READ LOCK`` around ``START TRANSACTION WITH C
 table's later states: nothing is duplicated, nothing is lost.
 
 A table is read whole (``read``) or in chunks of its chunk key (``read_chunks``, see lakecdc.source.chunks), all
-inside the same consistent transaction. Rows go from the wire to Arrow without a Python object per value
-(lakecdc.source.wire, text_columns), and are read one batch ahead in a background thread (lakecdc.source.prefetch)
-while the caller transforms and writes the previous one. A connection lost mid-read raises
-:class:`SourceConnectionLost`: the transaction is gone, so the caller retries with a new snapshot.
+inside the same consistent transaction.
+
+``incremental=True`` (Flink CDC's incremental snapshot, ``scan.incremental.snapshot.enabled``): no transaction and no
+lock. ``offset`` is the binlog head when the reader opened; every chunk is one autocommit SELECT between two reads of
+the binlog head, its low and high watermark, recorded as a :class:`ChunkWindow` in ``windows``. The caller brings
+the chunks to one binlog position with the binlog between the watermarks (lakecdc.runtime.incremental).
+
+Rows go from the wire to Arrow without a Python object per value (lakecdc.source.wire, text_columns), and are read
+one batch ahead in a background thread (lakecdc.source.prefetch) while the caller transforms and writes the previous
+one. A connection lost mid-read raises :class:`SourceConnectionLost`: the transaction (or chunk) is gone, so the
+caller retries the commit group.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import pyarrow as pa
@@ -30,7 +38,8 @@ import pymysql
 from lakecdc.errors import SourceConnectionLost, SourceError
 from lakecdc.model import INSERT, BinlogOffset, ChangeBatch, SourceTable, TableId
 from lakecdc.source.columns import decoding_layout
-from lakecdc.source.chunks import ChunkKey, ChunkProgress, chunk_query, limited_chunk_query, next_upper_bound
+from lakecdc.source.chunks import (ChunkKey, ChunkProgress, chunk_query, limited_chunk_query, max_key_query,
+                                   next_upper_bound)
 from lakecdc.source.connection import (
     binlog_gtid_pos,
     connect,
@@ -64,6 +73,24 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+@dataclass(frozen=True)
+class ChunkWindow:
+    """One chunk of an incremental snapshot: the key range of ``table`` that ``lower`` lacks and ``upper`` has (see
+    ChunkProgress), the ``rows`` its SELECT returned, and the binlog head read right before the SELECT (``low``,
+    the low watermark) and right after it (``high``). ``since`` is the head read before ``low`` on the same
+    connection (the previous chunk's low watermark, or the reader's opening head): MySQL writes a transaction to
+    the binlog before InnoDB commits it, so a transaction logged just before ``low`` may still be invisible to the
+    SELECT; one logged before ``since`` has had a whole chunk read's time to commit."""
+
+    table: TableId
+    lower: ChunkProgress
+    upper: ChunkProgress
+    rows: int
+    since: BinlogOffset
+    low: BinlogOffset
+    high: BinlogOffset
+
+
 class InitialLoadReader:
     """One consistent read of several tables: use as a context manager; ``offset`` is the snapshot's position.
 
@@ -71,8 +98,11 @@ class InitialLoadReader:
     iterator of ``read`` before calling ``read`` again.
     """
 
-    def __init__(self, options: MySqlSourceOptions, tables: list[SourceTable]):
+    def __init__(self, options: MySqlSourceOptions, tables: list[SourceTable], *, incremental: bool = False):
         self.options = options
+        self.incremental = incremental
+        self.windows: list[ChunkWindow] = []  # incremental: every chunk read, in reading order
+        self._last_head: BinlogOffset | None = None  # incremental: the newest head read on this connection
         self.tables: dict[TableId, SourceTable] = {t.table_id: t for t in tables}
         self._conn: Any = None  # the open pymysql connection (pymysql has no type hints)
         self._offset: BinlogOffset | None = None
@@ -98,7 +128,8 @@ class InitialLoadReader:
             conn.close()
             raise
         self._conn = conn
-        log.info("snapshot of %d table(s) at %s (gtid %s)", len(self.tables), self._offset, self._offset.gtid or "-")
+        log.info("%s snapshot of %d table(s) %s %s (gtid %s)", "incremental" if self.incremental else "consistent",
+                 len(self.tables), "from" if self.incremental else "at", self._offset, self._offset.gtid or "-")
         return self
 
     def _exec(self, cur, sql: str) -> None:
@@ -120,6 +151,10 @@ class InitialLoadReader:
             self._exec(cur, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             # a consumer may take minutes between two fetches: the server must not drop the streamed result
             self._exec(cur, "SET SESSION net_write_timeout = 3600")
+            if self.incremental:
+                # no transaction, no lock: each chunk is an autocommit SELECT between two binlog heads
+                self._last_head = head_offset(conn, self.options)
+                return self._last_head
             if server_flavor(conn) == "mariadb":
                 self._exec(cur, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
                 self._exec(cur, "SHOW STATUS LIKE 'binlog_snapshot_%'")
@@ -132,7 +167,7 @@ class InitialLoadReader:
                     )
                 return BinlogOffset(file, int(pos), binlog_gtid_pos(conn, file, int(pos)))
             # MySQL: a brief global read lock makes the transaction start and the binlog position one instant
-            self._exec(cur, "FLUSH TABLES WITH READ LOCK")
+            self._global_read_lock(cur)
             started = time.monotonic()
             try:
                 self._exec(cur, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
@@ -141,6 +176,37 @@ class InitialLoadReader:
                 self._exec(cur, "UNLOCK TABLES")
             log.debug("global read lock held %.1f ms", (time.monotonic() - started) * 1000)
             return offset
+
+    def _global_read_lock(self, cur) -> None:
+        try:
+            cur.execute("FLUSH TABLES WITH READ LOCK")
+        except pymysql.MySQLError as exc:
+            if is_connection_lost(exc):
+                raise SourceConnectionLost(f"MySQL at {self.options.address}: connection lost: "
+                                           f"{driver_reason(exc)}") from exc
+            tables = ", ".join(sorted(str(t) for t in self.tables))
+            raise SourceError(
+                f"snapshot of {tables}: scan.incremental.snapshot.enabled is false, and a consistent snapshot on "
+                f"MySQL at {self.options.address} needs FLUSH TABLES WITH READ LOCK, which user "
+                f"'{self.options.username}' may not run ({driver_reason(exc)}; it needs the RELOAD privilege, and "
+                "managed MySQL services refuse it to every user). Set scan.incremental.snapshot.enabled: true (the "
+                "default: lock-free, needs only SELECT, SHOW DATABASES, REPLICATION SLAVE and REPLICATION CLIENT), "
+                "or GRANT RELOAD to the user. Nothing was written") from None
+
+    def head(self) -> BinlogOffset:
+        """The binlog head now, read on this reader's connection (between two reads)."""
+        self.open()
+        offset = self._head_offset()
+        self._last_head = offset
+        return offset
+
+    def _head_offset(self) -> BinlogOffset:
+        try:
+            return head_offset(self._conn, self.options)
+        except SourceError as exc:
+            if exc.__cause__ is not None and is_connection_lost(exc.__cause__):
+                raise SourceConnectionLost(str(exc)) from exc
+            raise
 
     def _check_schemas(self, conn) -> None:
         """The schemas this snapshot records must be the tables' schemas at its binlog position: the binlog after it
@@ -278,35 +344,66 @@ class InitialLoadReader:
         self._reading = Prefetch(batches, depth=1, name="lakecdc-snapshot-read")
         return self._reading
 
+    def _low(self) -> tuple[BinlogOffset, BinlogOffset, int] | None:
+        """Incremental: (since, low watermark, rows read so far) right before a chunk's SELECT; else None."""
+        if not self.incremental:
+            return None
+        since = self._last_head
+        low = self.head()
+        return (since or low), low, self.rows_read
+
+    def _high(self, table: SourceTable, started: tuple[BinlogOffset, BinlogOffset, int] | None,
+              lower: ChunkProgress, upper: ChunkProgress) -> None:
+        """Incremental: record the chunk just read, with its high watermark."""
+        if started is None:
+            return
+        since, low, rows_before = started
+        high = self._head_offset()
+        self.windows.append(ChunkWindow(table.table_id, lower, upper, self.rows_read - rows_before, since, low, high))
+
     def _read_chunks(self, table: SourceTable, key: ChunkKey | None, progress: ChunkProgress, max_rows: int,
                      chunk_size: int) -> Iterator[ChangeBatch]:
         self.progress = progress
         if progress.done:
             return
         if key is None:
+            started = self._low()
             yield from self._read(table)
             self.progress = ChunkProgress(done=True)
+            self._high(table, started, progress, self.progress)
             return
         self._claim(table)
         try:
             start_rows = self.rows_read
             if key.column.nullable and not progress.nulls_done and not progress.has_after:
+                started = self._low()
                 sql, args = chunk_query(table, key, progress, None, nulls=True)
                 yield from self._select(table, sql, args)
-                progress = self.progress = ChunkProgress(column=key.name, nulls_done=True)
+                upper = ChunkProgress(column=key.name, nulls_done=True)
+                self._high(table, started, progress, upper)
+                progress = self.progress = upper
             while self.rows_read - start_rows < max_rows:
+                started = self._low()
                 if key.unique:
                     found, value = yield from self._limited_chunk(table, key, progress, chunk_size)
                 else:
                     found, value = yield from self._bounded_chunk(table, key, progress, chunk_size)
                 self.chunks_read += 1
                 if not found:
-                    progress = self.progress = ChunkProgress(column=key.name, done=True)
+                    upper = ChunkProgress(column=key.name, done=True)
+                else:
+                    upper = ChunkProgress(column=key.name, nulls_done=True, after=value, has_after=True)
+                self._high(table, started, progress, upper)
+                progress = self.progress = upper
+                if not found:
                     break
-                progress = self.progress = ChunkProgress(column=key.name, nulls_done=True, after=value,
-                                                         has_after=True)
-            if not progress.done and not self._rows_after(table, key, progress):
-                self.progress = ChunkProgress(column=key.name, done=True)  # the budget ended with the last row
+            if not progress.done:
+                started = self._low()
+                if not self._rows_after(table, key, progress):
+                    # the budget ended with the last row: the rest of the key range is an empty chunk
+                    upper = ChunkProgress(column=key.name, done=True)
+                    self._high(table, started, progress, upper)
+                    self.progress = upper
         finally:
             self._active = None
 
@@ -316,6 +413,16 @@ class InitialLoadReader:
         with self._conn.cursor(pymysql.cursors.Cursor) as cur:
             try:
                 upper = next_upper_bound(cur, table, key, progress, chunk_size)
+                if self.incremental and not upper[0] and not table.primary_keys:
+                    # the last chunk of a table without primary key ends at the largest key now, not at the end of
+                    # the key range: rows appended while it is read then fall outside it (lakecdc cannot tell which
+                    # of those an append table's SELECT saw); the empty rest is a chunk of its own
+                    sql, args = max_key_query(table, key, progress)
+                    cur.execute(sql, args)
+                    row = cur.fetchone()
+                    if row is None or row[0] is None:
+                        return upper  # no row after `progress` as this statement saw it: an empty last chunk
+                    upper = (True, row[0])
             except pymysql.MySQLError as exc:
                 raise self._failure(table, exc) from exc
         sql, args = chunk_query(table, key, progress, upper)

@@ -1,0 +1,297 @@
+"""The incremental (lock-free) snapshot against a server that presents itself as MySQL 8.0.36 with MySQL 8's
+binlog_row_metadata=MINIMAL (a MariaDB started with ``--version=8.0.36-...``: lakecdc takes its MySQL code paths
+there), read by a user with exactly Flink CDC's documented grants, and real Paimon files: writes during the snapshot
+(also moving keys between chunks) compared with MySQL, a primary-key table, an append table and a SOFT_DELETE table;
+no lock statement in the server's general log; a SIGKILL mid-snapshot then resume; application writes never
+waiting behind the snapshot while a long write runs; the consistent mode refused before any write where it would
+need the global read lock."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import subprocess
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lakecdc.config import parse_pipeline
+from lakecdc.model import TableId
+from lakecdc.runtime import run_micro_batch
+from lakecdc.runtime.checkpoint import read_checkpoint
+from lakecdc.sink import PaimonSink
+from lakecdc.sink.sql import run_sql
+from lakecdc.source import MySqlSource, MySqlSourceOptions
+from tests.test_source_chunked import CLI, Writers
+
+FLINK_USER = "flinkcdc"
+# Flink CDC's MySQL connector docs: "Create a MySQL user ... GRANT SELECT, SHOW DATABASES, REPLICATION SLAVE,
+# REPLICATION CLIENT ON *.* TO 'user' ..." (on MariaDB, REPLICATION CLIENT is BINLOG MONITOR's alias)
+FLINK_GRANTS = ("GRANT SELECT, SHOW DATABASES, REPLICATION SLAVE, REPLICATION CLIENT ON *.* "
+                f"TO '{FLINK_USER}'@'127.0.0.1'")
+LOCK_STATEMENT = re.compile(r"FLUSH\s+TABLES|LOCK\s+TABLES|LOCK\s+INSTANCE|UNLOCK\s+|START\s+TRANSACTION",
+                            re.IGNORECASE)
+
+PIPELINE = """
+source:
+  type: mysql
+  hostname: 127.0.0.1
+  port: {port}
+  username: {user}
+  password: ""
+  tables: {tables}
+  server-id: {server_id}
+  scan.incremental.snapshot.chunk.size: {chunk}
+{extra}
+sink:
+  type: paimon
+  catalog.properties.metastore: filesystem
+  catalog.properties.warehouse: {warehouse}
+{transform}
+pipeline:
+  name: incremental {db}
+  lakecdc.snapshot.commit-rows: {commit_rows}
+"""
+
+
+@pytest.fixture(scope="module")
+def flink_user(mysql8_server):
+    """A user with exactly Flink CDC's grants (no RELOAD, no LOCK TABLES, no BACKUP_ADMIN)."""
+    mysql8_server.execute(f"CREATE USER IF NOT EXISTS '{FLINK_USER}'@'127.0.0.1'")
+    mysql8_server.execute(FLINK_GRANTS)
+    return FLINK_USER
+
+
+def pipeline(server, tmp_path, db, tables, *, user="root", chunk=500, commit_rows=5000, extra="", transform="",
+             server_id=5901):
+    text = PIPELINE.format(port=server.port, user=user, tables=tables, db=db, chunk=chunk, commit_rows=commit_rows,
+                           extra=extra, transform=transform, warehouse=tmp_path / "warehouse", server_id=server_id)
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(text)
+    return parse_pipeline(text, path=str(path)), path
+
+
+class GeneralLog:
+    """The server's general log (every statement of every session) in its tmpdir while the block runs."""
+
+    def __init__(self, server):
+        self.server = server
+        self.path = os.path.join(server.tmpdir, f"general-{time.monotonic_ns()}.log")
+
+    def __enter__(self):
+        self.server.execute(f"SET GLOBAL general_log_file = '{self.path}'")
+        self.server.execute("SET GLOBAL general_log = ON")
+        return self
+
+    def __exit__(self, *exc):
+        self.server.execute("SET GLOBAL general_log = OFF")
+
+    def lock_statements(self) -> list[str]:
+        text = Path(self.path).read_text(errors="replace")
+        assert "SHOW MASTER STATUS" in text  # the log did record lakecdc's statements
+        return [line for line in text.splitlines() if LOCK_STATEMENT.search(line)]
+
+
+LOG_KEYS = itertools.count(1000)
+
+
+def change_rows(cur, rnd):
+    """Inserts, updates, deletes and key moves anywhere in the key range (also across chunks)."""
+    k = rnd.randrange(1, 24_000)
+    action = rnd.random()
+    if action < 0.3:
+        cur.execute("INSERT INTO big VALUES (%s, %s, 'w') ON DUPLICATE KEY UPDATE v = v + 1", (k, rnd.randrange(100)))
+    elif action < 0.6:
+        cur.execute("UPDATE big SET v = v + 1, note = %s WHERE id = %s", (f"u{k % 7}", k))
+    elif action < 0.8:
+        cur.execute("DELETE FROM big WHERE id = %s", (k,))
+    else:  # a new primary key: a delete and an insert in the binlog, possibly in another chunk
+        cur.execute("UPDATE IGNORE big SET id = %s WHERE id = %s", (rnd.randrange(1, 24_000), k))
+    # the append table only gets inserts (an append table keeps every image, so only inserts can equal MySQL) at
+    # growing chunk keys, as a log does (an insert into a chunk's range while it is read makes it read again), and
+    # the SOFT_DELETE table all kinds of change
+    cur.execute("INSERT INTO log (grp, msg) VALUES (%s, %s)", (next(LOG_KEYS), f"w{k}"))
+    j = rnd.randrange(1, 3_000)
+    if action < 0.4:
+        cur.execute("UPDATE soft SET v = v + 1 WHERE id = %s", (j,))
+    elif action < 0.6:
+        cur.execute("DELETE FROM soft WHERE id = %s", (j,))
+    else:
+        cur.execute("INSERT IGNORE INTO soft VALUES (%s, 0)", (j,))
+
+
+def create_tables(server, db):
+    server.execute("CREATE TABLE big (id INT PRIMARY KEY, v INT NOT NULL, note VARCHAR(20))", database=db)
+    server.execute("INSERT INTO big SELECT seq, seq % 100, CONCAT('n', seq) FROM seq_1_to_20000", database=db)
+    server.execute("CREATE TABLE log (grp INT NOT NULL, msg VARCHAR(20), KEY (grp))", database=db)
+    server.execute("INSERT INTO log SELECT seq % 250, CONCAT('m', seq) FROM seq_1_to_6000", database=db)
+    server.execute("CREATE TABLE soft (id INT PRIMARY KEY, v INT NOT NULL)", database=db)
+    server.execute("INSERT INTO soft SELECT seq, 0 FROM seq_1_to_2500", database=db)
+
+
+SOFT_DELETE = """
+transform:
+  - source-table: {db}.soft
+    projection: "*, __data_event_type__ AS op_type"
+    converter-after-transform: SOFT_DELETE
+"""
+
+
+def lake_rows(config, sql):
+    return [tuple(r.values()) for r in run_sql(config.sink.catalog_options, sql).to_pylist()]
+
+
+def assert_equal_to_mysql(server, config, db):
+    assert sorted(lake_rows(config, f"SELECT id, v, note FROM {db}.big")) == \
+        sorted(server.execute("SELECT id, v, note FROM big", database=db))
+    assert Counter(lake_rows(config, f"SELECT grp, msg FROM {db}.log")) == \
+        Counter(server.execute("SELECT grp, msg FROM log", database=db))
+    live = lake_rows(config, f"SELECT id, v FROM {db}.soft WHERE op_type <> '-D'")
+    assert sorted(live) == sorted(server.execute("SELECT id, v FROM soft", database=db))
+    # a soft-deleted row is a row MySQL no longer has
+    deleted = {r[0] for r in lake_rows(config, f"SELECT id FROM {db}.soft WHERE op_type = '-D'")}
+    assert not deleted & {r[0] for r in server.execute("SELECT id FROM soft", database=db)}
+
+
+def test_server_presents_as_mysql8(mysql8_server):
+    source = MySqlSource(MySqlSourceOptions(hostname="127.0.0.1", port=mysql8_server.port))
+    assert source.flavor() == "mysql"
+    assert mysql8_server.execute("SELECT @@GLOBAL.binlog_row_metadata")[0][0] == "MINIMAL"
+
+
+def test_flink_cdc_grants_snapshot_with_writes_then_stream(mysql8_server, mysql8_db, flink_user, tmp_path):
+    """Snapshot then binlog with exactly Flink CDC's grants while writers change every table (primary-key moves
+    across chunks included): Paimon equals MySQL, and no lock or transaction statement reaches the server."""
+    server, db = mysql8_server, mysql8_db
+    create_tables(server, db)
+    config, _ = pipeline(server, tmp_path, db, f"{db}.big, {db}.log, {db}.soft", user=flink_user,
+                         extra=f"  scan.incremental.snapshot.chunk.key-column: {db}.log:grp",
+                         transform=SOFT_DELETE.format(db=db))
+    with GeneralLog(server) as general:
+        with Writers(server, db, change_rows, pause=0.001) as writers:
+            time.sleep(0.1)
+            first = run_micro_batch(config)
+            during = writers.commits
+        assert during > 20, during  # the writers really wrote while the snapshot ran
+        for target in ("big", "log", "soft"):
+            assert first.tables[TableId(db, target)].snapshot_complete
+        assert first.tables[TableId(db, "big")].commits >= 4  # 20,000 rows in groups of 5,000
+        streamed = run_micro_batch(config)
+        assert streamed.tables[TableId(db, "big")].phase == "binlog"
+        assert_equal_to_mysql(server, config, db)
+        # and the binlog phase goes on with the same user
+        server.execute("UPDATE big SET v = -1 WHERE id <= 10", database=db)
+        server.execute("DELETE FROM soft WHERE id <= 5", database=db)
+        run_micro_batch(config)
+        assert_equal_to_mysql(server, config, db)
+    assert general.lock_statements() == []
+
+
+def test_consistent_mode_without_reload_fails_before_any_write(mysql8_server, mysql8_db, flink_user, tmp_path):
+    server, db = mysql8_server, mysql8_db
+    server.execute("CREATE TABLE t (id INT PRIMARY KEY)", database=db)
+    config, _ = pipeline(server, tmp_path, db, f"{db}.t", user=flink_user,
+                         extra="  scan.incremental.snapshot.enabled: false")
+    with pytest.raises(Exception, match=rf"{db}\.t.*RELOAD.*scan\.incremental\.snapshot\.enabled: true"):
+        run_micro_batch(config)
+    assert not PaimonSink(config.sink.catalog_options).table_exists(TableId(db, "t"))
+
+
+@pytest.mark.parametrize("failpoint", ["incremental-chunks-read", "during-snapshot"])
+def test_killed_mid_snapshot_resumes_exactly(mysql8_server, mysql8_db, flink_user, tmp_path, failpoint):
+    """SIGKILL after a group's chunks were read (before its binlog read and commit), or while a later group writes
+    its chunks: the next run continues from the last committed chunk and Paimon equals MySQL."""
+    server, db = mysql8_server, mysql8_db
+    create_tables(server, db)
+    config, path = pipeline(server, tmp_path, db, f"{db}.big, {db}.log, {db}.soft", user=flink_user,
+                            extra=f"  scan.incremental.snapshot.chunk.key-column: {db}.log:grp",
+                            transform=SOFT_DELETE.format(db=db), server_id=5911)
+    target = TableId(db, "big")
+    sink = PaimonSink(config.sink.catalog_options)
+    with Writers(server, db, change_rows, pause=0.001):
+        killed = subprocess.run(CLI + [str(path)], env={**os.environ, "LAKECDC_FAILPOINT": failpoint},
+                                capture_output=True, text=True, timeout=300)
+        assert killed.returncode == -9, killed.stderr[-3000:]
+        committed = read_checkpoint(sink.checkpoint(target)) if sink.table_exists(target) else None
+        if failpoint == "during-snapshot":  # killed after the first group's commit
+            assert committed is not None and committed.pending
+        resumed = run_micro_batch(config)
+    assert resumed.tables[target].snapshot_complete
+    if failpoint == "during-snapshot":  # it continued instead of reading the table again
+        assert resumed.tables[target].snapshot_rows < 20_000
+    run_micro_batch(config)
+    assert_equal_to_mysql(server, config, db)
+
+
+def test_long_write_does_not_stall_application_writes(mysql8_server, mysql8_db, flink_user, tmp_path):
+    """A 4 s UPDATE of another table runs when the snapshot starts (FLUSH TABLES WITH READ LOCK would queue behind
+    it, and every write behind the lock): an application inserting in a loop never waits a second."""
+    server, db = mysql8_server, mysql8_db
+    server.execute("CREATE TABLE orders (id INT PRIMARY KEY AUTO_INCREMENT, v INT)", database=db)
+    server.execute("INSERT INTO orders (v) SELECT seq FROM seq_1_to_5000", database=db)
+    server.execute("CREATE TABLE other (id INT PRIMARY KEY, x INT)", database=db)
+    server.execute("INSERT INTO other VALUES (1, 0), (2, 0)", database=db)
+    config, _ = pipeline(server, tmp_path, db, f"{db}.orders, {db}.other", user=flink_user, server_id=5921)
+    stop = threading.Event()
+    latencies: list[float] = []
+    errors: list[BaseException] = []
+
+    def application():
+        conn = server.connect(db)
+        try:
+            with conn.cursor() as cur:
+                while not stop.is_set():
+                    started = time.monotonic()
+                    cur.execute("INSERT INTO orders (v) VALUES (1)")
+                    latencies.append(time.monotonic() - started)
+                    time.sleep(0.005)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            conn.close()
+
+    def long_update():
+        server.execute("UPDATE other SET x = x + 1 WHERE SLEEP(2) = 0", database=db)
+
+    app = threading.Thread(target=application)
+    slow = threading.Thread(target=long_update)
+    app.start()
+    slow.start()
+    try:
+        time.sleep(0.5)  # the long UPDATE is running
+        result = run_micro_batch(config)
+        slow.join()
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        app.join()
+        slow.join()
+    assert not errors, errors
+    assert result.tables[TableId(db, "orders")].snapshot_complete
+    assert len(latencies) > 50 and max(latencies) < 1.0, max(latencies)
+    run_micro_batch(config)
+    assert sorted(lake_rows(config, f"SELECT id, v FROM {db}.orders")) == \
+        sorted(server.execute("SELECT id, v FROM orders", database=db))
+
+
+def test_random_chunk_moves_against_a_model(mysql8_server, mysql8_db, tmp_path):
+    """Tiny chunks (every key move crosses chunks) and a writer that keeps moving keys forwards and backwards
+    across the range while the snapshot reads: Paimon equals MySQL after every run."""
+    server, db = mysql8_server, mysql8_db
+    server.execute("CREATE TABLE big (id INT PRIMARY KEY, v INT NOT NULL, note VARCHAR(20))", database=db)
+    server.execute("INSERT INTO big SELECT seq * 3, seq, 'n' FROM seq_1_to_3000", database=db)
+    config, _ = pipeline(server, tmp_path, db, f"{db}.big", chunk=20, commit_rows=400, server_id=5931)
+
+    def move(cur, rnd):
+        a, b = rnd.randrange(1, 9_100), rnd.randrange(1, 9_100)
+        cur.execute("UPDATE IGNORE big SET id = %s, note = 'moved' WHERE id = %s", (b, a))
+
+    with Writers(server, db, move, pause=0.001):
+        run_micro_batch(config)
+    run_micro_batch(config)
+    assert sorted(lake_rows(config, f"SELECT id, v, note FROM {db}.big")) == \
+        sorted(server.execute("SELECT id, v, note FROM big", database=db))
