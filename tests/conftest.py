@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 
 import pytest
 
@@ -62,12 +62,19 @@ def mysql8_server():
 @pytest.fixture
 def mysql8_db(mysql8_server):
     """A new, empty database on ``mysql8_server``; dropped after the test."""
+    with new_database(mysql8_server) as name:
+        yield name
+
+
+@contextmanager
+def new_database(server: MariaDBServer):
+    """A uniquely named, empty database on ``server``, dropped at exit."""
     name = f"t_{uuid.uuid4().hex[:12]}"
-    mysql8_server.execute(f"CREATE DATABASE `{name}`")
+    server.execute(f"CREATE DATABASE `{name}`")
     try:
         yield name
     finally:
-        mysql8_server.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        server.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
 @pytest.fixture
@@ -87,23 +94,15 @@ def source_server(mariadb_by_row_metadata, row_metadata):
 @pytest.fixture
 def source_db(source_server):
     """A new, empty database on ``source_server``; dropped after the test."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    source_server.execute(f"CREATE DATABASE `{name}`")
-    try:
+    with new_database(source_server) as name:
         yield name
-    finally:
-        source_server.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
 @pytest.fixture
 def fresh_db(mariadb):
     """The name of a new, empty database; dropped after the test."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    mariadb.execute(f"CREATE DATABASE `{name}`")
-    try:
+    with new_database(mariadb) as name:
         yield name
-    finally:
-        mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,7 @@ from lakecdc.runtime.checkpoint import read_checkpoint
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
 from lakecdc.source import MySqlSource, MySqlSourceOptions
-from tests.test_source_chunked import CLI, Writers
+from tests.test_source_chunked import CLI, PIPELINE, Writers, change_big
 
 FLINK_USER = "flinkcdc"
 # Flink CDC's MySQL connector docs: "Create a MySQL user ... GRANT SELECT, SHOW DATABASES, REPLICATION SLAVE,
@@ -36,26 +36,6 @@ FLINK_GRANTS = ("GRANT SELECT, SHOW DATABASES, REPLICATION SLAVE, REPLICATION CL
 LOCK_STATEMENT = re.compile(r"FLUSH\s+TABLES|LOCK\s+TABLES|LOCK\s+INSTANCE|UNLOCK\s+|START\s+TRANSACTION",
                             re.IGNORECASE)
 
-PIPELINE = """
-source:
-  type: mysql
-  hostname: 127.0.0.1
-  port: {port}
-  username: {user}
-  password: ""
-  tables: {tables}
-  server-id: {server_id}
-  scan.incremental.snapshot.chunk.size: {chunk}
-{extra}
-sink:
-  type: paimon
-  catalog.properties.metastore: filesystem
-  catalog.properties.warehouse: {warehouse}
-{transform}
-pipeline:
-  name: incremental {db}
-  lakecdc.snapshot.commit-rows: {commit_rows}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +48,10 @@ def flink_user(mysql8_server):
 
 def pipeline(server, tmp_path, db, tables, *, user="root", chunk=500, commit_rows=5000, extra="", transform="",
              server_id=5901):
-    text = PIPELINE.format(port=server.port, user=user, tables=tables, db=db, chunk=chunk, commit_rows=commit_rows,
-                           extra=extra, transform=transform, warehouse=tmp_path / "warehouse", server_id=server_id)
+    text = PIPELINE.format(port=server.port, tables=tables, db=db, chunk=chunk, commit_rows=commit_rows, extra=extra,
+                           warehouse=tmp_path / "warehouse", server_id=server_id)
+    text = text.replace("username: root", f"username: {user}", 1).replace("name: chunked", "name: incremental", 1)
+    text += transform
     path = tmp_path / "pipeline.yaml"
     path.write_text(text)
     return parse_pipeline(text, path=str(path)), path
@@ -100,17 +82,9 @@ LOG_KEYS = itertools.count(1000)
 
 
 def change_rows(cur, rnd):
-    """Inserts, updates, deletes and key moves anywhere in the key range (also across chunks)."""
-    k = rnd.randrange(1, 24_000)
-    action = rnd.random()
-    if action < 0.3:
-        cur.execute("INSERT INTO big VALUES (%s, %s, 'w') ON DUPLICATE KEY UPDATE v = v + 1", (k, rnd.randrange(100)))
-    elif action < 0.6:
-        cur.execute("UPDATE big SET v = v + 1, note = %s WHERE id = %s", (f"u{k % 7}", k))
-    elif action < 0.8:
-        cur.execute("DELETE FROM big WHERE id = %s", (k,))
-    else:  # a new primary key: a delete and an insert in the binlog, possibly in another chunk
-        cur.execute("UPDATE IGNORE big SET id = %s WHERE id = %s", (rnd.randrange(1, 24_000), k))
+    """Every kind of change to the three tables of :func:`create_tables`."""
+    change_big(cur, rnd, 24_000)  # inserts, updates, deletes and key moves (also across chunks) of `big`
+    action, k = rnd.random(), rnd.randrange(1, 24_000)
     # the append table only gets inserts (an append table keeps every image, so only inserts can equal MySQL) at
     # growing chunk keys, as a log does (an insert into a chunk's range while it is read makes it read again), and
     # the SOFT_DELETE table all kinds of change
@@ -124,13 +98,19 @@ def change_rows(cur, rnd):
         cur.execute("INSERT IGNORE INTO soft VALUES (%s, 0)", (j,))
 
 
+TABLES = (
+    "CREATE TABLE big (id INT PRIMARY KEY, v INT NOT NULL, note VARCHAR(20))",
+    "INSERT INTO big SELECT seq, seq % 100, CONCAT('n', seq) FROM seq_1_to_20000",
+    "CREATE TABLE log (grp INT NOT NULL, msg VARCHAR(20), KEY (grp))",  # an append table
+    "INSERT INTO log SELECT seq % 250, CONCAT('m', seq) FROM seq_1_to_6000",
+    "CREATE TABLE soft (id INT PRIMARY KEY, v INT NOT NULL)",  # captured with SOFT_DELETE
+    "INSERT INTO soft SELECT seq, 0 FROM seq_1_to_2500",
+)
+
+
 def create_tables(server, db):
-    server.execute("CREATE TABLE big (id INT PRIMARY KEY, v INT NOT NULL, note VARCHAR(20))", database=db)
-    server.execute("INSERT INTO big SELECT seq, seq % 100, CONCAT('n', seq) FROM seq_1_to_20000", database=db)
-    server.execute("CREATE TABLE log (grp INT NOT NULL, msg VARCHAR(20), KEY (grp))", database=db)
-    server.execute("INSERT INTO log SELECT seq % 250, CONCAT('m', seq) FROM seq_1_to_6000", database=db)
-    server.execute("CREATE TABLE soft (id INT PRIMARY KEY, v INT NOT NULL)", database=db)
-    server.execute("INSERT INTO soft SELECT seq, 0 FROM seq_1_to_2500", database=db)
+    for statement in TABLES:
+        server.execute(statement, database=db)
 
 
 SOFT_DELETE = """
@@ -227,15 +207,18 @@ def test_killed_mid_snapshot_resumes_exactly(mysql8_server, mysql8_db, flink_use
     assert_equal_to_mysql(server, config, db)
 
 
-def test_long_write_does_not_stall_application_writes(mysql8_server, mysql8_db, flink_user, tmp_path):
-    """A 4 s UPDATE of another table runs when the snapshot starts (FLUSH TABLES WITH READ LOCK would queue behind
-    it, and every write behind the lock): an application inserting in a loop never waits a second."""
+@pytest.mark.parametrize("incremental", [True, False])
+def test_long_write_does_not_stall_application_writes(mysql8_server, mysql8_db, flink_user, tmp_path, incremental):
+    """A 2 s UPDATE of another table runs when the snapshot starts: an application inserting in a loop never waits a
+    second. The consistent mode (root, with RELOAD) shows what the test guards against: FLUSH TABLES WITH READ LOCK
+    queues behind the UPDATE, and the application's inserts queue behind the lock."""
     server, db = mysql8_server, mysql8_db
     server.execute("CREATE TABLE orders (id INT PRIMARY KEY AUTO_INCREMENT, v INT)", database=db)
     server.execute("INSERT INTO orders (v) SELECT seq FROM seq_1_to_5000", database=db)
     server.execute("CREATE TABLE other (id INT PRIMARY KEY, x INT)", database=db)
     server.execute("INSERT INTO other VALUES (1, 0), (2, 0)", database=db)
-    config, _ = pipeline(server, tmp_path, db, f"{db}.orders, {db}.other", user=flink_user, server_id=5921)
+    config, _ = pipeline(server, tmp_path, db, f"{db}.orders, {db}.other", user=flink_user if incremental else "root",
+                         extra="" if incremental else "  scan.incremental.snapshot.enabled: false", server_id=5921)
     stop = threading.Event()
     latencies: list[float] = []
     errors: list[BaseException] = []
@@ -272,6 +255,9 @@ def test_long_write_does_not_stall_application_writes(mysql8_server, mysql8_db, 
         slow.join()
     assert not errors, errors
     assert result.tables[TableId(db, "orders")].snapshot_complete
+    if not incremental:
+        assert max(latencies) > 1.0, max(latencies)
+        return
     assert len(latencies) > 50 and max(latencies) < 1.0, max(latencies)
     run_micro_batch(config)
     assert sorted(lake_rows(config, f"SELECT id, v FROM {db}.orders")) == \

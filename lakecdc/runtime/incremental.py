@@ -15,12 +15,15 @@ chunk-key value (:func:`chunk_ranges`):
   than from the chunk's low watermark also covers the one race of the algorithm: MySQL writes a transaction to the
   binlog before InnoDB commits it, so a transaction just before the low watermark may be invisible to the SELECT;
 * a key in a chunk of this group, table without primary key (chunked by ``scan.incremental.snapshot.chunk.key-column``):
-  rows are not identified by a key, so a chunk is kept only when no change touched its range between the head read
-  before its low watermark and its high watermark (:class:`AppendChunks`); it is then the chunk at its high
-  watermark, and the later changes of its range, up to P, are written after its rows. An empty chunk also keeps
-  the inserts made while it was read, as changes. The first touched chunk and the ones after it are dropped: the
-  group's progress ends before them and the next group reads them again (a table whose first chunk keeps changing
-  fails after :data:`MAX_STALLED_GROUPS` groups);
+  rows are not identified by a key, so a chunk is kept only when no change touched its range between its low and
+  high watermark (:class:`AppendChunks`); it is then the chunk at its high watermark, and the later changes of its
+  range, up to P, are written after its rows. An empty chunk also keeps the inserts made while it was read, as
+  changes. A chunk's bounds are found before its low watermark, so rows appended at growing keys (a log) fall
+  after it, into the empty last chunk, whose inserts are changes. The one race of the algorithm stays here, as
+  in Flink CDC: MySQL writes a transaction to the binlog before InnoDB commits it, so a transaction logged right
+  before a low watermark and committed only after the SELECT started would be missed. The first touched chunk and
+  the ones after it are dropped: the group's progress ends before them and the next group reads them again (a
+  table whose first chunk keeps changing fails after :data:`MAX_STALLED_GROUPS` groups);
 * a key not snapshotted yet: ignored (its chunk will be read later).
 
 After the commit every snapshotted key is exactly at P, as in the consistent mode: a run killed at any point resumes
@@ -106,11 +109,11 @@ class AppendChunks:
     later: dict[int, list[ChangeBatch]] = field(default_factory=dict)  # changes after each window, in order
 
     def add(self, options: MySqlSourceOptions, key: ChunkKey | None, batch: ChangeBatch) -> None:
-        """Sort one binlog batch (which never spans a window's ``since`` or ``high``: they are cuts of the read)."""
+        """Sort one binlog batch (which never spans a window's ``low`` or ``high``: they are cuts of the read)."""
         values = key_values(batch, key)
         assert batch.first_commit is not None and batch.last_commit is not None
         for i, window in enumerate(self.windows):
-            if batch.last_commit <= window.since or i in self.touched:
+            if batch.last_commit <= window.low or i in self.touched:
                 continue
             part = restrict_to_snapshotted(batch, range_mask(options, key, window.lower, window.upper, values))
             if part is None:
@@ -136,7 +139,7 @@ def cuts_of(windows: list[ChunkWindow]) -> set:
     """The binlog positions a read must not batch across, so each batch lies before, inside or after each window."""
     cuts = set()
     for window in windows:
-        cuts.add(window.since)
+        cuts.add(window.low)
         cuts.add(window.high)
     return cuts
 

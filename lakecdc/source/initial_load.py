@@ -77,16 +77,14 @@ def quote_identifier(name: str) -> str:
 class ChunkWindow:
     """One chunk of an incremental snapshot: the key range of ``table`` that ``lower`` lacks and ``upper`` has (see
     ChunkProgress), the ``rows`` its SELECT returned, and the binlog head read right before the SELECT (``low``,
-    the low watermark) and right after it (``high``). ``since`` is the head read before ``low`` on the same
-    connection (the previous chunk's low watermark, or the reader's opening head): MySQL writes a transaction to
-    the binlog before InnoDB commits it, so a transaction logged just before ``low`` may still be invisible to the
-    SELECT; one logged before ``since`` has had a whole chunk read's time to commit."""
+    the low watermark) and right after it (``high``). A chunk's bounds are found before ``low`` (so rows appended
+    at growing keys while it is read fall outside it); an empty last chunk of a table without primary key is the
+    statement that found no row after ``lower`` (``SELECT MAX``), between ``low`` and ``high``."""
 
     table: TableId
     lower: ChunkProgress
     upper: ChunkProgress
     rows: int
-    since: BinlogOffset
     low: BinlogOffset
     high: BinlogOffset
 
@@ -344,22 +342,20 @@ class InitialLoadReader:
         self._reading = Prefetch(batches, depth=1, name="lakecdc-snapshot-read")
         return self._reading
 
-    def _low(self) -> tuple[BinlogOffset, BinlogOffset, int] | None:
-        """Incremental: (since, low watermark, rows read so far) right before a chunk's SELECT; else None."""
+    def _low(self) -> tuple[BinlogOffset, int] | None:
+        """Incremental: (low watermark, rows read so far) right before a chunk's SELECT; else None."""
         if not self.incremental:
             return None
-        since = self._last_head
-        low = self.head()
-        return (since or low), low, self.rows_read
+        return self.head(), self.rows_read
 
-    def _high(self, table: SourceTable, started: tuple[BinlogOffset, BinlogOffset, int] | None,
-              lower: ChunkProgress, upper: ChunkProgress) -> None:
+    def _high(self, table: SourceTable, started: tuple[BinlogOffset, int] | None, lower: ChunkProgress,
+              upper: ChunkProgress) -> None:
         """Incremental: record the chunk just read, with its high watermark."""
         if started is None:
             return
-        since, low, rows_before = started
+        low, rows_before = started
         high = self._head_offset()
-        self.windows.append(ChunkWindow(table.table_id, lower, upper, self.rows_read - rows_before, since, low, high))
+        self.windows.append(ChunkWindow(table.table_id, lower, upper, self.rows_read - rows_before, low, high))
 
     def _read_chunks(self, table: SourceTable, key: ChunkKey | None, progress: ChunkProgress, max_rows: int,
                      chunk_size: int) -> Iterator[ChangeBatch]:
@@ -383,11 +379,11 @@ class InitialLoadReader:
                 self._high(table, started, progress, upper)
                 progress = self.progress = upper
             while self.rows_read - start_rows < max_rows:
-                started = self._low()
                 if key.unique:
+                    started = self._low()
                     found, value = yield from self._limited_chunk(table, key, progress, chunk_size)
                 else:
-                    found, value = yield from self._bounded_chunk(table, key, progress, chunk_size)
+                    (found, value), started = yield from self._bounded_chunk(table, key, progress, chunk_size)
                 self.chunks_read += 1
                 if not found:
                     upper = ChunkProgress(column=key.name, done=True)
@@ -409,7 +405,8 @@ class InitialLoadReader:
 
     def _bounded_chunk(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress, chunk_size: int):
         """One chunk of a non-unique key: its upper bound first (the chunk_size-th key value), then its rows
-        (every row of the bound's value); returns (found, upper bound) as next_upper_bound."""
+        (every row of the bound's value); returns ((found, upper bound) as next_upper_bound, the incremental window
+        opened right before the SELECT)."""
         with self._conn.cursor(pymysql.cursors.Cursor) as cur:
             try:
                 upper = next_upper_bound(cur, table, key, progress, chunk_size)
@@ -417,17 +414,19 @@ class InitialLoadReader:
                     # the last chunk of a table without primary key ends at the largest key now, not at the end of
                     # the key range: rows appended while it is read then fall outside it (lakecdc cannot tell which
                     # of those an append table's SELECT saw); the empty rest is a chunk of its own
+                    started = self._low()
                     sql, args = max_key_query(table, key, progress)
                     cur.execute(sql, args)
                     row = cur.fetchone()
                     if row is None or row[0] is None:
-                        return upper  # no row after `progress` as this statement saw it: an empty last chunk
+                        return upper, started  # no row after `progress` as this statement saw it: an empty chunk
                     upper = (True, row[0])
             except pymysql.MySQLError as exc:
                 raise self._failure(table, exc) from exc
+        started = self._low()
         sql, args = chunk_query(table, key, progress, upper)
         yield from self._select(table, sql, args)
-        return upper
+        return upper, started
 
     def _limited_chunk(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress, chunk_size: int):
         """One chunk of a unique key in one statement: the chunk_size rows after ``progress``; the same chunk and
