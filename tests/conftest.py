@@ -84,8 +84,10 @@ def row_metadata():
 
 
 @pytest.fixture
-def source_server(mariadb_by_row_metadata, row_metadata):
-    """The session server with binlog_row_metadata = ``row_metadata``."""
+def source_server(mariadb_by_row_metadata, row_metadata, request):
+    """The session server with binlog_row_metadata = ``row_metadata``; ``MYSQL8``: ``mysql8_server``."""
+    if row_metadata == "MYSQL8":
+        return request.getfixturevalue("mysql8_server")
     server = mariadb_by_row_metadata(row_metadata)
     assert server.execute("SELECT @@GLOBAL.binlog_row_metadata")[0][0].upper() == row_metadata
     return server
