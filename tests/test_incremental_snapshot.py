@@ -48,10 +48,11 @@ def flink_user(mysql8_server):
 
 
 def pipeline(server, tmp_path, db, tables, *, user="root", chunk=500, commit_rows=5000, extra="", transform="",
-             server_id=5901):
+             server_id=5901, readers=1):
     text = PIPELINE.format(port=server.port, tables=tables, db=db, chunk=chunk, commit_rows=commit_rows, extra=extra,
                            warehouse=tmp_path / "warehouse", server_id=server_id)
     text = text.replace("username: root", f"username: {user}", 1).replace("name: chunked", "name: incremental", 1)
+    text = text.replace("pipeline:\n", f"pipeline:\n  parallelism: {readers}\n", 1)
     text += transform
     path = tmp_path / "pipeline.yaml"
     path.write_text(text)
@@ -144,14 +145,16 @@ def test_server_presents_as_mysql8(mysql8_server):
     assert mysql8_server.execute("SELECT @@GLOBAL.binlog_row_metadata")[0][0] == "MINIMAL"
 
 
-def test_flink_cdc_grants_snapshot_with_writes_then_stream(mysql8_server, mysql8_db, flink_user, tmp_path):
+@pytest.mark.parametrize("readers", [1, 3])
+def test_flink_cdc_grants_snapshot_with_writes_then_stream(mysql8_server, mysql8_db, flink_user, tmp_path, readers):
     """Snapshot then binlog with exactly Flink CDC's grants while writers change every table (primary-key moves
-    across chunks included): Paimon equals MySQL, and no lock or transaction statement reaches the server."""
+    across chunks included), with one reader or three (pipeline.parallelism): Paimon equals MySQL, and no lock or
+    transaction statement reaches the server."""
     server, db = mysql8_server, mysql8_db
     create_tables(server, db)
     config, _ = pipeline(server, tmp_path, db, f"{db}.big, {db}.log, {db}.soft", user=flink_user,
                          extra=f"  scan.incremental.snapshot.chunk.key-column: {db}.log:grp",
-                         transform=SOFT_DELETE.format(db=db))
+                         transform=SOFT_DELETE.format(db=db), readers=readers)
     with GeneralLog(server) as general:
         with Writers(server, db, change_rows, pause=0.001) as writers:
             time.sleep(0.1)
@@ -265,13 +268,15 @@ def test_long_write_does_not_stall_application_writes(mysql8_server, mysql8_db, 
         sorted(server.execute("SELECT id, v FROM orders", database=db))
 
 
-def test_random_chunk_moves_against_a_model(mysql8_server, mysql8_db, tmp_path):
-    """Tiny chunks (every key move crosses chunks) and a writer that keeps moving keys forwards and backwards
-    across the range while the snapshot reads: Paimon equals MySQL after every run."""
+@pytest.mark.parametrize("readers", [1, 4])
+def test_random_chunk_moves(mysql8_server, mysql8_db, tmp_path, readers):
+    """Tiny chunks (every key move crosses chunks), read by one or four readers, and a writer that keeps moving keys
+    forwards and backwards across the range while the snapshot reads: Paimon equals MySQL."""
     server, db = mysql8_server, mysql8_db
     server.execute("CREATE TABLE big (id INT PRIMARY KEY, v INT NOT NULL, note VARCHAR(20))", database=db)
     server.execute("INSERT INTO big SELECT seq * 3, seq, 'n' FROM seq_1_to_3000", database=db)
-    config, _ = pipeline(server, tmp_path, db, f"{db}.big", chunk=20, commit_rows=400, server_id=5931)
+    config, _ = pipeline(server, tmp_path, db, f"{db}.big", chunk=20, commit_rows=400, server_id=5931,
+                         readers=readers)
 
     def move(cur, rnd):
         a, b = rnd.randrange(1, 9_100), rnd.randrange(1, 9_100)

@@ -416,16 +416,17 @@ def _binlog_reset(target: TableId, offset: BinlogOffset, position: BinlogOffset)
 
 def _read_chunks(ctx: InitialLoadContext, snap, unfinished: list[TableId], progress: dict[TableId, ChunkProgress],
                  keys: dict, reports: dict, new_progress: dict[TableId, ChunkProgress],
-                 take: Callable[[TableId, ChangeBatch], None]) -> int:
+                 take: Callable[[TableId, ChangeBatch], None], readers: int = 1) -> int:
     """The group's chunks, table after table until ``lakecdc.snapshot.commit-rows`` rows, each batch handed to
-    ``take``; sets ``new_progress`` of the tables read and returns the rows read."""
+    ``take`` (read by ``readers`` connections at once: incremental snapshots); sets ``new_progress`` of the tables
+    read and returns the rows read."""
     budget = ctx.config.snapshot_commit_rows
     rows_read = 0
     for table_id in unfinished:
         if budget <= 0:
             break
         before = snap.rows_read
-        for batch in snap.read_chunks(table_id, keys.get(table_id), progress[table_id], budget):
+        for batch in snap.read_chunks(table_id, keys.get(table_id), progress[table_id], budget, readers=readers):
             take(table_id, batch)
             if table_id in reports:
                 reports[table_id].add(batch.num_rows)
@@ -451,8 +452,10 @@ def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dic
         opened = snap.offset
         if position is not None and position > opened:
             raise _binlog_reset(target, opened, position)
+        # pipeline.parallelism readers, each on its own connection; the rows still go through the table's one writer
         rows_read = _read_chunks(ctx, snap, unfinished, progress, keys, reports, new_progress,
-                                 lambda table_id, batch: chunk_rows.setdefault(table_id, []).append(batch.data))
+                                 lambda table_id, batch: chunk_rows.setdefault(table_id, []).append(batch.data),
+                                 readers=ctx.config.parallelism)
         windows = list(snap.windows)
         stop = snap.head()  # P: every chunk's high watermark is at or before it
     ctx.failpoint("incremental-chunks-read")

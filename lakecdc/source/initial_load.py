@@ -28,7 +28,9 @@ caller retries the commit group.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -323,15 +325,22 @@ class InitialLoadReader:
                 pass  # the error that broke it is already being raised
 
     def read_chunks(self, table_id: TableId, key: ChunkKey | None, progress: ChunkProgress, max_rows: int,
-                    chunk_size: int | None = None) -> Iterator[ChangeBatch]:
+                    chunk_size: int | None = None, *, readers: int = 1) -> Iterator[ChangeBatch]:
         """The rows after ``progress``, chunk by chunk, until at least ``max_rows`` rows were read or the table
         is exhausted; afterwards ``self.progress`` is where the next read continues (``done`` at the end). A table
-        without chunk key (``key`` None) is read whole."""
+        without chunk key (``key`` None) is read whole. Incremental with ``readers`` > 1: the chunks' ranges are
+        planned first, then read by that many readers at once, each on its own connection (:meth:`_parallel`);
+        the batches still come in key order."""
         table = self.tables.get(table_id)
         if table is None:
             raise SourceError(f"table {table_id} is not part of this snapshot")
         self.open()
-        chunks = self._read_chunks(table, key, progress, max_rows, chunk_size or self.options.chunk_size)
+        size = chunk_size or self.options.chunk_size
+        if self.incremental and readers > 1 and key is not None and not progress.done and \
+                (progress.nulls_done or progress.has_after or not key.column.nullable):
+            chunks = self._parallel(table, key, progress, max_rows, size, readers)
+        else:
+            chunks = self._read_chunks(table, key, progress, max_rows, size)
         return self._ahead(coalesce(chunks, self.options.snapshot_batch_rows))
 
     def _ahead(self, batches: Iterator[ChangeBatch]) -> Iterator[ChangeBatch]:
@@ -379,19 +388,16 @@ class InitialLoadReader:
                 self._high(table, started, progress, upper)
                 progress = self.progress = upper
             while self.rows_read - start_rows < max_rows:
+                empty_rest = None
                 if key.unique:
                     started = self._low()
                     found, value = yield from self._limited_chunk(table, key, progress, chunk_size)
                 else:
-                    (found, value), started = yield from self._bounded_chunk(table, key, progress, chunk_size)
+                    (found, value), started, empty_rest = yield from self._bounded_chunk(table, key, progress,
+                                                                                          chunk_size)
                 self.chunks_read += 1
-                if not found:
-                    upper = ChunkProgress(column=key.name, done=True)
-                else:
-                    upper = ChunkProgress(column=key.name, nulls_done=True, after=value, has_after=True)
-                self._high(table, started, progress, upper)
-                progress = self.progress = upper
-                if not found:
+                progress = self.progress = self._chunk_done(table, key, progress, found, value, started, empty_rest)
+                if progress.done:
                     break
             if not progress.done:
                 started = self._low()
@@ -410,23 +416,53 @@ class InitialLoadReader:
         with self._conn.cursor(pymysql.cursors.Cursor) as cur:
             try:
                 upper = next_upper_bound(cur, table, key, progress, chunk_size)
+            except pymysql.MySQLError as exc:
+                raise self._failure(table, exc) from exc
+        return (yield from self._range_chunk(table, key, progress, upper))
+
+    def _chunk_done(self, table: SourceTable, key: ChunkKey, lower: ChunkProgress, found: bool, value: Any,
+                    started: tuple[BinlogOffset, int] | None, empty_rest: ChunkWindow | None) -> ChunkProgress:
+        """Record a chunk just read (incremental: its window, then the empty rest's); returns the progress after
+        it."""
+        if found:
+            upper = ChunkProgress(column=key.name, nulls_done=True, after=value, has_after=True)
+        else:
+            upper = ChunkProgress(column=key.name, done=True)
+        self._high(table, started, lower, upper)
+        if empty_rest is not None:
+            self.windows.append(empty_rest)
+            return empty_rest.upper
+        return upper
+
+    def _range_chunk(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress, upper: tuple[bool, Any]):
+        """The chunk of the keys after ``progress`` up to ``upper`` (to the end when not found); returns as
+        _bounded_chunk, plus the window of an empty last chunk to record after this one (or None)."""
+        empty_rest = None
+        with self._conn.cursor(pymysql.cursors.Cursor) as cur:
+            try:
                 if self.incremental and not upper[0] and not table.primary_keys:
-                    # the last chunk of a table without primary key ends at the largest key now, not at the end of
-                    # the key range: rows appended while it is read then fall outside it (lakecdc cannot tell which
-                    # of those an append table's SELECT saw); the empty rest is a chunk of its own
-                    started = self._low()
+                    # The last chunk of a table without primary key ends at the largest key now, not at the end of
+                    # the key range, and its window opens after that: rows appended at growing keys while it is
+                    # read fall outside it (lakecdc cannot tell which of those an append table's SELECT saw). The
+                    # rest of the range is an empty chunk as of the MAX statement, whose window ends right after it:
+                    # the rows appended there since are changes.
+                    before = self._low()
                     sql, args = max_key_query(table, key, progress)
                     cur.execute(sql, args)
                     row = cur.fetchone()
                     if row is None or row[0] is None:
-                        return upper, started  # no row after `progress` as this statement saw it: an empty chunk
+                        return upper, before, None  # no row after `progress` as this statement saw it
                     upper = (True, row[0])
+                    assert before is not None
+                    rest = ChunkProgress(column=key.name, nulls_done=True, after=upper[1], has_after=True)
+                    empty_rest = ChunkWindow(table.table_id, rest, ChunkProgress(column=key.name, done=True), 0,
+                                             before[0], self._head_offset())
             except pymysql.MySQLError as exc:
                 raise self._failure(table, exc) from exc
         started = self._low()
         sql, args = chunk_query(table, key, progress, upper)
         yield from self._select(table, sql, args)
-        return upper, started
+        return upper, started, empty_rest
 
     def _limited_chunk(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress, chunk_size: int):
         """One chunk of a unique key in one statement: the chunk_size rows after ``progress``; the same chunk and
@@ -435,6 +471,77 @@ class InitialLoadReader:
         sql, args = limited_chunk_query(table, key, progress, chunk_size)
         rows, last_key = yield from self._select(table, sql, args, key_index=table.column_names.index(key.name))
         return (True, last_key) if rows == chunk_size else (False, None)
+
+    def _parallel(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress, max_rows: int, chunk_size: int,
+                  readers: int) -> Iterator[ChangeBatch]:
+        """Incremental, several readers: plan the ranges of about ``max_rows`` rows on this connection (the
+        ``chunk_size``-th key after each bound, as _bounded_chunk finds it; the last range runs to the end of the
+        table when fewer rows remain), then read them with ``readers`` threads, each with its own connection and
+        each chunk between its own two heads. Windows and batches are recorded in key order."""
+        ranges: list[tuple[ChunkProgress, tuple[bool, Any]]] = []
+        lower = progress
+        with self._conn.cursor(pymysql.cursors.Cursor) as cur:
+            try:
+                while len(ranges) * chunk_size < max_rows:
+                    upper = next_upper_bound(cur, table, key, lower, chunk_size)
+                    ranges.append((lower, upper))
+                    if not upper[0]:
+                        break
+                    lower = ChunkProgress(column=key.name, nulls_done=True, after=upper[1], has_after=True)
+                else:
+                    if not next_upper_bound(cur, table, key, lower, 1)[0]:
+                        ranges.append((lower, (False, None)))  # nothing after the budget: the empty last chunk
+            except pymysql.MySQLError as exc:
+                raise self._failure(table, exc) from exc
+        results: list[tuple[list[ChangeBatch], list[ChunkWindow], int] | None] = [None] * len(ranges)
+        with ThreadPoolExecutor(max_workers=min(readers, len(ranges)),
+                                thread_name_prefix="lakecdc-chunk-reader") as pool:
+            workers: list[InitialLoadReader] = []
+            lock = threading.Lock()
+            local = threading.local()
+
+            def read(index: int) -> None:
+                reader = getattr(local, "reader", None)
+                if reader is None:
+                    reader = local.reader = InitialLoadReader(self.options, [table], incremental=True)
+                    with lock:
+                        workers.append(reader)
+                    reader.open()
+                lower, upper = ranges[index]
+                batches, windows = reader.read_range(table, key, lower, upper)
+                results[index] = (batches, windows, sum(b.num_rows for b in batches))
+
+            try:
+                for future in [pool.submit(read, i) for i in range(len(ranges))]:
+                    future.result()
+            finally:
+                for reader in workers:
+                    reader.close()
+        for result in results:
+            assert result is not None
+            batches, windows, rows = result
+            self.windows.extend(windows)
+            self.rows_read += rows
+            self.chunks_read += 1
+            yield from batches
+            self.progress = windows[-1].upper
+
+    def read_range(self, table: SourceTable, key: ChunkKey, lower: ChunkProgress,
+                   upper: tuple[bool, Any]) -> tuple[list[ChangeBatch], list[ChunkWindow]]:
+        """Incremental: the chunk of the keys after ``lower`` up to ``upper`` (to the end when not found), read on
+        this reader's connection between two heads; (its batches, its window(s))."""
+        self.open()
+        first = len(self.windows)
+        batches: list[ChangeBatch] = []
+        chunk = self._range_chunk(table, key, lower, upper)
+        while True:
+            try:
+                batches.append(next(chunk))
+            except StopIteration as end:
+                (found, value), started, empty_rest = end.value
+                break
+        self._chunk_done(table, key, lower, found, value, started, empty_rest)
+        return batches, self.windows[first:]
 
     def _rows_after(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress) -> bool:
         with self._conn.cursor(pymysql.cursors.Cursor) as cur:
