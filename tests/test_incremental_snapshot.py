@@ -24,6 +24,7 @@ from lakecdc.config import parse_pipeline
 from lakecdc.model import TableId
 from lakecdc.runtime import run_micro_batch
 from lakecdc.runtime.checkpoint import read_checkpoint
+from lakecdc.runtime.resnapshots import resnapshot
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
 from lakecdc.source import MySqlSource, MySqlSourceOptions
@@ -170,6 +171,11 @@ def test_flink_cdc_grants_snapshot_with_writes_then_stream(mysql8_server, mysql8
         # and the binlog phase goes on with the same user
         server.execute("UPDATE big SET v = -1 WHERE id <= 10", database=db)
         server.execute("DELETE FROM soft WHERE id <= 5", database=db)
+        run_micro_batch(config)
+        assert_equal_to_mysql(server, config, db)
+        # a re-snapshot (lock-free too) while the writers go on, then the binlog after it
+        with Writers(server, db, change_rows, pause=0.001):
+            resnapshot(config, TableId(db, "big"))
         run_micro_batch(config)
         assert_equal_to_mysql(server, config, db)
     assert general.lock_statements() == []
