@@ -336,12 +336,16 @@ def _snapshot_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableI
     options = ctx.source.options
     attempt = 0
     while True:
-        writer = ctx.sink.open_writer(target)
+        slot = _GroupWriter(ctx.sink, target)
         counts = TableCounts()
         try:
-            read_group = _read_incremental_group if ctx.source.options.incremental_snapshot else _read_group
-            snap_offset, new_progress, written, rows, catchup = read_group(
-                ctx, target, plans, progress, done, position, keys, writer, counts, reports, outcome)
+            if ctx.source.options.incremental_snapshot:
+                snap_offset, new_progress, written, rows, catchup = _read_incremental_group(
+                    ctx, target, plans, progress, done, position, keys, slot, counts, reports, outcome)
+            else:
+                snap_offset, new_progress, written, rows, catchup = _read_group(
+                    ctx, target, plans, progress, done, position, keys, slot.writer, counts, reports, outcome)
+            writer = slot.writer
             ctx.failpoint("before-commit")
             pending = {str(t): p.to_json() for t, p in new_progress.items() if not p.done}
             properties = checkpoint_properties(
@@ -351,7 +355,7 @@ def _snapshot_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableI
                 source_schemas={str(t): p.source.to_json() for t, p in plans.items()})
             snapshot_id = writer.commit(properties)
         except SourceConnectionLost as lost:
-            writer.abort()
+            slot.writer.abort()
             attempt += 1
             if attempt > options.connect_max_retries:
                 raise SourceError(f"snapshot of {target}: {lost}; gave up after {options.connect_max_retries} "
@@ -362,7 +366,7 @@ def _snapshot_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableI
             time.sleep(delay)
             continue
         except BaseException:
-            writer.abort()
+            slot.writer.abort()
             raise
         progress.update(new_progress)
         outcome.commits += 1
@@ -438,23 +442,49 @@ def _read_chunks(ctx: InitialLoadContext, snap, unfinished: list[TableId], progr
     return rows_read
 
 
+class _GroupWriter:
+    """The writer of one commit group. The incremental snapshot writes its chunks while it reads them and starts
+    the writer over (abort, open anew) when the binlog then changes one of them."""
+
+    def __init__(self, sink, target: TableId):
+        self.sink, self.target = sink, target
+        self.writer = sink.open_writer(target)
+
+    def restart(self) -> None:
+        self.writer.abort()
+        self.writer = self.sink.open_writer(self.target)
+
+
 def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableId, SourcePlan],
                             progress: dict[TableId, ChunkProgress], done: list[TableId],
-                            position: BinlogOffset | None, keys: dict, writer, counts: TableCounts, reports: dict,
-                            outcome: InitialLoadOutcome):
-    """One group of the incremental snapshot (lakecdc.runtime.incremental) written to ``writer``: (position P,
-    progress, rows written, snapshot rows, binlog rows)."""
+                            position: BinlogOffset | None, keys: dict, slot: _GroupWriter, counts: TableCounts,
+                            reports: dict, outcome: InitialLoadOutcome):
+    """One group of the incremental snapshot (lakecdc.runtime.incremental) written to ``slot``: (position P,
+    progress, rows written, snapshot rows, binlog rows).
+
+    The chunks are written while they are read (reading and writing overlap) and kept in memory: when the binlog
+    (G, P] changes none of them, they are already their rows at P and only the catch-up (of other keys: no key is
+    in both unless the binlog moved it, which changes a chunk) and the later changes of append tables follow;
+    otherwise the writer starts over: the catch-up, the folded chunks, the later changes."""
     options = ctx.source.options
     new_progress = dict(progress)
     unfinished = [t for t in plans if t in progress]
     chunk_rows: dict[TableId, list[pa.Table]] = {}
+    written = 0
+
+    def take(table_id: TableId, batch: ChangeBatch) -> None:
+        nonlocal written
+        chunk_rows.setdefault(table_id, []).append(batch.data)
+        written += ctx.apply(plans[table_id], batch, slot.writer, counts)
+        if position is not None:  # crash tests: killed while a later group writes its chunks
+            ctx.failpoint("during-snapshot")
+
     with ctx.source.snapshot([plans[t].source for t in unfinished], incremental=True) as snap:
         opened = snap.offset
         if position is not None and position > opened:
             raise _binlog_reset(target, opened, position)
         # pipeline.parallelism readers, each on its own connection; the rows still go through the table's one writer
-        rows_read = _read_chunks(ctx, snap, unfinished, progress, keys, reports, new_progress,
-                                 lambda table_id, batch: chunk_rows.setdefault(table_id, []).append(batch.data),
+        rows_read = _read_chunks(ctx, snap, unfinished, progress, keys, reports, new_progress, take,
                                  readers=ctx.config.parallelism)
         windows = list(snap.windows)
         stop = snap.head()  # P: every chunk's high watermark is at or before it
@@ -466,7 +496,8 @@ def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dic
     tables = {t: plans[t].source for t in plans
               if t in done or (t in progress and (progress[t].started or t in read_tables))}
     fold: dict[TableId, list[pa.Table]] = {}
-    applied = written = 0
+    caught_up: list[ChangeBatch] = []  # changes of keys committed earlier, written after the chunks
+    applied = 0
     if tables and start < stop:
         if position is not None:
             check_binlog_available(ctx.source, {target: start}, ctx.sink.warehouse)
@@ -477,15 +508,13 @@ def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dic
             batch = item
             table_id = batch.table.table_id
             if table_id not in progress:  # a source already snapshotted: every change applies
-                applied += batch.num_rows
-                written += ctx.apply(plans[table_id], batch, writer, counts)
+                caught_up.append(batch)
                 continue
             key = keys.get(table_id)
             values = _incremental.key_values(batch, key)
             caught = restrict_to_snapshotted(batch, snapshotted_mask(options, key, progress[table_id], values))
             if caught is not None:  # keys committed by an earlier group: changes
-                applied += caught.num_rows
-                written += ctx.apply(plans[table_id], caught, writer, counts)
+                caught_up.append(caught)
             if table_id in append:
                 append[table_id].add(options, key, batch)
             elif table_id in read_tables:
@@ -495,11 +524,22 @@ def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dic
                     fold.setdefault(table_id, []).append(part.data)
         report_fallbacks(reader, ctx.log, lambda _source: [outcome.decoder_fallbacks],
                          during=f" in the incremental snapshot of {target}")
+    changed = any(fold.values()) or any(chunks.touched for chunks in append.values())
+    if changed:
+        # the chunks as written are not their rows at P: start over, the catch-up first (a key the binlog moved
+        # between a committed range and a chunk of this group, by a chunk key outside the primary key, is deleted
+        # by the catch-up and brought back by the chunk), then the folded chunks
+        slot.restart()
+        counts.inserted = counts.updated = counts.deleted = 0
+        counts.extra.clear()
+        written = 0
+        for batch in caught_up:
+            written += ctx.apply(plans[batch.table.table_id], batch, slot.writer, counts)
+    later: list[ChangeBatch] = []
     for table_id in [t for t in plans if t in read_tables]:
         source = plans[table_id].source
-        parts = chunk_rows.get(table_id, [])
+        parts = chunk_rows.pop(table_id, [])
         rows = pa.concat_tables(parts) if parts else source.change_schema().empty_table()
-        later: list[ChangeBatch] = []
         if table_id in append:
             chunks = append[table_id]
             kept = chunks.kept()
@@ -511,19 +551,21 @@ def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dic
                 ctx.log.info("incremental snapshot of %s: rows of its chunk after %s changed while it was read; "
                              "it is read again in the next commit group", table_id,
                              chunks.windows[kept].lower.describe())
-            later = [b for i in range(kept) for b in chunks.later.get(i, [])]
+            later += [b for i in range(kept) for b in chunks.later.get(i, [])]
         else:
             folded = fold.get(table_id, [])
             applied += sum(f.num_rows for f in folded)
             rows = _incremental.fold_rows(rows, folded, list(source.primary_keys))
+        if not changed:
+            continue
         for offset in range(0, rows.num_rows, options.snapshot_batch_rows):
             batch = ChangeBatch(source, rows.slice(offset, options.snapshot_batch_rows))
-            written += ctx.apply(plans[table_id], batch, writer, counts)
+            written += ctx.apply(plans[table_id], batch, slot.writer, counts)
             if position is not None:  # crash tests: killed while a later group writes its chunks
                 ctx.failpoint("during-snapshot")
-        for batch in later:
-            applied += batch.num_rows
-            written += ctx.apply(plans[table_id], batch, writer, counts)
+    applied += sum(b.num_rows for b in caught_up + later)
+    for batch in later if changed else caught_up + later:
+        written += ctx.apply(plans[batch.table.table_id], batch, slot.writer, counts)
     return stop, new_progress, written, rows_read, applied
 
 
