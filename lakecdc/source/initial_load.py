@@ -102,7 +102,6 @@ class InitialLoadReader:
         self.options = options
         self.incremental = incremental
         self.windows: list[ChunkWindow] = []  # incremental: every chunk read, in reading order
-        self._last_head: BinlogOffset | None = None  # incremental: the newest head read on this connection
         self.tables: dict[TableId, SourceTable] = {t.table_id: t for t in tables}
         self._conn: Any = None  # the open pymysql connection (pymysql has no type hints)
         self._offset: BinlogOffset | None = None
@@ -153,8 +152,7 @@ class InitialLoadReader:
             self._exec(cur, "SET SESSION net_write_timeout = 3600")
             if self.incremental:
                 # no transaction, no lock: each chunk is an autocommit SELECT between two binlog heads
-                self._last_head = head_offset(conn, self.options)
-                return self._last_head
+                return head_offset(conn, self.options)
             if server_flavor(conn) == "mariadb":
                 self._exec(cur, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
                 self._exec(cur, "SHOW STATUS LIKE 'binlog_snapshot_%'")
@@ -194,15 +192,14 @@ class InitialLoadReader:
                 "or GRANT RELOAD to the user. Nothing was written") from None
 
     def head(self) -> BinlogOffset:
-        """The binlog head now, read on this reader's connection (between two reads)."""
+        """The binlog head now with its GTID position, read on this reader's connection (between two reads)."""
         self.open()
-        offset = self._head_offset()
-        self._last_head = offset
-        return offset
+        return self._head_offset(gtid=True)
 
-    def _head_offset(self) -> BinlogOffset:
+    def _head_offset(self, *, gtid: bool = False) -> BinlogOffset:
+        """The head's file and position; a watermark needs no GTID position (which costs a query on MariaDB)."""
         try:
-            return head_offset(self._conn, self.options)
+            return head_offset(self._conn, self.options, gtid=gtid)
         except SourceError as exc:
             if exc.__cause__ is not None and is_connection_lost(exc.__cause__):
                 raise SourceConnectionLost(str(exc)) from exc
@@ -355,7 +352,7 @@ class InitialLoadReader:
         """Incremental: (low watermark, rows read so far) right before a chunk's SELECT; else None."""
         if not self.incremental:
             return None
-        return self.head(), self.rows_read
+        return self._head_offset(), self.rows_read
 
     def _high(self, table: SourceTable, started: tuple[BinlogOffset, int] | None, lower: ChunkProgress,
               upper: ChunkProgress) -> None:
