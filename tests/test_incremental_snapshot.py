@@ -354,3 +354,22 @@ def test_chunk_key_outside_the_primary_key(mysql8_server, mysql8_db, tmp_path):
     run_micro_batch(config)
     assert sorted(lake_rows(config, f"SELECT id, grp, v FROM {db}.acct")) == \
         sorted(server.execute("SELECT id, grp, v FROM acct", database=db))
+
+
+def test_append_chunk_that_keeps_changing_fails_naming_the_way_out(mysql8_server, mysql8_db, tmp_path):
+    """An append table whose only chunk is updated all the time: which updates a chunk's SELECT saw cannot be told
+    without a key, so the chunk is read again, group after group, until the run fails naming the table and the
+    options that help."""
+    server, db = mysql8_server, mysql8_db
+    server.execute("CREATE TABLE hot (grp INT NOT NULL, v INT NOT NULL, KEY (grp))", database=db)
+    server.execute("INSERT INTO hot SELECT seq % 10, 0 FROM seq_1_to_200", database=db)
+    config, _ = pipeline(server, tmp_path, db, f"{db}.hot", chunk=1000, server_id=5961,
+                         extra=f"  scan.incremental.snapshot.chunk.key-column: {db}.hot:grp")
+
+    def update(cur, rnd):
+        cur.execute("UPDATE hot SET v = v + 1 WHERE grp = %s LIMIT 1", (rnd.randrange(10),))
+
+    with Writers(server, db, update, threads=1, pause=0.0):
+        with pytest.raises(Exception, match=rf"{db}\.hot.*changed while the chunk was read, in 5 commit groups.*"
+                                            r"scan\.incremental\.snapshot\.enabled: false"):
+            run_micro_batch(config)
