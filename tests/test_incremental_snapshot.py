@@ -28,6 +28,7 @@ from lakecdc.runtime.resnapshots import resnapshot
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
 from lakecdc.source import MySqlSource, MySqlSourceOptions
+from lakecdc.source import initial_load as initial_load_module
 from tests.test_source_chunked import CLI, PIPELINE, Writers, change_big
 
 FLINK_USER = "flinkcdc"
@@ -219,7 +220,7 @@ def test_killed_mid_snapshot_resumes_exactly(mysql8_server, mysql8_db, flink_use
 
 @pytest.mark.parametrize("incremental", [True, False])
 def test_long_write_does_not_stall_application_writes(mysql8_server, mysql8_db, flink_user, tmp_path, incremental):
-    """A 2 s UPDATE of another table runs when the snapshot starts: an application inserting in a loop never waits a
+    """A 4 s UPDATE of another table runs when the snapshot starts: an application inserting in a loop never waits a
     second. The consistent mode (root, with RELOAD) shows what the test guards against: FLUSH TABLES WITH READ LOCK
     queues behind the UPDATE, and the application's inserts queue behind the lock."""
     server, db = mysql8_server, mysql8_db
@@ -248,7 +249,7 @@ def test_long_write_does_not_stall_application_writes(mysql8_server, mysql8_db, 
             conn.close()
 
     def long_update():
-        server.execute("UPDATE other SET x = x + 1 WHERE SLEEP(2) = 0", database=db)
+        server.execute("UPDATE other SET x = x + 1 WHERE SLEEP(4) = 0", database=db)
 
     app = threading.Thread(target=application)
     slow = threading.Thread(target=long_update)
@@ -356,20 +357,23 @@ def test_chunk_key_outside_the_primary_key(mysql8_server, mysql8_db, tmp_path):
         sorted(server.execute("SELECT id, grp, v FROM acct", database=db))
 
 
-def test_append_chunk_that_keeps_changing_fails_naming_the_way_out(mysql8_server, mysql8_db, tmp_path):
-    """An append table whose only chunk is updated all the time: which updates a chunk's SELECT saw cannot be told
-    without a key, so the chunk is read again, group after group, until the run fails naming the table and the
-    options that help."""
+def test_append_chunk_that_keeps_changing_fails_naming_the_way_out(mysql8_server, mysql8_db, tmp_path, monkeypatch):
+    """An append table whose only chunk is updated while each read of it runs (the reader's test hook updates a row
+    right after the SELECT's first rows came): which updates a chunk's SELECT saw cannot be told without a key, so
+    the chunk is read again, group after group, until the run fails naming the table and the options that help."""
     server, db = mysql8_server, mysql8_db
     server.execute("CREATE TABLE hot (grp INT NOT NULL, v INT NOT NULL, KEY (grp))", database=db)
     server.execute("INSERT INTO hot SELECT seq % 10, 0 FROM seq_1_to_200", database=db)
     config, _ = pipeline(server, tmp_path, db, f"{db}.hot", chunk=1000, server_id=5961,
                          extra=f"  scan.incremental.snapshot.chunk.key-column: {db}.hot:grp")
+    reads = []
 
-    def update(cur, rnd):
-        cur.execute("UPDATE hot SET v = v + 1 WHERE grp = %s LIMIT 1", (rnd.randrange(10),))
+    def update_while_read(_connection_id: int) -> None:  # in the reading thread, between the two watermarks
+        reads.append(1)
+        server.execute("UPDATE hot SET v = v + 1 WHERE grp = 3 LIMIT 1", database=db)
 
-    with Writers(server, db, update, threads=1, pause=0.0):
-        with pytest.raises(Exception, match=rf"{db}\.hot.*changed while the chunk was read, in 5 commit groups.*"
-                                            r"scan\.incremental\.snapshot\.enabled: false"):
-            run_micro_batch(config)
+    monkeypatch.setattr(initial_load_module, "mid_chunk_hook", update_while_read)
+    with pytest.raises(Exception, match=rf"{db}\.hot.*changed while the chunk was read, in 5 commit groups.*"
+                                        r"scan\.incremental\.snapshot\.enabled: false"):
+        run_micro_batch(config)
+    assert len(reads) == 5
