@@ -192,10 +192,11 @@ def test_consistent_mode_without_reload_fails_before_any_write(mysql8_server, my
     assert not PaimonSink(config.sink.catalog_options).table_exists(TableId(db, "t"))
 
 
-@pytest.mark.parametrize("failpoint", ["incremental-chunks-read", "during-snapshot"])
+@pytest.mark.parametrize("failpoint", ["incremental-chunks-read", "during-snapshot", "before-commit"])
 def test_killed_mid_snapshot_resumes_exactly(mysql8_server, mysql8_db, flink_user, tmp_path, failpoint):
-    """SIGKILL after a group's chunks were read (before its binlog read and commit), or while a later group writes
-    its chunks: the next run continues from the last committed chunk and Paimon equals MySQL."""
+    """SIGKILL after a group's chunks were read (before its binlog read and commit), while a later group writes its
+    chunks, or after the first group was folded and written, before its commit: the next run continues from the last
+    committed chunk and Paimon equals MySQL."""
     server, db = mysql8_server, mysql8_db
     create_tables(server, db)
     config, path = pipeline(server, tmp_path, db, f"{db}.big, {db}.log, {db}.soft", user=flink_user,
