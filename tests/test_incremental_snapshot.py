@@ -378,3 +378,33 @@ def test_append_chunk_that_keeps_changing_fails_naming_the_way_out(mysql8_server
                                         r"scan\.incremental\.snapshot\.enabled: false"):
         run_micro_batch(config)
     assert len(reads) == 5
+
+
+def test_ddl_while_the_chunks_are_read_fails_the_group_then_the_next_run_succeeds(mysql8_server, mysql8_db, tmp_path,
+                                                                                 monkeypatch):
+    """An ALTER TABLE runs while an incremental commit group reads its chunks (started from the reader's test hook,
+    it completes once the running SELECT ends): the group is not committed (its rows and the binlog up to its
+    position would disagree with the recorded schema); the next run snapshots the table with its new schema."""
+    server, db = mysql8_server, mysql8_db
+    server.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)", database=db)
+    server.execute("INSERT INTO t SELECT seq, seq FROM seq_1_to_3000", database=db)
+    config, _ = pipeline(server, tmp_path, db, f"{db}.t", chunk=500, commit_rows=100_000, server_id=5971)
+    altered: list[threading.Thread] = []
+
+    def alter_once(_connection_id: int) -> None:
+        if not altered:
+            altered.append(threading.Thread(target=server.execute, args=("ALTER TABLE t ADD COLUMN w INT",),
+                                            kwargs={"database": db}))
+            altered[0].start()
+            time.sleep(0.2)
+
+    monkeypatch.setattr(initial_load_module, "mid_chunk_hook", alter_once)
+    with pytest.raises(Exception, match=rf"schema of MySQL table {db}\.t changed while its snapshot was read"):
+        run_micro_batch(config)
+    altered[0].join()
+    assert not PaimonSink(config.sink.catalog_options).latest_snapshot_id(TableId(db, "t"))
+    monkeypatch.setattr(initial_load_module, "mid_chunk_hook", None)
+    server.execute("UPDATE t SET w = id WHERE id <= 10", database=db)
+    assert run_micro_batch(config).tables[TableId(db, "t")].snapshot_complete
+    assert sorted(lake_rows(config, f"SELECT id, v, w FROM {db}.t")) == \
+        sorted(server.execute("SELECT id, v, w FROM t", database=db))

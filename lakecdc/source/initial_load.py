@@ -192,9 +192,15 @@ class InitialLoadReader:
                 "or GRANT RELOAD to the user. Nothing was written") from None
 
     def head(self) -> BinlogOffset:
-        """The binlog head now with its GTID position, read on this reader's connection (between two reads)."""
+        """The binlog head now with its GTID position, read on this reader's connection (between two reads).
+        Incremental: the chunks were read over time, so the schemas are checked again first: a DDL while they
+        were read would make their rows, and the binlog decoded up to this head, disagree with the schemas (after
+        the head: a DDL after the check is after the head too)."""
         self.open()
-        return self._head_offset(gtid=True)
+        head = self._head_offset(gtid=True)
+        if self.incremental:
+            self._check_schemas(self._conn)
+        return head
 
     def _head_offset(self, *, gtid: bool = False) -> BinlogOffset:
         """The head's file and position; a watermark needs no GTID position (which costs a query on MariaDB)."""
@@ -214,8 +220,9 @@ class InitialLoadReader:
             now = describe_table(conn, table_id, self.options)
             if decoding_layout(now) != decoding_layout(recorded) or \
                     tuple(k.lower() for k in now.primary_keys) != tuple(k.lower() for k in recorded.primary_keys):
+                when = "was read from" if self.incremental else "started at"
                 raise SourceError(
-                    f"the schema of MySQL table {table_id} changed while its snapshot started at {self._offset} "
+                    f"the schema of MySQL table {table_id} changed while its snapshot {when} {self._offset} "
                     f"(a DDL statement ran at the same moment): described as ({_columns(recorded)}), now "
                     f"({_columns(now)}). Nothing of this snapshot is kept; run again")
 
