@@ -408,3 +408,29 @@ def test_ddl_while_the_chunks_are_read_fails_the_group_then_the_next_run_succeed
     assert run_micro_batch(config).tables[TableId(db, "t")].snapshot_complete
     assert sorted(lake_rows(config, f"SELECT id, v, w FROM {db}.t")) == \
         sorted(server.execute("SELECT id, v, w FROM t", database=db))
+
+
+def test_fold_rows_last_image_per_primary_key():
+    """fold_rows alone: per primary key (one column, or two) the last image of the changes wins, a delete or a
+    lone before image removes the row, untouched rows stay, and every row comes out as a snapshot row (+I, 0)."""
+    import pyarrow as pa
+
+    from lakecdc.model import change_schema
+    from lakecdc.runtime.incremental import fold_rows
+
+    schema = change_schema(pa.schema([("a", pa.int32()), ("b", pa.string()), ("v", pa.int64())]))
+
+    def table(rows, op_ts=0):
+        return pa.Table.from_pylist([dict(zip(("a", "b", "v", "__lakecdc_op__"), r), __lakecdc_op_ts__=op_ts)
+                                     for r in rows], schema=schema)
+
+    rows = table([(1, "x", 10, "+I"), (2, "x", 20, "+I"), (3, "x", 30, "+I")])
+    changes = [table([(2, "x", 20, "-U"), (2, "x", 21, "+U"), (4, "x", 40, "+I"), (3, "x", 30, "-D")], 5000),
+               table([(3, "x", 31, "+I"), (4, "x", 40, "-D"), (1, "x", 10, "-U"), (1, "y", 10, "+U")], 6000)]
+    for keys, want in ((["a"], {(1, "y", 10), (2, "x", 21), (3, "x", 31)}),
+                       (["a", "b"], {(1, "y", 10), (2, "x", 21), (3, "x", 31)})):
+        folded = fold_rows(rows, changes, keys)
+        assert {(r["a"], r["b"], r["v"]) for r in folded.to_pylist()} == want and folded.num_rows == len(want)
+        assert set(folded.column("__lakecdc_op__").to_pylist()) == {"+I"}
+        assert set(folded.column("__lakecdc_op_ts__").to_pylist()) == {0}
+    assert fold_rows(rows, [], ["a"]) is rows

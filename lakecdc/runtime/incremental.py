@@ -6,7 +6,7 @@ autocommit SELECT between two reads of the binlog head, its low and high waterma
 :class:`lakecdc.source.ChunkWindow`); no transaction spans two statements and no lock is taken. The group's position
 P is the head after its last chunk. Then the binlog (G, P] is read once, G being the table's checkpoint (or the head
 when the reader opened, for a first group), and every change row of a table being snapshotted is sorted by its
-chunk-key value (:func:`chunk_ranges`):
+chunk-key value (:func:`range_mask`):
 
 * a key in a range committed by an earlier group: written as a change (the catch-up of the consistent mode);
 * a key in a chunk of this group, primary-key table: folded into the chunk's rows (:func:`fold_rows`): the last image
