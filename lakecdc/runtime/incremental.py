@@ -4,9 +4,9 @@ lock-free, chunk-by-chunk algorithm, made exact per commit group.
 The group reads chunks with :class:`lakecdc.source.InitialLoadReader` in incremental mode: each chunk is one
 autocommit SELECT between two reads of the binlog head, its low and high watermark (a
 :class:`lakecdc.source.ChunkWindow`); no transaction spans two statements and no lock is taken. The group's position
-P is the head after its last chunk. Then the binlog (G, P] is read once, G being the table's checkpoint (or the head
-when the reader opened, for a first group), and every change row of a table being snapshotted is sorted by its
-chunk-key value (:func:`range_mask`):
+P is the head after its last chunk. Then the binlog (G, P] is read once, G being the table's checkpoint (for a first
+group the head when the run started, before its start-up), and every change row of a table being snapshotted is
+sorted by its chunk-key value (:func:`range_mask`):
 
 * a key in a range committed by an earlier group: written as a change (the catch-up of the consistent mode);
 * a key in a chunk of this group, primary-key table: folded into the chunk's rows (:func:`fold_rows`): the last image

@@ -263,6 +263,8 @@ class InitialLoadContext:
     failpoint: Callable[[str], None]
     log: logging.Logger | logging.LoggerAdapter = logger
     progress_report: Callable | None = None  # optional: (table_id) -> object with add(rows) / finish(offset)
+    # the binlog head when the run started: a first incremental group folds the binlog from there (see below)
+    run_head: BinlogOffset | None = None
 
 
 @dataclass
@@ -489,7 +491,10 @@ def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dic
         windows = list(snap.windows)
         stop = snap.head()  # P: every chunk's high watermark is at or before it
     ctx.failpoint("incremental-chunks-read")
-    start = position if position is not None else opened  # G
+    # G: the checkpoint, or for a first group the head when the run started, taken before the tables were planned
+    # and created: folding from there (idempotent for a primary key) leaves a transaction logged before G a whole
+    # start-up's time to be committed by InnoDB before the first chunk's SELECT (MySQL logs before it commits)
+    start = position if position is not None else min(opened, ctx.run_head or opened)
     read_tables = {t for t in new_progress if new_progress[t] != progress.get(t)}
     append = {t: _incremental.AppendChunks(t, [w for w in windows if w.table == t])
               for t in read_tables if not plans[t].source.primary_keys}

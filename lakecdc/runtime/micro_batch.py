@@ -446,7 +446,8 @@ class MicroBatch:
                 captured=self.captured,
                 apply=functools.partial(_write_batch, result=result),
                 failpoint=failpoint, log=self.log,
-                progress_report=lambda table_id: SnapshotProgress(table_id, estimates.get(table_id), self.log))
+                progress_report=lambda table_id: SnapshotProgress(table_id, estimates.get(table_id), self.log),
+                run_head=self.run.head)
             result.phase = PHASE_SNAPSHOT
             result.snapshot_complete = False
             _add_snapshot_outcome(result, _initial_load.run_initial_load(ctx, work[target], keys))
