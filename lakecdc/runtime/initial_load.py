@@ -501,7 +501,7 @@ def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dic
     tables = {t: plans[t].source for t in plans
               if t in done or (t in progress and (progress[t].started or t in read_tables))}
     fold: dict[TableId, list[pa.Table]] = {}
-    caught_up: list[ChangeBatch] = []  # changes of keys committed earlier, written after the chunks
+    caught_up: list[ChangeBatch] = []  # changes of keys committed earlier: after the chunks, or first on a restart
     applied = 0
     if tables and start < stop:
         if position is not None:
