@@ -280,6 +280,8 @@ class InitialLoadOutcome:
     decoder_fallbacks: dict[str, int] = field(default_factory=dict)  # of the catch-up's binlog reads, per cause
     # incremental: tables without primary key whose first chunk of the last group was read again, with that chunk
     stalled: dict = field(default_factory=dict)
+    # incremental: the binlog changed a chunk of the last group (the next one holds its chunks until it is folded)
+    chunks_changed: bool = False
 
 
 def run_initial_load(ctx: InitialLoadContext, work: TargetWork,
@@ -464,22 +466,26 @@ def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dic
     """One group of the incremental snapshot (lakecdc.runtime.incremental) written to ``slot``: (position P,
     progress, rows written, snapshot rows, binlog rows).
 
-    The chunks are written while they are read (reading and writing overlap) and kept in memory: when the binlog
-    (G, P] changes none of them, they are already their rows at P and only the catch-up (of other keys: no key is
-    in both unless the binlog moved it, which changes a chunk) and the later changes of append tables follow;
-    otherwise the writer starts over: the catch-up, the folded chunks, the later changes."""
+    The chunks are kept in memory and, unless the binlog changed a chunk of the previous group, also written while
+    they are read (reading and writing overlap): when the binlog (G, P] changes none of them, they are already their
+    rows at P and only the catch-up (of other keys: no key is in both unless the binlog moved it, which changes a
+    chunk) and the later changes of append tables follow; otherwise the writer starts over. A group that did not
+    write its chunks early (a table being written to: its next group would start over again) writes the catch-up,
+    the folded chunks and the later changes once, after the binlog."""
     options = ctx.source.options
     new_progress = dict(progress)
     unfinished = [t for t in plans if t in progress]
     chunk_rows: dict[TableId, list[pa.Table]] = {}
     written = 0
+    early = not outcome.chunks_changed  # write the chunks while they are read
 
     def take(table_id: TableId, batch: ChangeBatch) -> None:
         nonlocal written
         chunk_rows.setdefault(table_id, []).append(batch.data)
-        written += ctx.apply(plans[table_id], batch, slot.writer, counts)
-        if position is not None:  # crash tests: killed while a later group writes its chunks
-            ctx.failpoint("during-snapshot")
+        if early:
+            written += ctx.apply(plans[table_id], batch, slot.writer, counts)
+            if position is not None:  # crash tests: killed while a later group writes its chunks
+                ctx.failpoint("during-snapshot")
 
     with ctx.source.snapshot([plans[t].source for t in unfinished], incremental=True) as snap:
         opened = snap.offset
@@ -529,15 +535,17 @@ def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dic
                     fold.setdefault(table_id, []).append(part.data)
         report_fallbacks(reader, ctx.log, lambda _source: [outcome.decoder_fallbacks],
                          during=f" in the incremental snapshot of {target}")
-    changed = any(fold.values()) or any(chunks.touched for chunks in append.values())
-    if changed:
-        # the chunks as written are not their rows at P: start over, the catch-up first (a key the binlog moved
-        # between a committed range and a chunk of this group, by a chunk key outside the primary key, is deleted
-        # by the catch-up and brought back by the chunk), then the folded chunks
-        slot.restart()
-        counts.inserted = counts.updated = counts.deleted = 0
-        counts.extra.clear()
-        written = 0
+    changed = outcome.chunks_changed = any(fold.values()) or any(chunks.touched for chunks in append.values())
+    rewrite = changed or not early
+    if rewrite:
+        # the chunks as written (if they were) are not their rows at P: start over, the catch-up first (a key the
+        # binlog moved between a committed range and a chunk of this group, by a chunk key outside the primary key,
+        # is deleted by the catch-up and brought back by the chunk), then the folded chunks
+        if early:
+            slot.restart()
+            counts.inserted = counts.updated = counts.deleted = 0
+            counts.extra.clear()
+            written = 0
         for batch in caught_up:
             written += ctx.apply(plans[batch.table.table_id], batch, slot.writer, counts)
     later: list[ChangeBatch] = []
@@ -561,7 +569,7 @@ def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dic
             folded = fold.get(table_id, [])
             applied += sum(f.num_rows for f in folded)
             rows = _incremental.fold_rows(rows, folded, list(source.primary_keys))
-        if not changed:
+        if not rewrite:
             continue
         for offset in range(0, rows.num_rows, options.snapshot_batch_rows):
             batch = ChangeBatch(source, rows.slice(offset, options.snapshot_batch_rows))
@@ -569,7 +577,7 @@ def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dic
             if position is not None:  # crash tests: killed while a later group writes its chunks
                 ctx.failpoint("during-snapshot")
     applied += sum(b.num_rows for b in caught_up + later)
-    for batch in later if changed else caught_up + later:
+    for batch in later if rewrite else caught_up + later:
         written += ctx.apply(plans[batch.table.table_id], batch, slot.writer, counts)
     return stop, new_progress, written, rows_read, applied
 
