@@ -58,8 +58,10 @@ pipeline:
 """
 
 
-def pipeline_yaml(port: int, table: str, warehouse: Path, server_id: int = 5990) -> str:
-    return PIPELINE.format(port=port, db=DATABASE, table=table, warehouse=warehouse, server_id=server_id)
+def pipeline_yaml(port: int, table: str, warehouse: Path, server_id: int = 5990, readers: int = 1) -> str:
+    """The snapshot pipeline; ``readers``: pipeline.parallelism (the incremental snapshot's chunk readers)."""
+    text = PIPELINE.format(port=port, db=DATABASE, table=table, warehouse=warehouse, server_id=server_id)
+    return text + (f"  parallelism: {readers}\n" if readers != 1 else "")
 
 
 def create_orders(server: MariaDBServer, table: str, rows: int) -> float:

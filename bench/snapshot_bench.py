@@ -1,6 +1,7 @@
 """The snapshot case: an orders table, MySQL -> committed Paimon through the whole ``lakecdc run`` command in its own
-process (start to exit: imports, connections, consistent snapshot, chunked read, Paimon primary-key table, commit,
-upkeep), against three references on the same table in the same run:
+process (start to exit: imports, connections, the incremental (lock-free) snapshot's chunked read, Paimon primary-key
+table, commit, upkeep), with 1 chunk reader and again with 2 and 4 (``pipeline.parallelism``), against three references
+on the same table in the same run:
 
 - ``mariadb --batch --quick`` dumping the table to /dev/null (the server and wire floor; target: 0.6x its rate);
 - dlt's ``sql_table`` with the pyarrow backend writing Parquet to a local directory (target: 3x its rate);
@@ -85,6 +86,30 @@ def run_snapshot(server: MariaDBServer, table: str, warehouse: Path, upkeep_seco
     return seconds, result, config
 
 
+READERS = (2, 4)  # pipeline.parallelism of the extra runs (the case itself runs with 1 reader)
+
+
+def readers_notes(server: MariaDBServer, table: str, rows: int, warehouse: Path, one_reader: float,
+                  repeats: int) -> list[str]:
+    """The same ``lakecdc run`` with 2 and 4 chunk readers (pipeline.parallelism; the incremental snapshot reads a
+    commit group's chunks on that many connections at once, the rows still go through one writer): one line each,
+    with the 1-reader run of the case for comparison."""
+    lines = [f"incremental snapshot, 1 reader: {one_reader:.2f} s, {rows / one_reader:,.0f} rows/s"]
+    for readers in READERS:
+        runs = []
+        for repeat in range(repeats):
+            into = warehouse.parent / f"{warehouse.name}-readers-{readers}-{repeat}"
+            seconds, tables = cli_run(pipeline_yaml(server.port, table, into, readers=readers))
+            shutil.rmtree(into)
+            if sum(t["inserted"] for t in tables) != rows:
+                raise RuntimeError(f"lakecdc with {readers} readers wrote the wrong number of rows of {table}")
+            runs.append(seconds)
+        seconds = median_seconds(runs)
+        lines.append(f"incremental snapshot, {readers} readers: {seconds:.2f} s, {rows / seconds:,.0f} rows/s "
+                     f"({one_reader / seconds:.2f}x 1 reader)")
+    return lines
+
+
 def case(server: MariaDBServer, table: str, rows: int, warehouse: Path,
          dlt_backends: tuple[str, ...] = ("pyarrow", "connectorx"), repeats: int = 1) -> tuple[Case, object]:
     """The snapshot case: the whole ``lakecdc run`` command, process start to exit (imports, connections, the
@@ -126,6 +151,7 @@ def case(server: MariaDBServer, table: str, rows: int, warehouse: Path,
                          f"{whole / seconds:.2f}x that")
         references.append(reference)
     notes += [f"upkeep after the commit: {t['upkeep']}" for t in tables if t.get("upkeep")]
+    notes += readers_notes(server, table, rows, warehouse, seconds, repeats)
     title = f"snapshot of a {rows:,}-row orders table, MySQL -> committed Paimon (primary-key table)"
     yaml_text = pipeline_yaml(server.port, table, warehouse)
     return (Case(title, "rows/s", "lakecdc run (snapshot micro-batch)", seconds, rows, references, notes),

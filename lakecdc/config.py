@@ -197,7 +197,10 @@ class PipelineConfig:
     routes: list[RouteConfig]
     name: str = option("name", STRING, "Flink CDC Pipeline Job",
                        doc="names the Dagster job, sensor and asset group")
-    parallelism: int = option("parallelism", INT, 1, minimum=1, doc="validated; a micro-batch runs in one process")
+    parallelism: int = option("parallelism", INT, 1, minimum=1,
+                              doc="readers of an incremental snapshot: each reads chunks on its own connection, the "
+                                  "rows still go through one writer per table; otherwise a micro-batch runs in one "
+                                  "process")
     local_time_zone: str = option("local-time-zone", STRING, "UTC", convert=_local_time_zone,
                                   doc="zone for temporal functions (`systemDefault` = the machine's zone)")
     schema_change_behavior: str = option(

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import uuid
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 
 import pytest
 
-from tests.mariadb_server import MariaDBServer
+from tests.mariadb_server import SERVER_FLAGS, MariaDBServer
 
 
 def pytest_collection_modifyitems(items):
@@ -17,7 +17,9 @@ def pytest_collection_modifyitems(items):
     a fixture built on it, and those in modules that start servers of their own."""
     for item in items:
         module = getattr(item, "module", None)
-        if "mariadb" in getattr(item, "fixturenames", ()) or (module is not None and "MariaDBServer" in vars(module)):
+        fixtures = getattr(item, "fixturenames", ())
+        own_server = module is not None and "MariaDBServer" in vars(module)
+        if "mariadb" in fixtures or "mysql8_server" in fixtures or own_server:
             item.add_marker(pytest.mark.mariadb)
 
 
@@ -45,6 +47,36 @@ def mariadb_by_row_metadata(mariadb):
         yield get
 
 
+# A MariaDB that presents itself as MySQL 8 (the version string has no "MariaDB") and logs MySQL 8's default
+# binlog_row_metadata: lakecdc takes its MySQL code paths there (server_flavor 'mysql').
+MYSQL8_VERSION = "8.0.36-0ubuntu0.22.04.1-commercial-edition"
+
+
+@pytest.fixture(scope="session")
+def mysql8_server():
+    """A private server presenting itself as MySQL 8.0.36 with binlog_row_metadata=MINIMAL, for the whole session."""
+    with MariaDBServer(flags=(*SERVER_FLAGS, f"--version={MYSQL8_VERSION}"), row_metadata="MINIMAL") as server:
+        yield server
+
+
+@pytest.fixture
+def mysql8_db(mysql8_server):
+    """A new, empty database on ``mysql8_server``; dropped after the test."""
+    with new_database(mysql8_server) as name:
+        yield name
+
+
+@contextmanager
+def new_database(server: MariaDBServer):
+    """A uniquely named, empty database on ``server``, dropped at exit."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    server.execute(f"CREATE DATABASE `{name}`")
+    try:
+        yield name
+    finally:
+        server.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
 @pytest.fixture
 def row_metadata():
     """binlog_row_metadata of ``source_server`` (tests parametrize ``row_metadata`` to run under other settings)."""
@@ -52,8 +84,10 @@ def row_metadata():
 
 
 @pytest.fixture
-def source_server(mariadb_by_row_metadata, row_metadata):
-    """The session server with binlog_row_metadata = ``row_metadata``."""
+def source_server(mariadb_by_row_metadata, row_metadata, request):
+    """The session server with binlog_row_metadata = ``row_metadata``; ``MYSQL8``: ``mysql8_server``."""
+    if row_metadata == "MYSQL8":
+        return request.getfixturevalue("mysql8_server")
     server = mariadb_by_row_metadata(row_metadata)
     assert server.execute("SELECT @@GLOBAL.binlog_row_metadata")[0][0].upper() == row_metadata
     return server
@@ -62,23 +96,15 @@ def source_server(mariadb_by_row_metadata, row_metadata):
 @pytest.fixture
 def source_db(source_server):
     """A new, empty database on ``source_server``; dropped after the test."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    source_server.execute(f"CREATE DATABASE `{name}`")
-    try:
+    with new_database(source_server) as name:
         yield name
-    finally:
-        source_server.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
 @pytest.fixture
 def fresh_db(mariadb):
     """The name of a new, empty database; dropped after the test."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    mariadb.execute(f"CREATE DATABASE `{name}`")
-    try:
+    with new_database(mariadb) as name:
         yield name
-    finally:
-        mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ def test_the_suite_runs_every_case_on_tiny_tables():
     out = proc.stdout
     assert "snapshot of a 3,000-row orders table" in out
     assert "mariadb --batch --quick > /dev/null" in out and "dlt sql_table connectorx" in out
+    assert "incremental snapshot, 1 reader" in out and "incremental snapshot, 4 readers" in out
     assert "3,000 rows   peak RSS" in out and "9,000 rows   peak RSS" in out
     assert "binlog micro-batch of 2,000 row changes (1,000 inserts, 600 updates, 400 deletes)" in out
     assert "python-mysql-replication, decoding only" in out

@@ -43,6 +43,7 @@ source:
   password: ""
   tables: {db}.accounts, {db}.events
   server-id: 5960-5969
+  scan.incremental.snapshot.chunk.key-column: {db}.events:id
 sink:
   type: paimon
   catalog.properties.metastore: filesystem

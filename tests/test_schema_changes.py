@@ -467,7 +467,8 @@ def test_table_properties_on_every_new_table_and_append_tables(mariadb, fresh_db
     mariadb.execute(f"CREATE TABLE `{fresh_db}`.events (at DATETIME, what VARCHAR(10))")
     mariadb.execute(f"INSERT INTO `{fresh_db}`.events VALUES ('2024-01-01 00:00:00', 'a')")
     config = make_config(mariadb, fresh_db, tmp_path, "evolve",
-                         sink_extra="  table.properties.target-file-size: 64mb")
+                         sink_extra="  table.properties.target-file-size: 64mb",
+                         source_extra=f"  scan.incremental.snapshot.chunk.key-column: {fresh_db}.events:at\n")
     run_micro_batch(config)
     sink = PaimonSink(config.sink.catalog_options)
     for name in ("members", "events"):

@@ -96,9 +96,9 @@ class Writers:
         self.stop()
 
 
-def change_big(cur, rnd):
-    """Inserts, updates, deletes and primary-key moves anywhere in the key range (also across chunks)."""
-    k = rnd.randrange(1, 230_000)
+def change_big(cur, rnd, keys=230_000):
+    """Inserts, updates, deletes and primary-key moves anywhere in the key range 1..``keys`` (also across chunks)."""
+    k = rnd.randrange(1, keys)
     action = rnd.random()
     if action < 0.3:
         cur.execute("INSERT INTO big VALUES (%s, %s, 'w') ON DUPLICATE KEY UPDATE v = v + 1", (k, rnd.randrange(100)))
@@ -107,7 +107,7 @@ def change_big(cur, rnd):
     elif action < 0.85:
         cur.execute("DELETE FROM big WHERE id = %s", (k,))
     else:  # move a row to another key (a delete and an insert in the binlog, possibly across chunks)
-        cur.execute("UPDATE IGNORE big SET id = %s WHERE id = %s", (rnd.randrange(1, 230_000), k))
+        cur.execute("UPDATE IGNORE big SET id = %s WHERE id = %s", (rnd.randrange(1, keys), k))
 
 
 def wait_for_snapshots(sink, target, count, proc, timeout=180):

@@ -38,6 +38,7 @@ source:
   password: ""
   tables: {db}.\\.*
   server-id: 5820
+  scan.incremental.snapshot.chunk.key-column: {db}.events:id
 sink:
   type: paimon
   catalog.properties.metastore: filesystem

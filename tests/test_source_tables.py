@@ -111,8 +111,14 @@ def test_table_without_primary_key_becomes_an_append_table(mariadb, fresh_db, tm
         {"at": 1, "msg": "A"}, {"at": 1, "msg": "a"}, {"at": 2, "msg": "b"}, {"at": 2, "msg": "b"},
         {"at": 3, "msg": None}, {"at": 4, "msg": "d"}]
 
-    # without chunk key the table is read whole; a bad chunk key is refused naming the column
-    whole = make_config(mariadb, tmp_path / "whole", f"{fresh_db}.log", server_id="6012")
+    # without chunk key the incremental snapshot (the default) refuses the table, naming it and the option, before
+    # anything is written; the consistent snapshot reads it whole; a bad chunk key is refused naming the column
+    refused = make_config(mariadb, tmp_path / "refused", f"{fresh_db}.log", server_id="6012")
+    with pytest.raises(Exception, match=f"{fresh_db}.log: the table has no primary key.*chunk.key-column"):
+        run_micro_batch(refused)
+    assert not (tmp_path / "refused" / "warehouse" / f"{fresh_db}.db").exists()
+    whole = make_config(mariadb, tmp_path / "whole", f"{fresh_db}.log", server_id="6012",
+                        extra="  scan.incremental.snapshot.enabled: false")
     assert run_micro_batch(whole).tables[target].commits == 1
     bad = make_config(mariadb, tmp_path / "bad", f"{fresh_db}.log", server_id="6013",
                       extra=f"  scan.incremental.snapshot.chunk.key-column: {fresh_db}.log:nope")

@@ -461,6 +461,7 @@ source:
   password: ""
   tables: {db}.accounts, {db}.events
   server-id: 5880
+  scan.incremental.snapshot.chunk.key-column: {db}.events:amount
 sink:
   type: paimon
   catalog.properties.metastore: filesystem

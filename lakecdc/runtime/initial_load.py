@@ -13,7 +13,10 @@ lists an unfinished snapshot (``lakecdc.snapshot.pending``) or lacks one of its 
 or starts that snapshot; a ``snapshot``-mode table whose snapshot is complete is finished; the others read the
 binlog from their checkpoint.
 
-**The chunked snapshot** (:func:`run_initial_load`), one commit group after the other until every source is read:
+**The chunked snapshot** (:func:`run_initial_load`), one commit group after the other until every source is read.
+With ``scan.incremental.snapshot.enabled: true`` (the default) a group reads its chunks lock-free, each between two
+binlog heads, and brings them to the group's position P with the binlog (lakecdc.runtime.incremental). With
+``false``:
 
 1. open a consistent snapshot at binlog position P;
 2. catch up the part already committed: binlog changes in (C, P], C being the checkpoint, restricted to the
@@ -35,9 +38,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import pyarrow as pa
+
 from lakecdc.config import PipelineConfig
 from lakecdc.errors import BinlogPurgedError, SourceConnectionLost, SourceError
 from lakecdc.model import BinlogOffset, ChangeBatch, TableCounts, TableId
+from lakecdc.runtime import incremental as _incremental
 from lakecdc.runtime.checkpoint import PHASE_SNAPSHOT, Checkpoint, checkpoint_properties
 from lakecdc.runtime.plan import PipelinePlan, SourcePlan, TargetPlan
 from lakecdc.runtime.report import report_fallbacks
@@ -215,6 +221,39 @@ def check_binlog_available(source: MySqlSource, checkpoints: dict[TableId, Binlo
         "was written. Keep binlogs longer than the longest pause between runs.")
 
 
+def check_snapshot_mode(config: PipelineConfig, plan: PipelinePlan, work: dict[TableId, TargetWork],
+                        keys: dict[TableId, ChunkKey | None], source: MySqlSource) -> None:
+    """SourceError, before anything is written, when a table due for a snapshot cannot be snapshotted in the
+    configured mode: incremental (the default), a table with neither primary key nor chunk key column (its rows
+    cannot be told apart, Flink CDC refuses it too); consistent (``scan.incremental.snapshot.enabled: false``) on
+    MySQL, a user that may not take the global read lock (no RELOAD)."""
+    snapshotted = sorted({s for w in work.values() if w.kind == SNAPSHOT for s in w.progress})
+    if not snapshotted:
+        return
+    if config.source.incremental_snapshot:
+        for table_id in snapshotted:
+            table = plan.sources[table_id].source
+            if keys.get(table_id) is None and not table.primary_keys:
+                raise SourceError(
+                    f"incremental snapshot of {table_id}: the table has no primary key, so its chunks need a chunk "
+                    f"key column; set scan.incremental.snapshot.chunk.key-column: {table_id}:<column> (a column "
+                    "writes rarely change, ideally indexed), or scan.incremental.snapshot.enabled: false (one "
+                    "consistent transaction; on MySQL it takes FLUSH TABLES WITH READ LOCK, which needs RELOAD). "
+                    "Nothing was written")
+        return
+    if source.flavor() != "mysql":
+        return  # MariaDB's consistent snapshot knows its binlog position without a lock
+    missing = source.missing_global_privilege("RELOAD")
+    if missing:
+        raise SourceError(
+            f"snapshot of {', '.join(map(str, snapshotted))}: scan.incremental.snapshot.enabled is false, and a "
+            f"consistent snapshot on MySQL at {source.options.address} needs FLUSH TABLES WITH READ LOCK, which "
+            f"needs the RELOAD privilege user '{source.options.username}' lacks (managed MySQL services refuse the "
+            "lock to every user). Set scan.incremental.snapshot.enabled: true (the default: lock-free, needs only "
+            "SELECT, SHOW DATABASES, REPLICATION SLAVE and REPLICATION CLIENT), or GRANT RELOAD to the user. "
+            "Nothing was written")
+
+
 # ------------------------------------------------------------------------------------------- chunked snapshot
 
 
@@ -233,6 +272,8 @@ class InitialLoadContext:
     failpoint: Callable[[str], None]
     log: logging.Logger | logging.LoggerAdapter = logger
     progress_report: Callable | None = None  # optional: (table_id) -> object with add(rows) / finish(offset)
+    # the binlog head when the run started: a first incremental group folds the binlog from there (see below)
+    run_head: BinlogOffset | None = None
 
 
 @dataclass
@@ -246,6 +287,10 @@ class InitialLoadOutcome:
     snapshot_rows: int = 0  # rows read from MySQL by this run
     catchup_rows: int = 0  # binlog rows applied to the snapshotted part
     decoder_fallbacks: dict[str, int] = field(default_factory=dict)  # of the catch-up's binlog reads, per cause
+    # incremental: tables without primary key whose first chunk of the last group was read again, with that chunk
+    stalled: dict = field(default_factory=dict)
+    # incremental: the binlog changed a chunk of the last group (the next one holds its chunks until it is folded)
+    chunks_changed: bool = False
 
 
 def run_initial_load(ctx: InitialLoadContext, work: TargetWork,
@@ -272,9 +317,21 @@ def run_initial_load(ctx: InitialLoadContext, work: TargetWork,
             reports[table_id] = ctx.progress_report(table_id)
     ctx.log.info("snapshot of %s into %s: %s", ", ".join(map(str, progress)), target,
                  "; ".join(f"{t}: {p.describe()}" for t, p in progress.items()))
+    stalled: dict[TableId, int] = {}  # incremental, tables without primary key: groups in a row without progress
     while progress:
+        before = dict(progress)
         group = _snapshot_group(ctx, target, plans, progress, done, position, keys, outcome, reports)
         position = group
+        for table_id, window in outcome.stalled.items():
+            if progress.get(table_id) != before.get(table_id):
+                continue
+            stalled[table_id] = stalled.get(table_id, 0) + 1
+            if stalled[table_id] >= _incremental.MAX_STALLED_GROUPS:
+                raise _incremental.stalled_error(table_id, window, stalled[table_id])
+        for table_id in list(stalled):
+            if progress.get(table_id) != before.get(table_id):
+                del stalled[table_id]
+        outcome.stalled = {}
         for table_id in [t for t, p in progress.items() if p.done]:
             del progress[table_id]
             done.append(table_id)
@@ -292,12 +349,16 @@ def _snapshot_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableI
     options = ctx.source.options
     attempt = 0
     while True:
-        writer = ctx.sink.open_writer(target)
+        slot = _GroupWriter(ctx.sink, target)
         counts = TableCounts()
         try:
-            snap_offset, new_progress, written, rows, catchup = _read_group(
-                ctx, target, plans, progress, done, position, keys, writer, counts, reports,
-                outcome.decoder_fallbacks)
+            if ctx.source.options.incremental_snapshot:
+                snap_offset, new_progress, written, rows, catchup = _read_incremental_group(
+                    ctx, target, plans, progress, done, position, keys, slot, counts, reports, outcome)
+            else:
+                snap_offset, new_progress, written, rows, catchup = _read_group(
+                    ctx, target, plans, progress, done, position, keys, slot.writer, counts, reports, outcome)
+            writer = slot.writer
             ctx.failpoint("before-commit")
             pending = {str(t): p.to_json() for t, p in new_progress.items() if not p.done}
             properties = checkpoint_properties(
@@ -307,7 +368,7 @@ def _snapshot_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableI
                 source_schemas={str(t): p.source.to_json() for t, p in plans.items()})
             snapshot_id = writer.commit(properties)
         except SourceConnectionLost as lost:
-            writer.abort()
+            slot.writer.abort()
             attempt += 1
             if attempt > options.connect_max_retries:
                 raise SourceError(f"snapshot of {target}: {lost}; gave up after {options.connect_max_retries} "
@@ -318,7 +379,7 @@ def _snapshot_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableI
             time.sleep(delay)
             continue
         except BaseException:
-            writer.abort()
+            slot.writer.abort()
             raise
         progress.update(new_progress)
         outcome.commits += 1
@@ -329,6 +390,9 @@ def _snapshot_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableI
         outcome.catchup_rows += catchup
         for name in ("inserted", "updated", "deleted"):
             setattr(outcome.counts, name, getattr(outcome.counts, name) + getattr(counts, name))
+        # the group's rows were held in Arrow buffers until the commit: give the freed ones back to the system, so
+        # the process's peak does not grow from group to group with the allocator's cache
+        pa.default_memory_pool().release_unused()
         ctx.log.info("snapshot of %s: committed snapshot %s at %s (%d rows read, %d binlog rows caught up; %s)",
                      target, snapshot_id, snap_offset, rows, catchup,
                      "; ".join(f"{t}: {p.describe()}" for t, p in new_progress.items()))
@@ -338,9 +402,10 @@ def _snapshot_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableI
 
 def _read_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableId, SourcePlan],
                 progress: dict[TableId, ChunkProgress], done: list[TableId], position: BinlogOffset | None,
-                keys: dict, writer, counts: TableCounts, reports: dict, fallbacks: dict[str, int]):
-    """Catch-up and chunks of one group written to ``writer``: (position, progress, rows written, snapshot rows,
-    binlog rows); the catch-up's decoder fallbacks are added to ``fallbacks``."""
+                keys: dict, writer, counts: TableCounts, reports: dict, outcome: InitialLoadOutcome):
+    """Catch-up and chunks of one group (consistent mode) written to ``writer``: (position, progress, rows written,
+    snapshot rows, binlog rows); the catch-up's decoder fallbacks are added to ``outcome``."""
+    fallbacks = outcome.decoder_fallbacks
     new_progress = dict(progress)
     written = rows_read = catchup_rows = 0
     unfinished = [t for t in plans if t in progress]
@@ -351,26 +416,182 @@ def _read_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableId, S
                                              counts, fallbacks)
             written += caught
         elif position is not None and position > offset:
-            raise SourceError(f"snapshot of {target}: the server's binlog position {offset} is before the "
-                              f"table's checkpoint {position}; was the binlog reset (RESET MASTER)? Drop the Paimon "
-                              "table to snapshot it anew")
-        budget = ctx.config.snapshot_commit_rows
-        for table_id in unfinished:
-            if budget <= 0:
-                break
-            before = snap.rows_read
-            for batch in snap.read_chunks(table_id, keys.get(table_id), progress[table_id], budget):
-                written += ctx.apply(plans[table_id], batch, writer, counts)
-                if position is not None:  # crash tests: killed mid-chunk of a group after an earlier commit
-                    ctx.failpoint("during-snapshot")
-                if table_id in reports:
-                    reports[table_id].add(batch.num_rows)
-            assert snap.progress is not None  # set by read_chunks
-            new_progress[table_id] = snap.progress
-            read = snap.rows_read - before
-            rows_read += read
-            budget -= max(read, 1)
+            raise _binlog_reset(target, offset, position)
+
+        def write(table_id: TableId, batch: ChangeBatch) -> None:
+            nonlocal written
+            written += ctx.apply(plans[table_id], batch, writer, counts)
+            if position is not None:  # crash tests: killed mid-chunk of a group after an earlier commit
+                ctx.failpoint("during-snapshot")
+
+        rows_read = _read_chunks(ctx, snap, unfinished, progress, keys, reports, new_progress, write)
     return offset, new_progress, written, rows_read, catchup_rows
+
+
+def _binlog_reset(target: TableId, offset: BinlogOffset, position: BinlogOffset) -> SourceError:
+    return SourceError(f"snapshot of {target}: the server's binlog position {offset} is before the table's "
+                       f"checkpoint {position}; was the binlog reset (RESET MASTER)? Drop the Paimon table to "
+                       "snapshot it anew")
+
+
+def _read_chunks(ctx: InitialLoadContext, snap, unfinished: list[TableId], progress: dict[TableId, ChunkProgress],
+                 keys: dict, reports: dict, new_progress: dict[TableId, ChunkProgress],
+                 take: Callable[[TableId, ChangeBatch], None], readers: int = 1) -> int:
+    """The group's chunks, table after table until ``lakecdc.snapshot.commit-rows`` rows, each batch handed to
+    ``take`` (read by ``readers`` connections at once: incremental snapshots); sets ``new_progress`` of the tables
+    read and returns the rows read."""
+    budget = ctx.config.snapshot_commit_rows
+    rows_read = 0
+    for table_id in unfinished:
+        if budget <= 0:
+            break
+        before = snap.rows_read
+        for batch in snap.read_chunks(table_id, keys.get(table_id), progress[table_id], budget, readers=readers):
+            take(table_id, batch)
+            if table_id in reports:
+                reports[table_id].add(batch.num_rows)
+        assert snap.progress is not None  # set by read_chunks
+        new_progress[table_id] = snap.progress
+        read = snap.rows_read - before
+        rows_read += read
+        budget -= max(read, 1)
+    return rows_read
+
+
+class _GroupWriter:
+    """The writer of one commit group. The incremental snapshot writes its chunks while it reads them and starts
+    the writer over (abort, open anew) when the binlog then changes one of them."""
+
+    def __init__(self, sink, target: TableId):
+        self.sink, self.target = sink, target
+        self.writer = sink.open_writer(target)
+
+    def restart(self) -> None:
+        self.writer.abort()
+        self.writer = self.sink.open_writer(self.target)
+
+
+def _read_incremental_group(ctx: InitialLoadContext, target: TableId, plans: dict[TableId, SourcePlan],
+                            progress: dict[TableId, ChunkProgress], done: list[TableId],
+                            position: BinlogOffset | None, keys: dict, slot: _GroupWriter, counts: TableCounts,
+                            reports: dict, outcome: InitialLoadOutcome):
+    """One group of the incremental snapshot (lakecdc.runtime.incremental) written to ``slot``: (position P,
+    progress, rows written, snapshot rows, binlog rows).
+
+    The chunks are kept in memory and, unless the binlog changed a chunk of the previous group, also written while
+    they are read (reading and writing overlap): when the binlog (G, P] changes none of them, they are already their
+    rows at P and only the catch-up (of other keys: no key is in both unless the binlog moved it, which changes a
+    chunk) and the later changes of append tables follow; otherwise the writer starts over. A group that did not
+    write its chunks early (a table being written to: its next group would start over again) writes the catch-up,
+    the folded chunks and the later changes once, after the binlog."""
+    options = ctx.source.options
+    new_progress = dict(progress)
+    unfinished = [t for t in plans if t in progress]
+    chunk_rows: dict[TableId, list[pa.Table]] = {}
+    written = 0
+    early = not outcome.chunks_changed  # write the chunks while they are read
+
+    def take(table_id: TableId, batch: ChangeBatch) -> None:
+        nonlocal written
+        chunk_rows.setdefault(table_id, []).append(batch.data)
+        if early:
+            written += ctx.apply(plans[table_id], batch, slot.writer, counts)
+            if position is not None:  # crash tests: killed while a later group writes its chunks
+                ctx.failpoint("during-snapshot")
+
+    with ctx.source.snapshot([plans[t].source for t in unfinished], incremental=True) as snap:
+        opened = snap.offset
+        if position is not None and position > opened:
+            raise _binlog_reset(target, opened, position)
+        # pipeline.parallelism readers, each on its own connection; the rows still go through the table's one writer
+        rows_read = _read_chunks(ctx, snap, unfinished, progress, keys, reports, new_progress, take,
+                                 readers=ctx.config.parallelism)
+        windows = list(snap.windows)
+        stop = snap.head()  # P: every chunk's high watermark is at or before it
+    ctx.failpoint("incremental-chunks-read")
+    # G: the checkpoint, or for a first group the head when the run started, taken before the tables were planned
+    # and created: folding from there (idempotent for a primary key) leaves a transaction logged before G a whole
+    # start-up's time to be committed by InnoDB before the first chunk's SELECT (MySQL logs before it commits)
+    start = position if position is not None else min(opened, ctx.run_head or opened)
+    read_tables = {t for t in new_progress if new_progress[t] != progress.get(t)}
+    append = {t: _incremental.AppendChunks(t, [w for w in windows if w.table == t])
+              for t in read_tables if not plans[t].source.primary_keys}
+    tables = {t: plans[t].source for t in plans
+              if t in done or (t in progress and (progress[t].started or t in read_tables))}
+    fold: dict[TableId, list[pa.Table]] = {}
+    caught_up: list[ChangeBatch] = []  # changes of keys committed earlier: after the chunks, or first on a restart
+    applied = 0
+    if tables and start < stop:
+        if position is not None:
+            check_binlog_available(ctx.source, {target: start}, ctx.sink.warehouse)
+        cuts = _incremental.cuts_of([w for chunks in append.values() for w in chunks.windows])
+        reader = ctx.source.read_binlog(tables, {t: start for t in tables}, stop, cuts=cuts)
+        for item in reader:
+            assert isinstance(item, ChangeBatch)  # neither track_schemas nor a follow read: change batches only
+            batch = item
+            table_id = batch.table.table_id
+            if table_id not in progress:  # a source already snapshotted: every change applies
+                caught_up.append(batch)
+                continue
+            key = keys.get(table_id)
+            values = _incremental.key_values(batch, key)
+            caught = restrict_to_snapshotted(batch, snapshotted_mask(options, key, progress[table_id], values))
+            if caught is not None:  # keys committed by an earlier group: changes
+                caught_up.append(caught)
+            if table_id in append:
+                append[table_id].add(options, key, batch)
+            elif table_id in read_tables:
+                mask = _incremental.range_mask(options, key, progress[table_id], new_progress[table_id], values)
+                part = restrict_to_snapshotted(batch, mask)
+                if part is not None:
+                    fold.setdefault(table_id, []).append(part.data)
+        report_fallbacks(reader, ctx.log, lambda _source: [outcome.decoder_fallbacks],
+                         during=f" in the incremental snapshot of {target}")
+    changed = outcome.chunks_changed = any(fold.values()) or any(chunks.touched for chunks in append.values())
+    rewrite = changed or not early
+    if rewrite:
+        # the chunks as written (if they were) are not their rows at P: start over, the catch-up first (a key the
+        # binlog moved between a committed range and a chunk of this group, by a chunk key outside the primary key,
+        # is deleted by the catch-up and brought back by the chunk), then the folded chunks
+        if early:
+            slot.restart()
+            counts.inserted = counts.updated = counts.deleted = 0
+            counts.extra.clear()
+            written = 0
+        for batch in caught_up:
+            written += ctx.apply(plans[batch.table.table_id], batch, slot.writer, counts)
+    later: list[ChangeBatch] = []
+    for table_id in [t for t in plans if t in read_tables]:
+        source = plans[table_id].source
+        parts = chunk_rows.pop(table_id, [])
+        rows = pa.concat_tables(parts) if parts else source.change_schema().empty_table()
+        if table_id in append:
+            chunks = append[table_id]
+            kept = chunks.kept()
+            rows = rows.slice(0, sum(w.rows for w in chunks.windows[:kept]))
+            if kept < len(chunks.windows):
+                new_progress[table_id] = chunks.windows[kept - 1].upper if kept else progress[table_id]
+                if kept == 0:
+                    outcome.stalled[table_id] = chunks.windows[0]
+                ctx.log.info("incremental snapshot of %s: rows of its chunk after %s changed while it was read; "
+                             "it is read again in the next commit group", table_id,
+                             chunks.windows[kept].lower.describe())
+            later += [b for i in range(kept) for b in chunks.later.get(i, [])]
+        else:
+            folded = fold.get(table_id, [])
+            applied += sum(f.num_rows for f in folded)
+            rows = _incremental.fold_rows(rows, folded, list(source.primary_keys))
+        if not rewrite:
+            continue
+        for offset in range(0, rows.num_rows, options.snapshot_batch_rows):
+            batch = ChangeBatch(source, rows.slice(offset, options.snapshot_batch_rows))
+            written += ctx.apply(plans[table_id], batch, slot.writer, counts)
+            if position is not None:  # crash tests: killed while a later group writes its chunks
+                ctx.failpoint("during-snapshot")
+    applied += sum(b.num_rows for b in caught_up + later)
+    for batch in later if rewrite else caught_up + later:
+        written += ctx.apply(plans[batch.table.table_id], batch, slot.writer, counts)
+    return stop, new_progress, written, rows_read, applied
 
 
 def _catch_up(ctx: InitialLoadContext, target: TableId, plans: dict[TableId, SourcePlan],

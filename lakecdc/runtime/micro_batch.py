@@ -201,6 +201,7 @@ class MicroBatch:
                 self.source, {t: w.offset for t, w in work.items()
                               if w.kind in (_initial_load.BINLOG, _initial_load.SNAPSHOT) and w.offset is not None},
                 self.sink.warehouse)
+            _initial_load.check_snapshot_mode(self.config, self.plan, work, keys, self.source)
             self.source.close()  # the end of the start-up's shared connection
             self.run.tables = self._prepare_targets(checkpoints)
             self._read_binlogs(work, checkpoints, head)
@@ -445,7 +446,8 @@ class MicroBatch:
                 captured=self.captured,
                 apply=functools.partial(_write_batch, result=result),
                 failpoint=failpoint, log=self.log,
-                progress_report=lambda table_id: SnapshotProgress(table_id, estimates.get(table_id), self.log))
+                progress_report=lambda table_id: SnapshotProgress(table_id, estimates.get(table_id), self.log),
+                run_head=self.run.head)
             result.phase = PHASE_SNAPSHOT
             result.snapshot_complete = False
             _add_snapshot_outcome(result, _initial_load.run_initial_load(ctx, work[target], keys))

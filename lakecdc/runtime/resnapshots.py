@@ -39,7 +39,8 @@ import pyarrow.compute as pc
 
 from lakecdc.config import PipelineConfig
 from lakecdc.errors import LakeCdcError, PipelineConfigError
-from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, TableCounts, TableId
+from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, ChangeBatch, TableCounts, TableId
+from lakecdc.runtime.incremental import read_at_head
 from lakecdc.runtime.checkpoint import (PHASE_BINLOG, PHASE_RESNAPSHOT, PHASE_SNAPSHOT, RESNAPSHOT_OFFSET,
                                         RESNAPSHOT_PARTITION, checkpoint_properties, read_checkpoint)
 from lakecdc.runtime.connect import open_sink, open_source
@@ -286,30 +287,48 @@ def _write_snapshot(source, sink, plan, target, description, spec, marker, write
     source_plans = [plan.sources[s] for s in sorted(plan.sources)]
     compared = _data_columns(source_plans, description.schema.names, keys)
     before = _active_rows(sink, target, keys + compared, spec, marker)
-    with source.snapshot([p.source for p in source_plans]) as snapshot:
-        result.snapshot_offset = snapshot.offset
-        estimates = estimate_rows(source.options, [p.source.table_id for p in source_plans]) if not spec else {}
+
+    def write(source_plan, batch: ChangeBatch) -> None:
+        output = source_plan.transform.apply(batch)
+        if spec:
+            output = output.filter(_partition_mask(output, spec))
+        if not output.num_rows:
+            return
+        writer.write(output)
+        result.rows_written += output.num_rows
+        result.snapshot_rows += output.num_rows
+        try:
+            _count_against(output, before, keys, compared, result)
+        except pa.ArrowException:  # a column Arrow cannot compare: every row counted as inserted
+            result.counts.inserted += output.num_rows
+        count_partitions(output, result.partition_keys, result.partitions)
+        seen.append(output.select(keys))
+
+    estimates = estimate_rows(source.options, [p.source.table_id for p in source_plans]) if not spec else {}
+    if source.options.incremental_snapshot:
+        # lock-free (scan.incremental.snapshot.enabled): chunk by chunk, brought to one binlog position by the binlog
+        offset, tables = read_at_head(source, [p.source for p in source_plans])
+        result.snapshot_offset = offset
         for source_plan in source_plans:
-            table_id = source_plan.source.table_id
-            progress = SnapshotProgress(table_id, estimates.get(table_id), log)
-            for batch in snapshot.read(table_id):
+            rows = tables.pop(source_plan.source.table_id)
+            progress = SnapshotProgress(source_plan.source.table_id, estimates.get(source_plan.source.table_id), log)
+            for start in range(0, rows.num_rows, source.options.snapshot_batch_rows):
+                batch = ChangeBatch(source_plan.source, rows.slice(start, source.options.snapshot_batch_rows))
                 progress.add(batch.num_rows)
-                output = source_plan.transform.apply(batch)
-                if spec:
-                    output = output.filter(_partition_mask(output, spec))
-                if not output.num_rows:
-                    continue
-                writer.write(output)
-                result.rows_written += output.num_rows
-                result.snapshot_rows += output.num_rows
-                try:
-                    _count_against(output, before, keys, compared, result)
-                except pa.ArrowException:  # a column Arrow cannot compare: every row counted as inserted
-                    result.counts.inserted += output.num_rows
-                count_partitions(output, result.partition_keys, result.partitions)
-                seen.append(output.select(keys))
-            progress.finish(snapshot.offset)
+                write(source_plan, batch)
+            progress.finish(offset)
         _check_schema_unchanged(source, source_plans, target)
+    else:
+        with source.snapshot([p.source for p in source_plans]) as snapshot:
+            result.snapshot_offset = snapshot.offset
+            for source_plan in source_plans:
+                table_id = source_plan.source.table_id
+                progress = SnapshotProgress(table_id, estimates.get(table_id), log)
+                for batch in snapshot.read(table_id):
+                    progress.add(batch.num_rows)
+                    write(source_plan, batch)
+                progress.finish(snapshot.offset)
+            _check_schema_unchanged(source, source_plans, target)
     _remove_stale_rows(sink, target, description, spec, marker, seen, writer, result)
     return result
 

@@ -46,12 +46,13 @@ from lakecdc.source.chunks import ChunkKey, ChunkProgress, chunk_key_for, restri
 from lakecdc.source.gtid import gtid_flavor
 from lakecdc.source.options import (MySqlSourceOptions, parse_chunk_key_columns, parse_server_id,
                                     parse_server_id_range)
-from lakecdc.source.initial_load import InitialLoadReader
+from lakecdc.source.initial_load import ChunkWindow, InitialLoadReader
 
 __all__ = [
     "MySqlSourceOptions",
     "MySqlSource",
     "InitialLoadReader",
+    "ChunkWindow",
     "BinlogReader",
     "BinlogCheckpoint",
     "TableSchemaChange",
@@ -133,6 +134,13 @@ class MySqlSource:
                 self._flavor = _connection.server_flavor(conn)
         return self._flavor
 
+    def missing_global_privilege(self, privilege: str) -> bool:
+        """True when SHOW GRANTS says the user lacks ``privilege`` on ``*.*`` (False when it holds it, holds ALL
+        PRIVILEGES, or the grants cannot be read: the statement needing it then fails on its own)."""
+        with self._session() as conn:
+            granted = _connection.granted_globally(conn)
+        return granted is not None and privilege.upper() not in granted and "ALL PRIVILEGES" not in granted
+
     def list_tables(self) -> list[TableId]:
         """Base tables of all non-system databases."""
         with self._session() as conn:
@@ -148,9 +156,11 @@ class MySqlSource:
         with self._session() as conn:
             return _connection.head_offset(conn, self.options)
 
-    def snapshot(self, tables: list[SourceTable]) -> InitialLoadReader:
-        """A consistent snapshot of ``tables`` (a context manager; ``offset`` is its exact binlog position)."""
-        return InitialLoadReader(self.options, list(tables))
+    def snapshot(self, tables: list[SourceTable], *, incremental: bool = False) -> InitialLoadReader:
+        """A consistent snapshot of ``tables`` (a context manager; ``offset`` is its exact binlog position), or with
+        ``incremental`` a lock-free chunk-by-chunk read (``offset`` is where it started; each chunk's watermarks are
+        in ``windows``: see lakecdc.runtime.initial_load for how they become exact)."""
+        return InitialLoadReader(self.options, list(tables), incremental=incremental)
 
     def read_binlog(self, tables: dict[TableId, SourceTable], start_offsets: dict[TableId, BinlogOffset],
                     stop: BinlogOffset | None, *, cuts=(), skip_events: int = 0, skip_rows: int = 0,

@@ -239,6 +239,12 @@ def limited_chunk_query(table: SourceTable, key: ChunkKey, progress: ChunkProgre
             f"LIMIT {int(size)}", args)
 
 
+def max_key_query(table: SourceTable, key: ChunkKey, progress: ChunkProgress) -> tuple[str, list]:
+    """SELECT of the largest chunk-key value after ``progress`` (NULL when there is none)."""
+    where, args = _after_condition(key, progress)
+    return f"SELECT MAX({quote_identifier(key.name)}) FROM {_table_sql(table)} WHERE {where}", args
+
+
 def _after_condition(key: ChunkKey, progress: ChunkProgress) -> tuple[str, list]:
     if progress.has_after:
         return f"{quote_identifier(key.name)} > {key.param_sql()}", [progress.after]

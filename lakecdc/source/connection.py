@@ -171,8 +171,9 @@ def binlog_gtid_pos(conn, file: str, pos: int) -> str:
     return (text(rows[0][0]) or "") if rows else ""
 
 
-def head_offset(conn, options: MySqlSourceOptions) -> BinlogOffset:
-    """The server's current binlog end (SHOW MASTER STATUS) with its GTID position."""
+def head_offset(conn, options: MySqlSourceOptions, *, gtid: bool = True) -> BinlogOffset:
+    """The server's current binlog end (SHOW MASTER STATUS) with its GTID position (``gtid`` False: without it on
+    MariaDB, where it costs a BINLOG_GTID_POS query that scans the binlog file from its start)."""
     row = _master_status(conn, options)
     if not row:
         raise SourceError(
@@ -181,10 +182,10 @@ def head_offset(conn, options: MySqlSourceOptions) -> BinlogOffset:
         )
     file, pos = text(row[0]), int(row[1])
     if server_flavor(conn) == "mariadb":
-        gtid = binlog_gtid_pos(conn, file, pos)
+        position = binlog_gtid_pos(conn, file, pos) if gtid else ""
     else:
-        gtid = (text(row[4]) or "").replace("\n", "") if len(row) > 4 else ""
-    return BinlogOffset(file, pos, gtid)
+        position = (text(row[4]) or "").replace("\n", "") if len(row) > 4 else ""
+    return BinlogOffset(file, pos, position)
 
 
 def _global_variables(conn, names: list[str]) -> dict[str, str]:
@@ -196,7 +197,7 @@ def _global_variables(conn, names: list[str]) -> dict[str, str]:
 _GRANT_ON_ALL = re.compile(r"^GRANT\s+(.*?)\s+ON\s+\*\.\*\s+TO\s", re.IGNORECASE | re.DOTALL)
 
 
-def _granted_globally(conn) -> set[str] | None:
+def granted_globally(conn) -> set[str] | None:
     """Global privileges from SHOW GRANTS (upper case), or None when they cannot be read."""
     try:
         rows = query(conn, "SHOW GRANTS")
@@ -266,7 +267,7 @@ def check_server(conn, options: MySqlSourceOptions) -> None:
     # REPLICATION CLIENT / BINLOG MONITOR: SHOW MASTER STATUS
     head = head_offset(conn, options)
     # REPLICATION SLAVE: SHOW GRANTS, and when it does not say so (roles, proxies), a real binlog dump
-    privileges = _granted_globally(conn)
+    privileges = granted_globally(conn)
     if privileges is not None and (
         "ALL PRIVILEGES" in privileges or "REPLICATION SLAVE" in privileges or "REPLICATION REPLICA" in privileges
     ):

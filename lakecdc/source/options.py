@@ -148,6 +148,15 @@ class MySqlSourceOptions:
         default_doc="first primary-key column",
         doc="`db.table_regex:column;db2.t\\.*:col2`; lets a table without primary key be chunked (any non-unique "
             "column works); see [operations.md](operations.md#large-tables-chunked-resumable-snapshots)")
+    # Flink CDC's incremental snapshot (the default): lock-free, chunk by chunk, each chunk between two binlog
+    # positions (lakecdc.runtime.initial_load); false: one consistent transaction per commit group, which on MySQL
+    # needs a brief global read lock (RELOAD)
+    incremental_snapshot: bool = option(
+        "scan.incremental.snapshot.enabled", BOOL, True,
+        doc="`true`: lock-free snapshot chunk by chunk (Flink CDC's incremental snapshot; a table without primary "
+            "key needs `scan.incremental.snapshot.chunk.key-column`); `false`: a consistent transaction per commit "
+            "group, which on MySQL takes `FLUSH TABLES WITH READ LOCK` (needs RELOAD); see "
+            "[operations.md](operations.md#grants)")
     newly_added_tables: bool = option("scan.newly-added-table.enabled", BOOL, False,
                                       doc="tables created after the pipeline started are snapshotted and captured "
                                           "(otherwise ignored)")
