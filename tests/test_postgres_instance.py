@@ -24,6 +24,7 @@ source:
   password: ""
   tables: {db}.\\.*
   server-id: 5840
+  scan.incremental.snapshot.chunk.key-column: {db}.\\.*:id
 sink:
   type: paimon
   catalog.properties.metastore: filesystem

@@ -30,6 +30,7 @@ source:
   password: ""
   tables: {db}.\\.*
   server-id: 5830
+  scan.incremental.snapshot.chunk.key-column: {db}.log:id
 sink:
   type: paimon
   catalog.properties.metastore: filesystem
