@@ -31,7 +31,8 @@ from lakecdc.dagster.translator import (PIPELINE_TAG, TABLE_TAG, AssetKeys, Dags
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
 from lakecdc.model import TableId
 from lakecdc.runtime import run_micro_batch
-from lakecdc.runtime.connect import open_source
+from lakecdc.runtime.connect import open_source, shared_source
+from lakecdc.runtime.shared_run import micro_batch_once
 from lakecdc.runtime.plan import build_plan, captured_tables
 from lakecdc.runtime.resnapshots import resnapshot_or_snapshot
 from lakecdc.runtime.verify import expected_types, plan_at_checkpoint, soft_delete_column
@@ -135,16 +136,46 @@ class TableRunConfig(dg.Config):
                                                    "the UI lists it, e.g. order_day=20260101")
 
 
-def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool = False, partition: str = ""):
-    """Run one table's micro-batch (or re-snapshot) and return what it committed, or None. Errors become
-    Dagster Failures; only transient source errors may be retried."""
+def run_selection(context, config: PipelineConfig, keys: AssetKeys) -> set[TableId]:
+    """The Paimon tables of this pipeline the Dagster run materialises as plain micro-batches (its asset selection,
+    every table when it has none; tables the run re-snapshots are left to their own steps)."""
+    selection = context.run.asset_selection or None  # empty: the whole job (dg.materialize without selection)
+    steps = set(context.run.step_keys_to_execute or ())
+    ops = (context.run.run_config or {}).get("ops", {})
+    tables = set()
+    for target, key in keys.paimon.items():
+        if selection is not None and key not in selection:
+            continue
+        if steps and key.to_python_identifier() not in steps:  # a re-execution of some steps only
+            continue
+        op_config = (ops.get(key.to_python_identifier()) or {}).get("config") or {}
+        if op_config.get("resnapshot") or op_config.get("partition"):
+            continue
+        tables.add(target)
+    return tables
+
+
+def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool = False, partition: str = "",
+              keys: Optional[AssetKeys] = None):
+    """Run one table's micro-batch (or re-snapshot) and return what it committed, or None (also when the run's
+    micro-batch committed it in another process: :func:`report` finds that commit in the table). A plain micro-batch
+    comes from the run's one micro-batch of all its tables when that covered the table. Errors become Dagster
+    Failures; only transient source errors may be retried."""
     if partition and not resnapshot:
         raise dg.Failure("'partition' only applies with 'resnapshot: true'", allow_retries=False)
     try:
         if resnapshot:
             return resnapshot_or_snapshot(config, target, partition or None, run_id=context.run.run_id,
                                           log=context.log)
-        result = run_micro_batch(config, targets={target}, run_id=context.run.run_id, log=context.log)
+        # the run's one micro-batch of all its tables (lakecdc.runtime.shared_run), made by its first step
+        shared = micro_batch_once(config, run_selection(context, config, keys or AssetKeys.default([target]))
+                                  | {target}, context.run.run_id, context.log)
+        if target in shared.covered:
+            if shared.result is None:  # made in another process: its commit is reported from the table
+                return None
+            result = shared.result
+        else:  # locked by another writer when the micro-batch started, or the micro-batch failed
+            result = run_micro_batch(config, targets={target}, run_id=context.run.run_id, log=context.log)
     except dg.Failure:
         raise
     except Exception as exc:  # classified: transient source errors retry, everything else fails at once
@@ -156,13 +187,15 @@ def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool
 def report(context, config: PipelineConfig, target: TableId, committed, *, with_checks: set[str],
            expect_materialization: bool, keys: Optional[AssetKeys] = None):
     """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the check results.
-    ``keys``: the pipeline's asset keys (default: the default translator's)."""
+    ``keys``: the pipeline's asset keys (default: the default translator's). Only this table is planned, and MySQL
+    is queried through the process's shared connection (:func:`shared_source`)."""
     keys = keys or AssetKeys.default([target])
     key = keys.paimon[target]
-    state = TableState.load(config, target, key)
+    source = shared_source(config)
+    state = TableState.load(config, target, key, source=source)
     if committed is not None:
         marker = soft_delete_column(config, state.plan) if state.plan is not None else None
-        event = commit_event(committed, committed_plan(config, target, state), config.sink.catalog_options,
+        event = commit_event(committed, committed_plan(config, target, state, source), config.sink.catalog_options,
                              key=key, source_keys=keys.mysql, soft_delete_marker=marker or None)
         register_partitions(context.instance, target, committed, key)
         if isinstance(event, dg.AssetObservation):  # only the checkpoint moved: the last change stays the latest
@@ -171,7 +204,8 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
         else:
             yield event
     elif expect_materialization:
-        late = unrecorded_commit(context.instance, config.sink.catalog_options, target, key)
+        late = unrecorded_commit(context.instance, config.sink.catalog_options, target, key,
+                                 run_id=context.run.run_id)
         if late is not None:
             yield late
         else:
@@ -179,11 +213,11 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
     yield from evaluate(state, with_checks)
 
 
-def committed_plan(config: PipelineConfig, target: TableId, state: TableState):
+def committed_plan(config: PipelineConfig, target: TableId, state: TableState, source=None):
     """The plan the column lineage of a commit comes from: compiled against the source schemas the table's
     checkpoint records (those of its last commit), else against MySQL now."""
     try:
-        return plan_at_checkpoint(config, target, state.state.checkpoint) or state.plan
+        return plan_at_checkpoint(config, target, state.state.checkpoint, source=source) or state.plan
     except LakeCdcError:  # the lineage is an extra; the commit is already done
         return state.plan
 
@@ -216,7 +250,8 @@ def build_table_asset(config: PipelineConfig, target: TableId, feeds: list[Table
     def _table_asset(context: dg.AssetExecutionContext, config: TableRunConfig):
         effective = effective_config(pipeline, context.resources)
         selected = key in context.selected_asset_keys
-        committed = run_table(context, effective, target, config.resnapshot, config.partition) if selected else None
+        committed = (run_table(context, effective, target, config.resnapshot, config.partition, keys)
+                     if selected else None)
         checks = {k.name for k in context.selected_asset_check_keys}
         try:
             yield from report(context, effective, target, committed, with_checks=checks,
