@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import ROOT, bench_server
+from bench.common import ROOT, Case, bench_server
 from tests.mariadb_server import MariaDBServer
 
 PIPELINE = """
@@ -85,7 +85,6 @@ def cli_run(yaml_path: Path) -> float:
 def measure(server: MariaDBServer, n: int, work: Path) -> dict[str, float]:
     import dagster as dg
 
-    from lakecdc.config import load_pipeline
     from lakecdc.dagster import build_definitions
 
     db = f"wholedb_{n}"
@@ -94,7 +93,6 @@ def measure(server: MariaDBServer, n: int, work: Path) -> dict[str, float]:
     pipelines.mkdir()
     yaml_path = pipelines / "wholedb.yaml"
     yaml_path.write_text(PIPELINE.format(port=server.port, db=db, warehouse=work / f"warehouse_{n}", retries=0))
-    config = load_pipeline(yaml_path)
     out: dict[str, float] = {}
     cli_run(yaml_path)  # the snapshot
 
@@ -122,20 +120,41 @@ def measure(server: MariaDBServer, n: int, work: Path) -> dict[str, float]:
         sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
         out["sensor_tick_s"] = time.perf_counter() - started
         out["sensor_tick_connections"] = connections(server) - before
-    del config
     return out
 
 
-def main(argv: list[str]) -> None:
-    sizes = [int(a) for a in argv] or [10, 100, 1000]
+def describe(n: int, out: dict[str, float]) -> list[str]:
+    return [f"{n:,} tables: binlog run CLI {out['cli_binlog_s']:.2f} s ({out['cli_binlog_connections']:g} MySQL "
+            f"connections), Dagster {out['dagster_binlog_s']:.2f} s ({out['dagster_binlog_connections']:g} "
+            f"connections, {'succeeded' if out['dagster_success'] else 'FAILED'}): "
+            f"{out['dagster_binlog_s'] / out['cli_binlog_s']:.2f}x (target <= 2x at 200 tables)",
+            f"{n:,} tables: CLI run with nothing to read {out['cli_idle_s']:.2f} s; loading the definitions "
+            f"{out['load_definitions_s']:.2f} s, one sensor tick {out['sensor_tick_s']:.2f} s "
+            f"({out['sensor_tick_connections']:g} connections) (targets <= 3 s each at 1,000 tables)"]
+
+
+def case(sizes: list[int]) -> Case:
+    """The suite's ``whole-database`` case: every size on one private server."""
     logging.disable(logging.WARNING)
     os.environ.setdefault("DAGSTER_HOME", tempfile.mkdtemp(prefix="wholedb-dagster-"))
+    lines: list[str] = []
+    idle: list[tuple[int, float]] = []
     with tempfile.TemporaryDirectory(prefix="wholedb-") as tmp, bench_server() as server:
         for n in sizes:
             out = measure(server, n, Path(tmp))
-            print(f"whole-database N={n}: " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) and not k.endswith(
-                "connections") else f"{k}={v:g}" for k, v in out.items()), flush=True)
-            print(f"  Dagster/CLI binlog run: {out['dagster_binlog_s'] / out['cli_binlog_s']:.2f}x", flush=True)
+            lines += describe(n, out)
+            idle.append((n, out["cli_idle_s"]))
+            print("\n".join(lines[-2:]), flush=True)
+    if len(idle) > 1:
+        (n0, s0), (n1, s1) = idle[0], idle[-1]
+        lines.append(f"marginal cost of an idle table in a CLI run: {(s1 - s0) / (n1 - n0) * 1000:.1f} ms "
+                     f"(from {n0:,} to {n1:,} tables; target <= 10 ms)")
+    return Case(f"whole database: N tables of {ROWS:,} rows, {CHANGES:,} changes spread over them, CLI vs Dagster",
+                "", "", None, 0, lines=lines)
+
+
+def main(argv: list[str]) -> None:
+    print("\n".join(case([int(a) for a in argv] or [10, 100, 1000]).render()), flush=True)
 
 
 if __name__ == "__main__":

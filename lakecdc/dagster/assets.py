@@ -268,11 +268,14 @@ def load_time_plan(config: PipelineConfig):
     a transform that does not fit the tables, e.g. a misspelt partition key, fails loading, so ``dg check defs``
     reports it). Returns (plan, "") or, when MySQL does not answer, (None, why)."""
     source = open_source(config, connect_timeout=LOAD_CONNECT_TIMEOUT_SECONDS, connect_max_retries=0)
+    source.share_connection()  # one connection for every table's description, not one per table
     try:
         return build_plan(config, source), ""
     except SourceError as exc:
         return None, (f"MySQL did not answer while the definitions loaded ({exc}); they appear after the next "
                       "reload of the definitions with MySQL up")
+    finally:
+        source.close()
 
 
 def target_columns(config: PipelineConfig, plan, target: TableId) -> Optional[dg.TableSchema]:

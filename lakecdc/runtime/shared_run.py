@@ -11,8 +11,10 @@ find it and only report.
   id>.lock`` is locked (blocking ``flock``) around the micro-batch: a step of the same run in another process waits
   there, then reads the record the first one left next to it (``.json``: which tables it covered, or why it
   failed) instead of reading the binlog again. The kernel drops the lock when its holder dies, and a record is only
-  written after the micro-batch returned or raised, so a crashed first step leaves the next one to try. On an
-  object-store warehouse there is no cross-process lock: each process makes its own micro-batch.
+  written after the micro-batch returned or raised, so a crashed first step leaves the next one to try.
+* On an object-store warehouse there is no cross-process lock, and the executor is not known here: micro-batches of
+  the same tables in several step processes would fail each other's commits (conditional commits). There nothing is
+  shared: each step runs its own table, one binlog read per table.
 
 Tables whose table lock another writer holds (an overlapping run) are left out of the micro-batch
 (``run_micro_batch(skip_locked=True)``); the step of such a table runs it alone, as before. When the micro-batch
@@ -61,8 +63,8 @@ class SharedRun:
 def micro_batch_once(config: PipelineConfig, targets: set[TableId], run_id: str, log: Log | None = None
                      ) -> SharedRun:
     """The micro-batch of ``targets`` for ``run_id``: made by the first caller with this run id, found by the
-    others (in this process, or in another one on a local warehouse). Never raises for a failed micro-batch: the
-    callers then run their tables alone."""
+    others (in this process, or in another one), on a local warehouse; on an object store nothing is covered. Never
+    raises for a failed micro-batch: the callers then run their tables alone."""
     key = (run_id, config.name)
     with _LOCK:
         done = _DONE.get(key)
@@ -70,7 +72,9 @@ def micro_batch_once(config: PipelineConfig, targets: set[TableId], run_id: str,
             return done
         record = _record_path(config, run_id)
         if record is None:
-            done = _micro_batch(config, targets, run_id, log)
+            # No cross-process lock on an object store: step processes making one micro-batch each would conflict
+            # on every table (conditional commits), so each step runs its own table, as before.
+            done = SharedRun(frozenset())
         else:
             done = _across_processes(config, targets, run_id, log, record)
         while len(_DONE) >= _KEPT_IN_MEMORY:
