@@ -1,11 +1,13 @@
 """Dagster assets of one pipeline: one asset per Paimon table (keyed ``paimon/<db>/<table>``) depending on the
 external ``mysql/<db>/<table>`` assets it is fed from, so lineage reads mysql → paimon.
 
-Each table is its own op, so it has its own concurrency pool (two runs never write one table at once), its own
-retries and its own failures: a table that fails or waits for its pool does not hold up the others. One
-materialisation is one micro-batch of that table: its Paimon commit is reported with snapshot id, binlog offset,
-change counts, row count, column schema, column lineage and the partitions it changed, followed by the table's
-blocking asset checks. A commit that a crashed run made but Dagster never recorded is reported by the next run.
+Each table is its own op, so it has its own retries, failures, materialisation and blocking checks. The binlog is
+read once per run all the same: the run's first table step makes one micro-batch of every table the run selected
+(lakecdc.runtime.shared_run; tables locked by another writer are left to their own steps), and each step reports
+its table's commit with snapshot id, binlog offset, change counts, row count, column schema, column lineage and the
+partitions it changed, followed by the table's blocking asset checks. A table whose step finds it left out, or the
+run's micro-batch failed, runs alone, so a failing table fails alone. A commit that a crashed run made but Dagster
+never recorded is reported by the next run.
 
 Run config (``Materialize`` → launchpad): ``resnapshot: true`` re-snapshots the table in one commit, and with
 ``partition: k=v`` only that Paimon partition (see ``lakecdc.runtime.resnapshots``).
