@@ -10,7 +10,10 @@ and prints for each case lakecdc's rate next to references measured in the same 
 - upkeep: bench/upkeep_bench.py (merged read after many commits vs compacted), run as it is when present;
 - s3: a snapshot micro-batch into an s3:// warehouse on a local S3 server vs into a local-disk warehouse;
 - freshness: how long a MySQL commit takes to become readable in Paimon (p50/p95) on the tutorial pipeline, in
-  follow mode and in sensor mode, and the fixed cost of a run.
+  follow mode and in sensor mode, and the fixed cost of a run;
+- whole-database: N tables (10, 100, 1,000) of 1,000 rows with 1,000 changes spread over them, the binlog run of
+  the CLI (its whole command) vs one Dagster run of every table, with the MySQL connections each opened; loading the
+  definitions and one sensor tick (bench/wholedb_bench.py).
 
 Benchmark-only dependencies (dlt, connectorx: the ``bench`` extra of pyproject.toml) are installed when missing,
 unless ``--no-install`` (then the dlt references are skipped).
@@ -28,12 +31,14 @@ from pathlib import Path
 
 from bench.common import ROOT, Case, bench_server, create_orders
 
-CASES = ("snapshot", "memory", "binlog", "transform", "upkeep", "s3", "freshness")
+CASES = ("snapshot", "memory", "binlog", "transform", "upkeep", "s3", "freshness", "whole-database")
 FULL = dict(rows=1_000_000, big_rows=5_000_000, changes=1_000_000, transform_rows=1_000_000,
             # upkeep_args=None: upkeep_bench.py's own defaults
-            upkeep_args=None, s3_rows=200_000, freshness_seconds=60.0, sensor_interval=30.0, repeats=3)
+            upkeep_args=None, s3_rows=200_000, freshness_seconds=60.0, sensor_interval=30.0, repeats=3,
+            wholedb_tables="10,100,1000")
 QUICK = dict(rows=50_000, big_rows=250_000, changes=50_000, transform_rows=100_000,
-             upkeep_args="20000 30 500", s3_rows=20_000, freshness_seconds=15.0, sensor_interval=5.0, repeats=1)
+             upkeep_args="20000 30 500", s3_rows=20_000, freshness_seconds=15.0, sensor_interval=5.0, repeats=1,
+             wholedb_tables="10,50")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -52,6 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int,
                         help="runs of lakecdc and of each reference in the snapshot and binlog cases, alternating; "
                              "the medians are compared (default 3; --quick: 1)")
+    parser.add_argument("--wholedb-tables", help="table counts of the whole-database case (default 10,100,1000)")
     parser.add_argument("--upkeep-args", help="arguments for bench/upkeep_bench.py (ROWS COMMITS CHANGES)")
     parser.add_argument("--dlt-backends", default="pyarrow,connectorx",
                         help="dlt references of the snapshot case (comma-separated; empty: none)")
@@ -147,6 +153,9 @@ def run(args) -> list[Case]:
             report(freshness_bench.case(server, Path(tmp), args.freshness_seconds, args.sensor_interval))
     if "upkeep" in args.cases:
         report(upkeep_case(args))
+    if "whole-database" in args.cases:  # its own server and warehouses
+        from bench import wholedb_bench
+        report(wholedb_bench.case([int(n) for n in args.wholedb_tables.split(",")]))
     return cases
 
 

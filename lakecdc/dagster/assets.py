@@ -1,11 +1,13 @@
 """Dagster assets of one pipeline: one asset per Paimon table (keyed ``paimon/<db>/<table>``) depending on the
 external ``mysql/<db>/<table>`` assets it is fed from, so lineage reads mysql → paimon.
 
-Each table is its own op, so it has its own concurrency pool (two runs never write one table at once), its own
-retries and its own failures: a table that fails or waits for its pool does not hold up the others. One
-materialisation is one micro-batch of that table: its Paimon commit is reported with snapshot id, binlog offset,
-change counts, row count, column schema, column lineage and the partitions it changed, followed by the table's
-blocking asset checks. A commit that a crashed run made but Dagster never recorded is reported by the next run.
+Each table is its own op, so it has its own retries, failures, materialisation and blocking checks. The binlog is
+read once per run all the same: the run's first table step makes one micro-batch of every table the run selected
+(lakecdc.runtime.shared_run; tables locked by another writer are left to their own steps), and each step reports
+its table's commit with snapshot id, binlog offset, change counts, row count, column schema, column lineage and the
+partitions it changed, followed by the table's blocking asset checks. A table whose step finds it left out, or the
+run's micro-batch failed, runs alone, so a failing table fails alone. A commit that a crashed run made but Dagster
+never recorded is reported by the next run.
 
 Run config (``Materialize`` → launchpad): ``resnapshot: true`` re-snapshots the table in one commit, and with
 ``partition: k=v`` only that Paimon partition (see ``lakecdc.runtime.resnapshots``).
@@ -31,7 +33,8 @@ from lakecdc.dagster.translator import (PIPELINE_TAG, TABLE_TAG, AssetKeys, Dags
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
 from lakecdc.model import TableId
 from lakecdc.runtime import run_micro_batch
-from lakecdc.runtime.connect import open_source
+from lakecdc.runtime.connect import open_source, shared_source
+from lakecdc.runtime.shared_run import micro_batch_once
 from lakecdc.runtime.plan import build_plan, captured_tables
 from lakecdc.runtime.resnapshots import resnapshot_or_snapshot
 from lakecdc.runtime.verify import expected_types, plan_at_checkpoint, soft_delete_column
@@ -135,16 +138,46 @@ class TableRunConfig(dg.Config):
                                                    "the UI lists it, e.g. order_day=20260101")
 
 
-def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool = False, partition: str = ""):
-    """Run one table's micro-batch (or re-snapshot) and return what it committed, or None. Errors become
-    Dagster Failures; only transient source errors may be retried."""
+def run_selection(context, config: PipelineConfig, keys: AssetKeys) -> set[TableId]:
+    """The Paimon tables of this pipeline the Dagster run materialises as plain micro-batches (its asset selection,
+    every table when it has none; tables the run re-snapshots are left to their own steps)."""
+    selection = context.run.asset_selection or None  # empty: the whole job (dg.materialize without selection)
+    steps = set(context.run.step_keys_to_execute or ())
+    ops = (context.run.run_config or {}).get("ops", {})
+    tables = set()
+    for target, key in keys.paimon.items():
+        if selection is not None and key not in selection:
+            continue
+        if steps and key.to_python_identifier() not in steps:  # a re-execution of some steps only
+            continue
+        op_config = (ops.get(key.to_python_identifier()) or {}).get("config") or {}
+        if op_config.get("resnapshot") or op_config.get("partition"):
+            continue
+        tables.add(target)
+    return tables
+
+
+def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool = False, partition: str = "",
+              keys: Optional[AssetKeys] = None):
+    """Run one table's micro-batch (or re-snapshot) and return what it committed, or None (also when the run's
+    micro-batch committed it in another process: :func:`report` finds that commit in the table). A plain micro-batch
+    comes from the run's one micro-batch of all its tables when that covered the table. Errors become Dagster
+    Failures; only transient source errors may be retried."""
     if partition and not resnapshot:
         raise dg.Failure("'partition' only applies with 'resnapshot: true'", allow_retries=False)
     try:
         if resnapshot:
             return resnapshot_or_snapshot(config, target, partition or None, run_id=context.run.run_id,
                                           log=context.log)
-        result = run_micro_batch(config, targets={target}, run_id=context.run.run_id, log=context.log)
+        # the run's one micro-batch of all its tables (lakecdc.runtime.shared_run), made by its first step
+        shared = micro_batch_once(config, run_selection(context, config, keys or AssetKeys.default([target]))
+                                  | {target}, context.run.run_id, context.log)
+        if target in shared.covered:
+            if shared.result is None:  # made in another process: its commit is reported from the table
+                return None
+            result = shared.result
+        else:  # locked by another writer when the micro-batch started, or the micro-batch failed
+            result = run_micro_batch(config, targets={target}, run_id=context.run.run_id, log=context.log)
     except dg.Failure:
         raise
     except Exception as exc:  # classified: transient source errors retry, everything else fails at once
@@ -156,13 +189,15 @@ def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool
 def report(context, config: PipelineConfig, target: TableId, committed, *, with_checks: set[str],
            expect_materialization: bool, keys: Optional[AssetKeys] = None):
     """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the check results.
-    ``keys``: the pipeline's asset keys (default: the default translator's)."""
+    ``keys``: the pipeline's asset keys (default: the default translator's). Only this table is planned, and MySQL
+    is queried through the process's shared connection (:func:`shared_source`)."""
     keys = keys or AssetKeys.default([target])
     key = keys.paimon[target]
-    state = TableState.load(config, target, key)
+    source = shared_source(config)
+    state = TableState.load(config, target, key, source=source)
     if committed is not None:
         marker = soft_delete_column(config, state.plan) if state.plan is not None else None
-        event = commit_event(committed, committed_plan(config, target, state), config.sink.catalog_options,
+        event = commit_event(committed, committed_plan(config, target, state, source), config.sink.catalog_options,
                              key=key, source_keys=keys.mysql, soft_delete_marker=marker or None)
         register_partitions(context.instance, target, committed, key)
         if isinstance(event, dg.AssetObservation):  # only the checkpoint moved: the last change stays the latest
@@ -171,7 +206,8 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
         else:
             yield event
     elif expect_materialization:
-        late = unrecorded_commit(context.instance, config.sink.catalog_options, target, key)
+        late = unrecorded_commit(context.instance, config.sink.catalog_options, target, key,
+                                 run_id=context.run.run_id)
         if late is not None:
             yield late
         else:
@@ -179,11 +215,11 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
     yield from evaluate(state, with_checks)
 
 
-def committed_plan(config: PipelineConfig, target: TableId, state: TableState):
+def committed_plan(config: PipelineConfig, target: TableId, state: TableState, source=None):
     """The plan the column lineage of a commit comes from: compiled against the source schemas the table's
     checkpoint records (those of its last commit), else against MySQL now."""
     try:
-        return plan_at_checkpoint(config, target, state.state.checkpoint) or state.plan
+        return plan_at_checkpoint(config, target, state.state.checkpoint, source=source) or state.plan
     except LakeCdcError:  # the lineage is an extra; the commit is already done
         return state.plan
 
@@ -216,7 +252,8 @@ def build_table_asset(config: PipelineConfig, target: TableId, feeds: list[Table
     def _table_asset(context: dg.AssetExecutionContext, config: TableRunConfig):
         effective = effective_config(pipeline, context.resources)
         selected = key in context.selected_asset_keys
-        committed = run_table(context, effective, target, config.resnapshot, config.partition) if selected else None
+        committed = (run_table(context, effective, target, config.resnapshot, config.partition, keys)
+                     if selected else None)
         checks = {k.name for k in context.selected_asset_check_keys}
         try:
             yield from report(context, effective, target, committed, with_checks=checks,
@@ -233,11 +270,14 @@ def load_time_plan(config: PipelineConfig):
     a transform that does not fit the tables, e.g. a misspelt partition key, fails loading, so ``dg check defs``
     reports it). Returns (plan, "") or, when MySQL does not answer, (None, why)."""
     source = open_source(config, connect_timeout=LOAD_CONNECT_TIMEOUT_SECONDS, connect_max_retries=0)
+    source.share_connection()  # one connection for every table's description, not one per table
     try:
         return build_plan(config, source), ""
     except SourceError as exc:
         return None, (f"MySQL did not answer while the definitions loaded ({exc}); they appear after the next "
                       "reload of the definitions with MySQL up")
+    finally:
+        source.close()
 
 
 def target_columns(config: PipelineConfig, plan, target: TableId) -> Optional[dg.TableSchema]:

@@ -12,6 +12,7 @@ import dagster as dg
 from lakecdc.config import PipelineConfig
 from lakecdc.model import TableId
 from lakecdc.runtime import verify
+from lakecdc.source import MySqlSource
 from lakecdc.runtime.verify import PK_UNIQUE, ROW_COUNT, SCHEMA, CheckResult, check_names, has_filter
 
 __all__ = ["PK_UNIQUE", "ROW_COUNT", "SCHEMA", "has_filter", "check_specs", "TableState", "evaluate",
@@ -38,8 +39,10 @@ class TableState:
     key: dg.AssetKey
 
     @classmethod
-    def load(cls, config: PipelineConfig, target: TableId, key: dg.AssetKey) -> "TableState":
-        return cls(verify.TableState.load(config, target), key)
+    def load(cls, config: PipelineConfig, target: TableId, key: dg.AssetKey, *,
+             source: MySqlSource | None = None) -> "TableState":
+        """``source``: the MySQL source to plan the table and run the checks through (a shared connection)."""
+        return cls(verify.TableState.load(config, target, source=source), key)
 
     @property
     def plan(self):

@@ -1,7 +1,11 @@
 """Which failures deserve a retry: transient source errors (the server is unreachable, restarting, dropped the
-connection, a lock wait or deadlock) are retried with exponential backoff; everything else (a configuration
-error, wrong credentials, a purged binlog, a table held by another writer, a schema the table cannot take) fails
-at once, because retrying cannot fix it."""
+connection, a lock wait or deadlock) and a table held by another writer are retried with exponential backoff;
+everything else (a configuration error, wrong credentials, a purged binlog, a schema the table cannot take) fails
+at once, because retrying cannot fix it.
+
+A held table is retried because a run's first step writes every table of the run (lakecdc.runtime.shared_run),
+outside those tables' concurrency pools: a step of an overlapping run finds the table locked for as long as the
+other run's micro-batch lasts, which ends by itself."""
 
 import re
 
@@ -10,7 +14,7 @@ import dagster as dg
 import pymysql
 
 from lakecdc.config import PipelineConfig
-from lakecdc.errors import BinlogPurgedError, LakeCdcError, SourceError
+from lakecdc.errors import BinlogPurgedError, LakeCdcError, SourceError, TableLockedError
 
 # MySQL/MariaDB client and server error codes that go away by themselves.
 TRANSIENT_CODES = {
@@ -31,6 +35,8 @@ _NETWORK = ("Connection refused", "Connection reset", "timed out", "Broken pipe"
 def is_transient(error: BaseException) -> bool:
     if isinstance(error, BinlogPurgedError):
         return False
+    if isinstance(error, TableLockedError):
+        return True
     if isinstance(error, SourceError):
         text = str(error)
         codes = {int(c) for c in _CODE.findall(text)}

@@ -11,7 +11,7 @@ import dagster as dg
 
 from lakecdc.dagster.translator import code, paimon_table_name
 from lakecdc.model import DELETE, BinlogOffset, TableCounts, TableId
-from lakecdc.runtime.checkpoint import (PHASE, PHASE_BINLOG, PHASE_RESNAPSHOT, counts_from_properties,
+from lakecdc.runtime.checkpoint import (PHASE, PHASE_BINLOG, PHASE_RESNAPSHOT, RUN_ID, counts_from_properties,
                                         offset_from_properties)
 from lakecdc.runtime.connect import open_warehouse
 from lakecdc.runtime.report import partition_name
@@ -311,10 +311,11 @@ def recorded_snapshot_id(instance, key: dg.AssetKey) -> int | None:
     return max(ids) if ids else None
 
 
-def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId, key: dg.AssetKey | None = None
-                      ) -> dg.MaterializeResult | None:
-    """A snapshot that an earlier, crashed run committed without Dagster recording it, as a materialisation of
-    ``key`` (default: the default translator's key)."""
+def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId, key: dg.AssetKey | None = None,
+                      *, run_id: str = "") -> dg.MaterializeResult | None:
+    """A snapshot committed without Dagster recording it, as a materialisation of ``key`` (default: the default
+    translator's key): one an earlier, crashed run made, or (its checkpoint's run id is ``run_id``) one this run's
+    micro-batch of all its tables made in another step's process."""
     key = key or paimon_key(target)
 
     sink = open_warehouse(catalog_options)
@@ -332,8 +333,11 @@ def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId
         asset_key=key,
         metadata={
             **_commit_metadata(snapshot_id, properties.get(PHASE, ""), offset, counts_from_properties(properties)),
-            "lakecdc/recovered": dg.MetadataValue.text(
-                "committed by an earlier run that stopped before Dagster recorded it"),
+            **({"lakecdc/committed_by": dg.MetadataValue.text(
+                "this run's micro-batch of all its tables, in another step's process")}
+               if run_id and properties.get(RUN_ID) == run_id else
+               {"lakecdc/recovered": dg.MetadataValue.text(
+                   "committed by an earlier run that stopped before Dagster recorded it")}),
             "dagster/table_name": paimon_table_name(catalog_options.get("warehouse", ""), target),
             "dagster/row_count": dg.MetadataValue.int(sink.row_count(target)),
         },

@@ -8,6 +8,7 @@ call sites that used to build their own.
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 from lakecdc.config import PipelineConfig
 from lakecdc.sink import PaimonSink
@@ -24,6 +25,24 @@ def open_source(config: PipelineConfig, *, connect_timeout: float | None = None,
     if connect_max_retries is not None:
         options = dataclasses.replace(options, connect_max_retries=connect_max_retries)
     return MySqlSource(options)
+
+
+_SHARED: dict[str, MySqlSource] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_source(config: PipelineConfig) -> MySqlSource:
+    """The pipeline's MySQL server as a source whose short calls (table descriptions, head, counts, binlog file
+    list) share one connection for the life of the process (reopened when the server dropped it): per-table work
+    in a long-lived process (Dagster's table steps, checks, the sensor) then opens no connection per table. One
+    per server and user; calls from several threads take turns on it."""
+    key = repr(config.source)
+    with _SHARED_LOCK:
+        source = _SHARED.get(key)
+        if source is None:
+            source = _SHARED[key] = open_source(config)
+            source.share_connection()
+        return source
 
 
 def open_sink(config: PipelineConfig) -> PaimonSink:

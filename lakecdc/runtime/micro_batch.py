@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecdc.config import PipelineConfig
-from lakecdc.errors import SinkError
+from lakecdc.errors import SinkError, TableLockedError
 from lakecdc.model import OP_COLUMN, BinlogOffset, ChangeBatch, SourceTable, TableCounts, TableId
 from lakecdc.runtime import initial_load as _initial_load
 from lakecdc.runtime.checkpoint import (PHASE_BINLOG, PHASE_SNAPSHOT, PIPELINE, checkpoint_properties,
@@ -95,6 +95,7 @@ class RunResult:
     binlog_reads: int = 0  # binlog connections the run opened for its tables (snapshot catch-ups not counted)
     ignored_tables: list[TableId] = field(default_factory=list)  # created after the start, not captured
     follow_commits: int = 0  # follow mode: commit rounds after the first micro-batch
+    skipped_tables: list[TableId] = field(default_factory=list)  # skip_locked: locked by another writer, not run
 
     @property
     def committed(self) -> list[TableResult]:
@@ -131,9 +132,12 @@ Log = logging.Logger | logging.LoggerAdapter
 
 
 def run_micro_batch(config: PipelineConfig, *, targets: set[TableId] | None = None, run_id: str | None = None,
-                    log: Log | None = None) -> RunResult:
-    """Run one micro-batch of ``config`` (optionally only for some target tables) and return what it did."""
-    return _run(config, targets, run_id, log, None)
+                    log: Log | None = None, skip_locked: bool = False) -> RunResult:
+    """Run one micro-batch of ``config`` (optionally only for some target tables) and return what it did.
+    ``skip_locked``: a table whose lock another writer holds is left out of the run (listed in
+    ``RunResult.skipped_tables``) instead of failing it: Dagster's one read for a run's whole selection leaves such
+    a table to its own step."""
+    return _run(config, targets, run_id, log, None, skip_locked)
 
 
 def follow_pipeline(config: PipelineConfig, *, should_stop: Callable[[], bool] = lambda: False,
@@ -148,7 +152,7 @@ def follow_pipeline(config: PipelineConfig, *, should_stop: Callable[[], bool] =
 
 
 def _run(config: PipelineConfig, targets: set[TableId] | None, run_id: str | None, log: Log | None,
-         follow: Follow | None) -> RunResult:
+         follow: Follow | None, skip_locked: bool = False) -> RunResult:
     """A MicroBatch against the pipeline's MySQL server (checked first: a server that cannot be a CDC source fails
     before anything else) and its Paimon warehouse."""
     source = open_source(config)
@@ -157,7 +161,8 @@ def _run(config: PipelineConfig, targets: set[TableId] | None, run_id: str | Non
     source.share_connection()
     try:
         source.check_server()
-        return MicroBatch(config, source, open_sink(config), run_id=run_id, log=log).execute(targets, follow)
+        return MicroBatch(config, source, open_sink(config), run_id=run_id, log=log,
+                          skip_locked=skip_locked).execute(targets, follow)
     finally:
         source.close()
 
@@ -168,8 +173,9 @@ class MicroBatch:
     passed from function to function."""
 
     def __init__(self, config: PipelineConfig, source: MySqlSource, sink: PaimonSink, *, run_id: str | None = None,
-                 log: Log | None = None) -> None:
+                 log: Log | None = None, skip_locked: bool = False) -> None:
         self.config = config
+        self.skip_locked = skip_locked
         self.source = source
         self.sink = sink
         self.log = log or logger
@@ -191,8 +197,7 @@ class MicroBatch:
         started = time.monotonic()
         admission, keys = self._resolve(targets)
         with ExitStack() as locks:
-            for target in sorted(self.plan.targets):
-                locks.enter_context(self.sink.lock(target, owner=f"pipeline {self.config.name!r} run {self.run_id}"))
+            self._lock_targets(locks)
             checkpoints = {t: read_checkpoint(self.sink.checkpoint(t)) for t in self.plan.targets}
             head = self.run.head = self.source.head_offset()
             # what each table does (startup positions resolved, purged binlogs found) before any table is created
@@ -246,6 +251,22 @@ class MicroBatch:
         return stored
 
     # ----------------------------------------------------------------------------------------------- step 2
+
+    def _lock_targets(self, locks: ExitStack) -> None:
+        """Lock every table of the plan (in a fixed order); with ``skip_locked`` a table another writer holds is
+        dropped from the plan (and reported in ``skipped_tables``) instead of failing the run."""
+        skipped = set()
+        for target in sorted(self.plan.targets):
+            try:
+                locks.enter_context(self.sink.lock(target, owner=f"pipeline {self.config.name!r} run {self.run_id}"))
+            except TableLockedError as exc:
+                if not self.skip_locked:
+                    raise
+                self.log.info("%s is locked by another writer: left out of this run (%s)", target, exc)
+                skipped.add(target)
+        if skipped:
+            self.plan = self.plan.restrict(set(self.plan.targets) - skipped)
+            self.run.skipped_tables = sorted(skipped)
 
     def _prepare_targets(self, checkpoints: dict) -> dict[TableId, TableResult]:
         """Create the missing tables; an existing one must still take what the pipeline produces."""

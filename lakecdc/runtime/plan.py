@@ -86,32 +86,53 @@ def captured_tables(config: PipelineConfig, available: list[TableId]) -> list[Ta
 
 
 def build_plan(config: PipelineConfig, source: MySqlSource,
-               schemas: dict[TableId, SourceTable] | None = None) -> PipelinePlan:
+               schemas: dict[TableId, SourceTable] | None = None, *,
+               targets: set[TableId] | None = None) -> PipelinePlan:
     """The plan for the live source. ``schemas``: source schemas to use instead of today's information_schema
-    (the schema history of the checkpoints, for tables whose binlog is read from an older position)."""
+    (the schema history of the checkpoints, for tables whose binlog is read from an older position).
+    ``targets``: plan only what these Paimon tables need (their source tables, and the other tables those sources
+    are routed into, so that merged schemas come out as in the whole plan): describing and compiling one table
+    instead of every captured one is what keeps per-table work (a table's checks, its reporting) from growing with
+    the pipeline. The result may hold more targets than asked; ``restrict`` it."""
     ctx = transform_context(config)
     router = Router(config.routes, mode=config.route_mode, file=config.path)
     sources: dict[TableId, SourcePlan] = {}
-    targets: dict[TableId, TargetPlan] = {}
+    planned: dict[TableId, TargetPlan] = {}
     schemas = schemas or {}
     # A table dropped upstream after its checkpoint is still read (from its schema history) up to its DROP TABLE,
     # so the rows written before the drop are not lost.
-    for table_id in captured_tables(config, sorted(set(source.list_tables()) | set(schemas))):
+    captured = captured_tables(config, sorted(set(source.list_tables()) | set(schemas)))
+    if targets is not None:
+        captured = _feeding(router, captured, targets)
+    for table_id in captured:
         table = schemas.get(table_id) or source.describe_table(table_id)
         transform = compile_transform(select_rule(config.transforms, table_id), table, ctx)
         plan = SourcePlan(table, transform, router.targets(table_id))
         sources[table_id] = plan
         for target in plan.targets:
             partition_keys = config.sink.partition_keys.get(target, transform.partition_keys)
-            existing = targets.get(target)
+            existing = planned.get(target)
             if existing is None:
-                targets[target] = TargetPlan(target, transform.output_schema, list(transform.primary_keys),
+                planned[target] = TargetPlan(target, transform.output_schema, list(transform.primary_keys),
                                              list(partition_keys), dict(transform.table_options), table.comment,
                                              [plan])
                 continue
             existing.sources.append(plan)
-    _merge_routed_schemas(config, targets)
-    return PipelinePlan(sources, targets)
+    _merge_routed_schemas(config, planned)
+    return PipelinePlan(sources, planned)
+
+
+def _feeding(router: Router, captured: list[TableId], targets: set[TableId]) -> list[TableId]:
+    """The captured tables routed into ``targets``, closed over the routes: a source routed into a wanted table
+    and into another brings that table's other sources too (routing needs no description, only names)."""
+    routes = {table_id: set(router.targets(table_id)) for table_id in captured}
+    wanted = set(targets)
+    while True:
+        feeding = [t for t in captured if routes[t] & wanted]
+        reached = set().union(*(routes[t] for t in feeding)) if feeding else set()
+        if reached <= wanted:
+            return feeding
+        wanted |= reached
 
 
 def _merge_routed_schemas(config: PipelineConfig, targets: dict[TableId, TargetPlan]) -> None:

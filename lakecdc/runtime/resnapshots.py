@@ -158,7 +158,7 @@ def resnapshot(config: PipelineConfig, target: TableId, partition: str | None = 
         if checkpoint.snapshot_pending or checkpoint.phase not in _KNOWN_PHASES:
             raise LakeCdcError(f"{target} is in phase {checkpoint.phase!r} (a snapshot still in progress?); "
                                "let the pipeline finish it before re-snapshotting")
-        plan = build_plan(config, source).restrict({target})
+        plan = build_plan(config, source, targets={target}).restrict({target})  # this table's sources only
         target_plan = plan.targets[target]
         description = sink.describe(target)
         if not description.primary_keys:

@@ -41,8 +41,12 @@ def validate_pipeline(config: PipelineConfig, *, connect: bool = False) -> Valid
     from lakecdc.sink.tables import validate_options
 
     source = open_source(config)
-    source.check_server()
-    plan = build_plan(config, source)
+    source.share_connection()  # the server checks and every table's description on one connection
+    try:
+        source.check_server()
+        plan = build_plan(config, source)
+    finally:
+        source.close()
     tables = []
     for target, target_plan in sorted(plan.targets.items()):
         try:  # the options each table gets, now that its keys and columns are known (e.g. append + bucket)

@@ -32,16 +32,14 @@ from lakecdc.errors import LakeCdcError
 from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, ChangeBatch, TableId
 from lakecdc.runtime.checkpoint import Checkpoint, read_checkpoint
 from lakecdc.runtime.connect import open_sink, open_source
-from lakecdc.runtime.plan import TargetPlan, build_plan
+from lakecdc.runtime.plan import PipelinePlan, TargetPlan, build_plan
 from lakecdc.runtime.schema_evolution import IGNORE, LENIENT, TRY_EVOLVE, included_types
-from lakecdc.sink import TableDescription
+from lakecdc.sink import PaimonSink, TableDescription
 from lakecdc.sink.evolution import holds_every_value, paimon_type, readable_type_change
 from lakecdc.sink.sql import run_sql
-from lakecdc.source import MySqlSource
+from lakecdc.source import MySqlSource, MySqlSourceOptions
 from lakecdc.source.activity import binlog_sizes, bytes_between
-from lakecdc.source.connection import connect, query
 from lakecdc.source.ddl import ADD_COLUMN, ALTER_COLUMN_TYPE, DROP_COLUMN, RENAME_COLUMN
-from lakecdc.source.initial_load import quote_identifier
 from lakecdc.source.schema import source_table_from_json
 from lakecdc.transform.expressions import DATA_EVENT_TYPE, parse_projection
 from lakecdc.transform.rules import SOFT_DELETE, select_rule
@@ -154,32 +152,42 @@ class TableState:
     stored: TableDescription | None
     checkpoint: Checkpoint | None
 
+    source: MySqlSource | None = None  # the connection(s) the checks query MySQL through (None: their own)
+
     @classmethod
-    def load(cls, config: PipelineConfig, target: TableId) -> "TableState":
-        plan, plan_error = None, None
+    def load(cls, config: PipelineConfig, target: TableId, *, plan: PipelinePlan | None = None,
+             source: MySqlSource | None = None, sink: PaimonSink | None = None) -> "TableState":
+        """The state of ``target``. ``plan``: a plan from MySQL now that holds the table (a caller checking many
+        tables plans once, ``check_pipeline``); without it only this table is planned. ``source``/``sink``: reuse
+        a caller's (a source sharing one connection keeps the connections per call fixed)."""
+        plan_error = None
+        target_plan = None
         try:
-            plan = build_plan(config, open_source(config)).restrict({target}).targets[target]
+            if plan is None or target not in plan.targets:
+                plan = build_plan(config, source or open_source(config), targets={target}).restrict({target})
+            target_plan = plan.targets[target]
         except LakeCdcError as exc:
             plan_error = str(exc)
-        sink = open_sink(config)
+        sink = sink or open_sink(config)
         stored = sink.describe(target) if sink.table_exists(target) else None
         checkpoint = read_checkpoint(sink.checkpoint(target)) if stored is not None else None
-        return cls(config, target, plan, plan_error, stored, checkpoint)
+        return cls(config, target, target_plan, plan_error, stored, checkpoint, source)
 
     @property
     def offset(self) -> BinlogOffset | None:
         return self.checkpoint.offset if self.checkpoint is not None else None
 
 
-def plan_at_checkpoint(config: PipelineConfig, target: TableId, checkpoint: Checkpoint | None) -> TargetPlan | None:
+def plan_at_checkpoint(config: PipelineConfig, target: TableId, checkpoint: Checkpoint | None, *,
+                       source: MySqlSource | None = None) -> TargetPlan | None:
     """The table's plan compiled against its source tables' schemas as ``checkpoint`` records them: the schemas its
     last commit was written with (a DDL in MySQL after that commit is not in it). None without a checkpoint that
     records them."""
     if checkpoint is None or checkpoint.snapshot_pending or not checkpoint.schemas:
         return None
-    source = open_source(config)
+    source = source or open_source(config)
     schemas = {t: source_table_from_json(data, source.options) for t, data in checkpoint.schemas.items()}
-    return build_plan(config, source, schemas=schemas).restrict({target}).targets[target]
+    return build_plan(config, source, schemas=schemas, targets={target}).restrict({target}).targets[target]
 
 
 def evaluate(state: TableState, names: set[str] | list[str]) -> list[CheckResult]:
@@ -197,15 +205,24 @@ def evaluate(state: TableState, names: set[str] | list[str]) -> list[CheckResult
 
 
 def check_pipeline(config: PipelineConfig, tables: list[TableId] | None = None) -> list[CheckResult]:
-    """Every check of every Paimon table of the pipeline (or of ``tables``), as Dagster runs them."""
-    plan = build_plan(config, open_source(config))
-    targets = sorted(tables) if tables else sorted(plan.targets)
-    plan.restrict(set(targets))  # unknown tables are an error
-    results = []
-    for target in targets:
-        sources = [s.source.table_id for s in plan.targets[target].sources]
-        results.extend(evaluate(TableState.load(config, target), check_names(config, sources)))
-    return results
+    """Every check of every Paimon table of the pipeline (or of ``tables``), as Dagster runs them. The pipeline is
+    planned once and every query goes through one shared MySQL connection (binlog reads to reconcile a count open
+    their own), however many tables are checked."""
+    source = open_source(config)
+    source.share_connection()
+    try:
+        plan = build_plan(config, source, targets=set(tables) if tables else None)
+        targets = sorted(tables) if tables else sorted(plan.targets)
+        plan = plan.restrict(set(targets))  # unknown tables are an error
+        sink = open_sink(config)
+        results = []
+        for target in targets:
+            sources = [s.source.table_id for s in plan.targets[target].sources]
+            state = TableState.load(config, target, plan=plan, source=source, sink=sink)
+            results.extend(evaluate(state, check_names(config, sources)))
+        return results
+    finally:
+        source.close()
 
 
 def _not_evaluated(state: TableState, name: str, why: str) -> CheckResult:
@@ -267,7 +284,7 @@ def row_count_matches_source(state: TableState) -> CheckResult:
     where = f" WHERE {_ident(deleted_marker)} <> '{DELETE}'" if deleted_marker else ""
     paimon_rows = _sql(state, f"SELECT COUNT(*) AS n FROM {_table_ref(target)}{where}").column(0)[0].as_py()
     count = count_at_checkpoint(state.config, state.plan, state.checkpoint.offset,
-                                xa_scan_start=state.checkpoint.xa_scan_start)
+                                xa_scan_start=state.checkpoint.xa_scan_start, source=state.source)
     difference = paimon_rows - count.expected_rows
     metadata = {"paimon_active_rows": paimon_rows, "expected_rows_at_checkpoint": count.expected_rows,
                 "difference": difference, "tolerance": count.tolerance, "checkpoint": str(state.checkpoint.offset),
@@ -285,23 +302,17 @@ def row_count_matches_source(state: TableState) -> CheckResult:
 
 
 def count_at_checkpoint(config: PipelineConfig, plan: TargetPlan, checkpoint: BinlogOffset, *,
-                        xa_scan_start: BinlogOffset | None = None) -> CountAtCheckpoint:
+                        xa_scan_start: BinlogOffset | None = None,
+                        source: MySqlSource | None = None) -> CountAtCheckpoint:
     """The MySQL rows of ``plan``'s source tables at ``checkpoint``. ``xa_scan_start``: the checkpoint's open
     prepared XA transaction (its rows count where it commits). LakeCdcError when the count cannot be reconciled:
-    more than MAX_RECONCILE_BYTES of binlog written since the checkpoint, or its binlog file purged."""
-    source = open_source(config)
-    options = source.options
+    more than MAX_RECONCILE_BYTES of binlog written since the checkpoint, or its binlog file purged. ``source``:
+    a caller's (sharing its connection), else one of its own."""
+    source = source or open_source(config)
     sources = {s.source.table_id: s.source for s in plan.sources}
     before = source.head_offset()
-    written = binlog_bytes_since(options, checkpoint, before)
-    conn = connect(options)
-    try:
-        mysql_rows = 0
-        for table_id in sorted(sources):
-            sql = f"SELECT COUNT(*) FROM {quote_identifier(table_id.database)}.{quote_identifier(table_id.table)}"
-            mysql_rows += int(query(conn, sql, options=options)[0][0])
-    finally:
-        conn.close()
+    written = binlog_bytes_since(source, checkpoint, before)
+    mysql_rows = source.count_rows(sorted(sources))
     after = source.head_offset()
     net_since, changes_since = binlog_changes(source, sources, checkpoint, before, xa_scan_start=xa_scan_start)
     _, tolerance = binlog_changes(source, sources, before, after,
@@ -310,13 +321,14 @@ def count_at_checkpoint(config: PipelineConfig, plan: TargetPlan, checkpoint: Bi
                              written)
 
 
-def binlog_bytes_since(options, checkpoint: BinlogOffset, head: BinlogOffset) -> int:
+def binlog_bytes_since(source: MySqlSource | MySqlSourceOptions, checkpoint: BinlogOffset, head: BinlogOffset) -> int:
     """The binlog bytes written from ``checkpoint`` to ``head``, across rotations (the file sizes of SHOW BINARY
-    LOGS); LakeCdcError when reconciling them would read more than MAX_RECONCILE_BYTES or the checkpoint's file is
-    gone."""
+    LOGS; through ``source``'s connection, or a new one for bare options); LakeCdcError when reconciling them
+    would read more than MAX_RECONCILE_BYTES or the checkpoint's file is gone."""
     if head <= checkpoint:
         return 0
-    written = bytes_between(binlog_sizes(options), checkpoint, head)
+    sizes = source.binary_log_sizes() if isinstance(source, MySqlSource) else binlog_sizes(source)
+    written = bytes_between(sizes, checkpoint, head)
     if written is None:
         raise LakeCdcError(f"the checkpoint's binlog file {checkpoint.file} is no longer on the server (purged), so "
                            "the count at the checkpoint cannot be reconciled; run the pipeline (its checkpoint moves "

@@ -48,6 +48,10 @@ from lakecdc.source.options import (MySqlSourceOptions, parse_chunk_key_columns,
                                     parse_server_id_range)
 from lakecdc.source.initial_load import ChunkWindow, InitialLoadReader
 
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
 __all__ = [
     "MySqlSourceOptions",
     "MySqlSource",
@@ -155,6 +159,21 @@ class MySqlSource:
         """The current end of the binlog (SHOW MASTER STATUS) with its GTID position."""
         with self._session() as conn:
             return _connection.head_offset(conn, self.options)
+
+    def count_rows(self, tables: list[TableId]) -> int:
+        """The rows of ``tables`` together (SELECT COUNT(*) of each, one after the other)."""
+        total = 0
+        with self._session() as conn:
+            for table_id in tables:
+                sql = f"SELECT COUNT(*) FROM {_quote(table_id.database)}.{_quote(table_id.table)}"
+                total += int(_connection.query(conn, sql, options=self.options)[0][0])
+        return total
+
+    def binary_log_sizes(self) -> dict[str, int]:
+        """Each binlog file the server has → its size in bytes (SHOW BINARY LOGS)."""
+        with self._session() as conn:
+            return {_connection.text(row[0]): int(row[1])
+                    for row in _connection.query(conn, "SHOW BINARY LOGS", options=self.options)}
 
     def snapshot(self, tables: list[SourceTable], *, incremental: bool = False) -> InitialLoadReader:
         """A consistent snapshot of ``tables`` (a context manager; ``offset`` is its exact binlog position), or with
