@@ -43,7 +43,7 @@ from lakecdc.model import UNPARSED_DDL, BinlogOffset, ChangeBatch, SourceTable, 
 from lakecdc.source import gtid as _gtid
 from lakecdc.source.charsets import install_binlog_decoding
 from lakecdc.source.columns import bind_columns, keep_signedness
-from lakecdc.source.ddl import SchemaChangeEvent, dml_target_tables, parse_ddl
+from lakecdc.source.ddl import SchemaChangeEvent, dml_target_tables, mentions_table, parse_ddl
 from lakecdc.source.connection import (
     BinlogStream,
     binlog_gtid_pos,
@@ -628,7 +628,7 @@ class BinlogReader:
         written: set[TableId] = set()
         for target in targets:
             for trigger_schema, body in self._triggers(target):
-                written |= {t for t in live if _names_table(body, t, trigger_schema)}
+                written |= {t for t in live if mentions_table(body, t, trigger_schema)}
         return written
 
     def _triggers(self, table_id: TableId) -> list[tuple[str, str]]:
@@ -786,16 +786,6 @@ def _partial_json_message(table: SourceTable, position: str) -> str:
             "a JSON column's change as a diff; lakecdc does not apply such diffs. Nothing from this transaction on is "
             "committed. Set binlog_row_value_options='' (the default) globally and in every writer session, then "
             "re-snapshot the table (lakecdc resnapshot PIPELINE.yaml DB.TABLE, or the Dagster re-snapshot job)")
-
-
-def _names_table(body: str, table_id: TableId, default_database: str) -> bool:
-    """Whether SQL text ``body`` names ``table_id``: qualified, or unqualified when ``default_database`` is its
-    database (names compared case-insensitively, quoted or not)."""
-    name = rf"(?:`{re.escape(table_id.table)}`|\b{re.escape(table_id.table)}\b)"
-    database = rf"(?:`{re.escape(table_id.database)}`|\b{re.escape(table_id.database)}\b)"
-    if re.search(rf"(?i){database}\s*\.\s*{name}", body):
-        return True
-    return table_id.database == default_database and re.search(rf"(?i)(?<![.`\w]){name}", body) is not None
 
 
 _XA_PREPARE, _XA_COMMIT, _XA_ROLLBACK = "prepare", "commit", "rollback"

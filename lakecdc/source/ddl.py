@@ -159,7 +159,7 @@ def parse_ddl(statement: str, default_database: str, tables: dict[TableId, Sourc
         parsed.schemas[table_id] = created
         return parsed
     # Statements sqlglot leaves as a raw command or cannot parse: look for captured table names in them
-    mentioned = [t for t in tables if _mentions(statement, t, default_database)]
+    mentioned = [t for t in tables if mentions_table(statement, t, default_database)]
     if not mentioned:
         return parsed
     if head.startswith("RENAME") or re.search(r"(?is)^\s*alter\s+table\s+\S+\s+rename\s+(to|as)\b", cleaned):
@@ -684,7 +684,9 @@ def _table_id(node, default_database: str) -> TableId:
     return TableId(database.name if database is not None else default_database, node.name)
 
 
-def _mentions(statement: str, table_id: TableId, default_database: str) -> bool:
+def mentions_table(statement: str, table_id: TableId, default_database: str) -> bool:
+    """Whether SQL text names ``table_id``: qualified, or unqualified when ``default_database`` is its database
+    (quoted or not, case-insensitively)."""
     text = statement.replace("`", "").lower()
     name = table_id.table.lower()
     qualified = f"{table_id.database.lower()}.{name}"

@@ -17,6 +17,7 @@ transaction is committed, with :func:`partial_image_message`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,9 +65,17 @@ def image_gaps(event, table: SourceTable, kind: str) -> ImageGaps:
 
 
 def _missing(bitmap: bytes, names: list[str]) -> tuple[str, ...]:
+    if bitmap == _whole(len(names)):  # the usual case (FULL images): no per-column test on every event
+        return ()
     if len(bitmap) * 8 < len(names):
         return tuple(names)
     return tuple(name for i, name in enumerate(names) if not (bitmap[i >> 3] >> (i & 7)) & 1)
+
+
+@functools.lru_cache(maxsize=64)
+def _whole(columns: int) -> bytes:
+    """The columns-present bitmap of an image carrying all ``columns`` columns."""
+    return (((1 << columns) - 1).to_bytes((columns + 7) // 8, "little"))
 
 
 def partial_image_message(table: SourceTable, position: str, gaps: ImageGaps) -> str:
