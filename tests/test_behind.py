@@ -1,7 +1,7 @@
 """Behind means behind: a table is behind only when a committed change or DDL of its source tables lies after its
 checkpoint (lakecdc.source.activity scans the binlog for them); the sensor starts runs for those tables only, idle
-tables' checkpoints follow the binlog rotations so a purge never strands them, and each tick scans only the binlog
-written since the last one. Against the private MariaDB, real Paimon files and Dagster's sensor evaluation."""
+tables' checkpoints follow the binlog (rotations, 64 MiB) so a purge never strands them, and each tick scans only the
+binlog written since the last one. Against the private MariaDB, real Paimon files and Dagster's sensor evaluation."""
 
 import contextlib
 import io
@@ -13,8 +13,9 @@ import pytest
 from lakecdc.cli import main as cli_main
 from lakecdc.config import parse_pipeline
 from lakecdc.dagster import build_pipeline_definitions
-from lakecdc.model import TableId
+from lakecdc.model import BinlogOffset, TableId
 from lakecdc.runtime import pipeline_status, run_micro_batch
+from lakecdc.runtime.checkpoint import IDLE_CHECKPOINT_BYTES, idle_checkpoint_due
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
 from lakecdc.source import MySqlSource
@@ -316,3 +317,46 @@ def test_compressed_statements_are_read(mariadb, pipeline):
     scan = scan_activity(source.options, {a, b}, start, source.head_offset())
     assert set(scan.changed) == {b}
     assert by_table(pipeline_status(config))[b].behind
+
+
+def test_an_idle_tables_checkpoint_keeps_up_within_one_binlog_file(mariadb, other_db, pipeline, tmp_path):
+    """Issue 24 item 5: a quiet table does not make later runs re-read ever more binlog. Once the binlog has moved
+    IDLE_CHECKPOINT_BYTES past its checkpoint in the same file, the sensor asks for a refresh and the run moves the
+    checkpoint with one empty snapshot; a later run of the table alone then starts near the head."""
+    config, _, a, b = pipeline
+    defs = build_pipeline_definitions(config)
+    sink = PaimonSink(config.sink.catalog_options)
+    source = MySqlSource(config.source)
+    mariadb.execute("CREATE TABLE behind_other.big (id INT PRIMARY KEY AUTO_INCREMENT, payload LONGBLOB)")
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        cursor = tick(defs, config, instance, None).cursor
+        idle_snapshot = sink.latest_snapshot_id(b)
+        start = source.head_offset()
+        # Only a changes, with more than IDLE_CHECKPOINT_BYTES of other databases' binlog, all in one file.
+        megabytes = IDLE_CHECKPOINT_BYTES // (1024 * 1024) + 2
+        for _ in range(megabytes):
+            mariadb.execute("INSERT INTO behind_other.big (payload) VALUES (REPEAT('x', 1048576))")
+        mariadb.execute(f"INSERT INTO `{a.database}`.a VALUES (2, 'two')")
+        head = source.head_offset()
+        assert head.file == start.file and head.pos - start.pos > IDLE_CHECKPOINT_BYTES
+        status = by_table(pipeline_status(config))
+        assert status[a].behind and not status[b].behind and status[b].refresh_due
+
+        result = tick(defs, config, instance, cursor)
+        assert requested(result) == [[key(a), key(b)]]
+        run_micro_batch(config, targets={a, b})
+        assert sink.latest_snapshot_id(b) == idle_snapshot + 1  # one empty snapshot moved b's checkpoint
+        refreshed = by_table(pipeline_status(config))[b]
+        assert refreshed.checkpoint.same_position(head) and not refreshed.refresh_due
+        assert bytes_between(binlog_sizes(source.options), refreshed.checkpoint, source.head_offset()) == 0
+        rows = run_sql(config.sink.catalog_options, f"SELECT id, v FROM {b.database}.b ORDER BY id").to_pylist()
+        assert rows == [{"id": 1, "v": "one"}]
+
+
+def test_idle_checkpoint_due_counts_bytes_within_a_file_and_any_file_change():
+    checkpoint = BinlogOffset("mysql-bin.000007", 4096)
+    assert not idle_checkpoint_due(checkpoint, checkpoint)
+    assert not idle_checkpoint_due(checkpoint, BinlogOffset("mysql-bin.000007", 4096 + IDLE_CHECKPOINT_BYTES - 1))
+    assert idle_checkpoint_due(checkpoint, BinlogOffset("mysql-bin.000007", 4096 + IDLE_CHECKPOINT_BYTES))
+    assert idle_checkpoint_due(checkpoint, BinlogOffset("mysql-bin.000008", 4))
+    assert not idle_checkpoint_due(checkpoint, BinlogOffset("mysql-bin.000006", 10 ** 9))

@@ -1,13 +1,13 @@
 """Automation of a pipeline: the binlog sensor, an optional cron schedule and a run-failure alert.
 
-The binlog sensor (interval ``pipeline.lakecdc.sensor.interval``) requests a run for the tables that are behind
-(a committed change or DDL of their source tables after their checkpoint, or their snapshot to take; see
-lakecdc.runtime.status) or due a checkpoint refresh (idle, checkpoint in an older binlog file), and that no active
-run of the pipeline is writing (a micro-batch or a re-snapshot), so one busy table never holds up the others.
-Writes to other databases start nothing. The run key is the head offset plus the tables, so one head position
-starts at most one run per set of tables. Its cursor records the head it saw, the tables it requested, the binlog
-head at which it last requested each table, and the binlog scan (so the next tick scans only the binlog written
-since): ``{"head": "binlog.000003:1234", "requested": ["inventory.orders"], "requested_at": {...},
+The binlog sensor (interval ``pipeline.lakecdc.sensor.interval``) requests a run for the tables that are behind (a
+committed change or DDL of their source tables after their checkpoint, or their snapshot to take; see
+lakecdc.runtime.status) or due a checkpoint refresh (idle, checkpoint in an older binlog file or 64 MiB behind), and
+that no active run of the pipeline is writing (a micro-batch or a re-snapshot), so one busy table never holds up the
+others. Writes to other databases start nothing. The run key is the head offset plus the tables, so one head position
+starts at most one run per set of tables. Its cursor records the head it saw, the tables it requested, the binlog head
+at which it last requested each table, and the binlog scan (so the next tick scans only the binlog written since):
+``{"head": "binlog.000003:1234", "requested": ["inventory.orders"], "requested_at": {...},
 "scan": {"from": ..., "to": ..., "changed": {...}, "xa": {...}, "tables": [...]}}``.
 """
 

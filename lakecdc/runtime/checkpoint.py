@@ -38,6 +38,22 @@ XA_SCAN_START = "lakecdc.source.xa-scan-start"
 RESNAPSHOT_PARTITION = "lakecdc.resnapshot.partition"
 RESNAPSHOT_OFFSET = "lakecdc.resnapshot.offset"
 
+# An idle table (no change of its sources after its checkpoint) keeps its checkpoint until the binlog has moved this
+# far past it in the same file, or to another file; then a run that includes it commits an empty snapshot that only
+# moves the checkpoint, and the sensor asks for such a run. Every read that includes the table re-reads at most this
+# much for it, and a purge of old binlog files never strands it. A commit per idle table per run would cost more.
+IDLE_CHECKPOINT_BYTES = 64 * 1024 * 1024
+
+
+def idle_checkpoint_due(checkpoint: BinlogOffset, head: BinlogOffset) -> bool:
+    """Whether an idle table's checkpoint is far enough behind ``head`` to be moved by a checkpoint-only commit
+    (another binlog file, or :data:`IDLE_CHECKPOINT_BYTES` further in the same one)."""
+    if head <= checkpoint:
+        return False
+    if checkpoint.file != head.file:
+        return True
+    return head.pos - checkpoint.pos >= IDLE_CHECKPOINT_BYTES
+
 PHASE_SNAPSHOT = "snapshot"
 PHASE_BINLOG = "binlog"
 PHASE_RESNAPSHOT = "resnapshot"

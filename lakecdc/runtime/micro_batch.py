@@ -40,7 +40,7 @@ from lakecdc.errors import SinkError, TableLockedError
 from lakecdc.model import OP_COLUMN, BinlogOffset, ChangeBatch, SourceTable, TableCounts, TableId
 from lakecdc.runtime import initial_load as _initial_load
 from lakecdc.runtime.checkpoint import (PHASE_BINLOG, PHASE_SNAPSHOT, PIPELINE, checkpoint_properties,
-                                        read_checkpoint)
+                                        idle_checkpoint_due, read_checkpoint)
 from lakecdc.runtime.connect import open_sink, open_source
 from lakecdc.runtime.plan import PipelinePlan, SourcePlan, TargetPlan, build_plan, planned_targets
 from lakecdc.runtime.report import (SnapshotProgress, count_partitions, estimate_rows, log_summary,
@@ -406,9 +406,9 @@ class MicroBatch:
                 # a DDL with no row after it still moves the checkpoint: the commit carries the new schema history
                 self._writer(target)
                 self.results[target].offset = max(reached, checkpoints[target])
-            elif _far_behind(checkpoints[target], reached):
+            elif idle_checkpoint_due(checkpoints[target], reached):
                 # A table without changes keeps its checkpoint, so every later run re-reads the binlog from there;
-                # once that stretch is long, an empty snapshot moves its checkpoint forward.
+                # once that stretch is long (IDLE_CHECKPOINT_BYTES), an empty snapshot moves its checkpoint forward.
                 self._writer(target)
                 self.results[target].offset = reached
                 self.log.info("%s had no changes; moving its checkpoint to %s", target, reached)
@@ -700,9 +700,6 @@ def _by_start(fresh: dict) -> dict[tuple, set[TableId]]:
     return groups
 
 
-IDLE_CHECKPOINT_BYTES = 64 * 1024 * 1024
-
-
 def _reset_counts(result: TableResult) -> None:
     result.counts = TableCounts()
     result.rows_written = 0
@@ -710,14 +707,6 @@ def _reset_counts(result: TableResult) -> None:
     result.row_count = None
     result.upkeep = None
     result.decoder_fallbacks = {}
-
-
-def _far_behind(checkpoint: BinlogOffset, reached: BinlogOffset) -> bool:
-    if reached <= checkpoint:
-        return False
-    if checkpoint.file != reached.file:
-        return True
-    return reached.pos - checkpoint.pos >= IDLE_CHECKPOINT_BYTES
 
 
 def schema_history(checkpoints: dict, options) -> dict[TableId, SourceTable]:

@@ -4,9 +4,10 @@ between the checkpoints and the head for them). Used by ``lakecdc status`` and b
 the previous scan back in (its cursor) so each tick reads only the binlog written since the last one.
 
 A table whose checkpoint is older than the stretch that could be scanned within ``scan_limit`` bytes counts as
-behind (its run moves the checkpoint forward, so the next scan covers it). An idle table whose checkpoint's binlog
-file is no longer the newest one is *due a checkpoint refresh*: a run that finds nothing commits an empty snapshot
-that only moves its checkpoint (lakecdc.runtime.micro_batch), so a purge of old binlog files never strands it.
+behind (its run moves the checkpoint forward, so the next scan covers it). An idle table whose checkpoint lies in an
+older binlog file, or IDLE_CHECKPOINT_BYTES behind the head in the same file, is *due a checkpoint refresh*: a run
+that finds nothing commits an empty snapshot that only moves its checkpoint (lakecdc.runtime.micro_batch), so a purge
+of old binlog files never strands it and a later run that includes it re-reads at most that much binlog for it.
 docs/operations.md has the design and its numbers.
 """
 
@@ -17,17 +18,16 @@ from dataclasses import dataclass
 
 from lakecdc.config import PipelineConfig
 from lakecdc.model import BinlogOffset, TableId
-from lakecdc.runtime.checkpoint import read_checkpoint
+from lakecdc.runtime.checkpoint import IDLE_CHECKPOINT_BYTES, idle_checkpoint_due, read_checkpoint
 from lakecdc.runtime.connect import open_sink, open_source
 from lakecdc.runtime.plan import build_plan
 from lakecdc.runtime.initial_load import admit_tables, without_sources
 from lakecdc.source import MySqlSource
 from lakecdc.source.activity import BinlogActivity, binlog_sizes, bytes_between, scan_activity
 
-# At most this many binlog bytes are scanned per status (per sensor tick); must stay above the 64 MiB after which
-# a run moves an idle table's checkpoint (IDLE_CHECKPOINT_BYTES), so a table too far back to scan gets one run and
-# is within reach afterwards.
-SCAN_LIMIT_BYTES = 256 * 1024 * 1024
+# At most this many binlog bytes are scanned per status (per sensor tick); must stay above the distance after which
+# a run moves an idle table's checkpoint, so a table too far back to scan gets one run and is within reach afterwards.
+SCAN_LIMIT_BYTES = 4 * IDLE_CHECKPOINT_BYTES
 # ... and for at most this long (one-row transactions scan far fewer bytes per second than bulk rows events); a cut
 # scan continues from where it stopped at the next call that passes it in
 SCAN_LIMIT_SECONDS = 20.0
@@ -45,7 +45,7 @@ class TableStatus:
     behind: bool = False  # something a run would capture lies after the checkpoint (see ``reason``)
     reason: str = ""  # why it is behind
     last_change: BinlogOffset | None = None  # end of the last change / DDL after the checkpoint found by the scan
-    refresh_due: bool = False  # idle, but its checkpoint's binlog file is no longer the newest
+    refresh_due: bool = False  # idle, but its checkpoint is far behind the head (checkpoint.idle_checkpoint_due)
 
     def needs_run(self, head: BinlogOffset) -> bool:
         return self.behind or self.refresh_due
@@ -56,7 +56,7 @@ class TableStatus:
         if self.behind:
             return self.reason
         if self.refresh_due and self.checkpoint is not None:
-            return f"no changes; checkpoint in {self.checkpoint.file}, head in {head.file}: due a checkpoint refresh"
+            return f"no changes; checkpoint {self.checkpoint}, head {head}: due a checkpoint refresh"
         if self.checkpoint is not None and self.checkpoint < head:
             return "up to date (no changes of its tables since the checkpoint)"
         return "up to date"
@@ -138,7 +138,7 @@ def _judge(table: TableStatus, head: BinlogOffset, activity: BinlogActivity | No
         table.behind = True
         table.reason = f"not scanned past {activity.stop} yet (binlog scan time limit)"
         return
-    table.refresh_due = checkpoint.file != head.file
+    table.refresh_due = idle_checkpoint_due(checkpoint, head)
 
 
 def _scan(source: MySqlSource, tables: list[TableStatus], head: BinlogOffset, prior: BinlogActivity | None,
