@@ -291,8 +291,8 @@ class MicroBatch:
     def _coerce_into_table(self, target: TableId) -> None:
         """Rows of an existing table's sources go into its stored schema, by column name (after ignored, tolerated
         or lenient schema changes the two differ)."""
-        for source_plan in self.plan.sources.values():
-            if target in source_plan.targets and len(source_plan.targets) == 1:
+        for source_plan in self.plan.targets[target].sources:  # not every source of the pipeline: N^2 at scale
+            if len(source_plan.targets) == 1:
                 coerce_into_table(self.sink, source_plan, target)
 
     # ----------------------------------------------------------------------------------------------- step 3
