@@ -205,6 +205,31 @@ def test_describe_tutorial_table(source, orders):
         source.describe_table(TableId(table_id.database, "nope"))
 
 
+def test_describe_tables_at_once_equals_one_by_one(mariadb, fresh_db, source, monkeypatch):
+    """A plan of many tables describes them with three queries per database (lakecdc.source.schema.describe_tables):
+    the same tables as one by one, names that differ only in case kept apart, and the same errors."""
+    import lakecdc.source.schema as schema_module
+
+    conn = mariadb.connect(fresh_db)
+    run(conn, "CREATE TABLE Orders (id INT PRIMARY KEY, v VARCHAR(10) COMMENT 'upper')",
+        "CREATE TABLE orders (a INT, b INT, c DATETIME(3) NOT NULL, PRIMARY KEY (b, a)) COMMENT 'lower'",
+        "CREATE TABLE nokey (x TEXT, y DECIMAL(20, 4) DEFAULT 1.5)",
+        "CREATE VIEW a_view AS SELECT 1 AS one")
+    ids = [TableId(fresh_db, name) for name in ("orders", "nokey", "Orders")]
+    monkeypatch.setattr(schema_module, "DESCRIBE_BATCH", 2)  # more tables than one batch holds
+    together = source.describe_tables(ids)
+    assert list(together) == [TableId(fresh_db, "orders"), TableId(fresh_db, "nokey"), TableId(fresh_db, "Orders")]
+    for table_id in ids:
+        assert together[table_id] == source.describe_table(table_id)
+    assert [c.name for c in together[TableId(fresh_db, "Orders")].columns] == ["id", "v"]
+    assert together[TableId(fresh_db, "orders")].primary_keys == ("b", "a")
+    assert together[TableId(fresh_db, "nokey")].primary_keys == ()
+    with pytest.raises(SourceError, match="does not exist"):
+        source.describe_tables(ids + [TableId(fresh_db, "ORDERS")])
+    with pytest.raises(SourceError, match="not a base table"):
+        source.describe_tables(ids + [TableId(fresh_db, "a_view")])
+
+
 def test_type_mapping(mariadb, fresh_db, source):
     run(mariadb.connect(fresh_db), """CREATE TABLE t (
         b1 TINYINT(1), ti TINYINT NOT NULL, tiu TINYINT UNSIGNED, si SMALLINT, siu SMALLINT UNSIGNED,

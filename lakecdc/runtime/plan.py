@@ -104,8 +104,9 @@ def build_plan(config: PipelineConfig, source: MySqlSource,
     captured = captured_tables(config, sorted(set(source.list_tables()) | set(schemas)))
     if targets is not None:
         captured = _feeding(router, captured, targets)
+    described = source.describe_tables([t for t in captured if t not in schemas])
     for table_id in captured:
-        table = schemas.get(table_id) or source.describe_table(table_id)
+        table = schemas.get(table_id) or described[table_id]
         transform = compile_transform(select_rule(config.transforms, table_id), table, ctx)
         plan = SourcePlan(table, transform, router.targets(table_id))
         sources[table_id] = plan

