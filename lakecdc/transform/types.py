@@ -462,6 +462,24 @@ def fit_decimal(arr: pa.Array, target: pa.DataType) -> pa.Array:
     return pc.if_else(fits, x, pa.scalar(None, wide)).cast(target, safe=False)
 
 
+def comparable_decimals(left: pa.Array, right: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Two exact numeric arrays (DECIMAL or integer) at one scale, in 76-digit decimals, so that comparing them is
+    exact as BigDecimal.compareTo: neither side's digits are lost, whatever the precisions, scales or declared
+    (capped) types (DECIMAL(38, 0) against DECIMAL(38, 2) needs 40 digits)."""
+    types = [integer_decimal(x.type) for x in (left, right)]
+    whole = max(t.precision - t.scale for t in types)
+    scale = min(max(t.scale for t in types), 76 - whole)
+    target = pa.decimal256(76, scale)
+
+    def widen(arr: pa.Array, t: pa.DataType) -> pa.Array:
+        if pa.types.is_integer(arr.type):
+            arr = arr.cast(t)
+        if t.scale > scale:  # only past 76 digits in all: the finer digits are rounded, as no output could hold them
+            return fit_decimal(arr, pa.decimal128(min(38, whole + scale), scale)).cast(target)
+        return arr.cast(target)
+    return widen(left, types[0]), widen(right, types[1])
+
+
 def exact_decimal(arr: pa.Array) -> pa.Array:
     """A decimal result kept exact between operators (Flink CDC evaluates DECIMAL with BigDecimal and applies the
     declared, possibly 19-digit, precision only to the output column): any DECIMAL(p <= 38, s) stays as it is;

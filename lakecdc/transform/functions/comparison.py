@@ -18,7 +18,7 @@ from lakecdc.errors import ExpressionError
 from lakecdc.transform.functions.base import (Site, as_bool, false_array, fam, function, is_null_literal, null_of,
                                               require, with_scalars)
 from lakecdc.transform.nodes import Call, Node, eval_where
-from lakecdc.transform.types import cast_array, common_numeric, common_type, flink_name
+from lakecdc.transform.types import cast_array, common_numeric, common_type, comparable_decimals, flink_name
 
 _ORDERED = ("numeric", "string", "boolean", "date", "time", "timestamp", "timestamp_ltz", "binary")
 
@@ -54,6 +54,15 @@ _CMP = {"=": pc.equal, "<>": pc.not_equal, "<": pc.less, ">": pc.greater, "<=": 
         ">=": pc.greater_equal}
 
 
+def comparable(left: pa.Array, right: pa.Array, target: pa.DataType) -> tuple[pa.Array, pa.Array]:
+    """Both sides' values in one type. DECIMAL comparisons are exact on the values (BigDecimal.compareTo), not on
+    the declared types: a value keeps its digits inside an expression even where its declared type is capped at 19
+    digits, and the common type of DECIMAL(38, 0) and DECIMAL(38, 2) would need 40."""
+    if pa.types.is_decimal(target):
+        return comparable_decimals(left, right)
+    return cast_array(left, target), cast_array(right, target)
+
+
 def compare(op: str, a: Node, b: Node, sql: str) -> Node:
     """``a op b``: never NULL; a NULL operand gives FALSE (Flink CDC's documented meaning, also for ``<>``)."""
     kernel = _CMP[op]
@@ -62,7 +71,7 @@ def compare(op: str, a: Node, b: Node, sql: str) -> Node:
         return Call(lambda env, arrays: false_array(env.num_rows), [a, b], pa.bool_(), sql)
 
     def run(env, arrays):
-        left, right = (cast_array(x, target) for x in arrays)
+        left, right = comparable(arrays[0], arrays[1], target)
         return pc.fill_null(kernel(left, right), False)
 
     return Call(run, [a, b], pa.bool_(), sql)
@@ -95,7 +104,7 @@ def _distinct(args: list[Node], site: Site, negate: bool) -> Node:
         if target is None:
             same = pc.and_(pc.is_null(xs[0]), pc.is_null(xs[1]))
         else:
-            left, right = (cast_array(x, target) for x in xs)
+            left, right = comparable(xs[0], xs[1], target)
             both_null = pc.and_(pc.is_null(left), pc.is_null(right))
             same = pc.or_(both_null, pc.fill_null(pc.equal(left, right), False))
         return same if negate else pc.invert(same)

@@ -17,9 +17,9 @@ import pyarrow.compute as pc
 from lakecdc.errors import ExpressionError
 from lakecdc.transform.functions.base import (Site, as_string, data_error, fam, first_value, function,
                                               is_null_literal, null_of, require, where_null, with_scalars)
-from lakecdc.transform.functions.comparison import comparison_type
+from lakecdc.transform.functions.comparison import comparable, comparison_type
 from lakecdc.transform.nodes import Call, Node
-from lakecdc.transform.types import (VARIANT, common_type, conform, family, flink_name, java_to_string,
+from lakecdc.transform.types import (VARIANT, common_numeric, common_type, conform, family, flink_name, java_to_string,
                                      json_fraction, variant_array, variant_json)
 
 
@@ -181,6 +181,11 @@ def _element_equal(arr: pa.Array, needle) -> pa.Array:
     """Per list element: equals the needle (NULL elements never match)."""
     values = pc.list_flatten(arr)
     parents = pc.list_parent_indices(arr)
+    if family(values.type) == "numeric" and not isinstance(needle, (str, bytes, bool)):
+        # by value, as the comparisons: 1.5 is not the INT 1, 3000000000 is no INT at all
+        needles = pa.array([needle] * len(values))
+        left, right = comparable(values, needles, common_numeric(values.type, needles.type))
+        return values, parents, pc.fill_null(pc.equal(left, right), False)
     hits = pc.fill_null(pc.equal(values, pa.scalar(needle, values.type)), False)
     return values, parents, hits
 
