@@ -129,7 +129,8 @@ COMPARISON = [
     C("i = 7", [T, F, F], pa.bool_()),
     C("CAST(3 AS BIGINT) = 3", T),  # numbers compare by value across types (deviation: Java equals gives FALSE)
     C("ti = 5", [T, F, F]),
-    C("i <> 7", [F, F, T]),  # NULL <> x is FALSE (documented meaning; deviation from the code's TRUE)
+    C("i <> 7", [F, T, T]),  # NULL <> x is TRUE (Flink CDC's !valueEquals)
+    C("i != NULL", T),
     C("i > j", [T, F, F]),
     C("i >= 7", [T, F, F]),
     C("i < 0", [F, F, T]),
@@ -143,12 +144,14 @@ COMPARISON = [
     C("dt = dt", [T, F, T]),
     C("bl = TRUE", [T, F, F]),
     C("i BETWEEN 0 AND 10", [T, F, F]),
-    C("i NOT BETWEEN 0 AND 10", [F, F, T]),  # NULL NOT BETWEEN is FALSE (documented meaning)
+    C("i NOT BETWEEN 0 AND 10", [F, T, T]),  # NULL NOT BETWEEN is TRUE (Flink CDC's !betweenAsymmetric)
+    C("i NOT BETWEEN SYMMETRIC 10 AND 0", [F, T, T]),
     C("i BETWEEN SYMMETRIC 10 AND 0", [T, F, F]),
     C("i IN (1, 7, 9)", [T, F, F]),
-    C("i NOT IN (1, 9)", [T, F, T]),
-    C("i IN (2, NULL)", [F, F, F]),
+    C("i NOT IN (1, 9)", [T, T, T]),  # NULL NOT IN is TRUE (Flink CDC's !in)
+    C("i IN (2, NULL)", [F, T, F]),  # Arrays.asList(2, null).contains(v): a NULL v is found
     C("i NOT IN (2, NULL)", [T, F, T]),
+    C("i IN (j, 1)", [F, T, F]),  # an item that is NULL in the row, as a NULL literal
     C("1 IN (1, NULL)", T),
     C("s IN ('x', 'Hello World')", [T, F, F]),
     C("i IS NULL", [F, T, F]),
@@ -1006,7 +1009,7 @@ def test_decimal_comparisons_in_filters_are_exact(precision):
                      OP_COLUMN: ["+I"] * 4, OP_TS_COLUMN: pa.array([0] * 4, pa.int64())})
     filters = {
         f"d = {B20}": [1],
-        f"d <> {B20}": [2, 4],
+        f"d <> {B20}": [2, 3, 4],  # NULL <> x is TRUE (Flink CDC)
         f"d > {B20}": [2],
         f"d BETWEEN {B20} AND CAST('123456789012345678.905' AS DECIMAL(21, 3))": [1],
         f"d IN ({B20}, -1)": [1, 4],

@@ -1,10 +1,12 @@
 """Comparison and logical operators: ``= <> < > <= >=``, ``[NOT] BETWEEN``, ``[NOT] IN``, ``IS [NOT] DISTINCT FROM``,
 ``[NOT] LIKE [ESCAPE]``, ``[NOT] SIMILAR TO [ESCAPE]``, ``IS [NOT] NULL/TRUE/FALSE/UNKNOWN``, ``AND``, ``OR``, ``NOT``.
 
-Comparisons follow Flink CDC's documented meaning: they are never NULL (a NULL operand gives FALSE, also for
-``<>``, ``NOT IN`` and ``NOT BETWEEN``), and numbers compare by value across types (INT 3 = BIGINT 3). Comparing
-different type families (STRING with INT, TIMESTAMP with TIMESTAMP_LTZ) is rejected when the rule is compiled.
-LIKE is SQL LIKE; logic is SQL three-valued.
+Comparisons are Flink CDC's (ComparisonFunctions, as its documentation's function column names them): never NULL;
+``=``, ``<``, ``>``, ``<=``, ``>=`` and BETWEEN give FALSE for a NULL operand, while ``<>`` (``!valueEquals``),
+NOT BETWEEN (``!betweenAsymmetric``) and NOT IN (``!in``) are the negations and so TRUE; IN is Java's
+``Arrays.asList(items).contains(v)``, which also finds a NULL ``v`` among NULL items. Numbers compare by value across
+types (INT 3 = BIGINT 3; Java's ``equals`` would not). Comparing different type families (STRING with INT, TIMESTAMP
+with TIMESTAMP_LTZ) is rejected when the rule is compiled. LIKE is SQL LIKE; logic is SQL three-valued.
 """
 
 from __future__ import annotations
@@ -64,7 +66,10 @@ def comparable(left: pa.Array, right: pa.Array, target: pa.DataType) -> tuple[pa
 
 
 def compare(op: str, a: Node, b: Node, sql: str) -> Node:
-    """``a op b``: never NULL; a NULL operand gives FALSE (Flink CDC's documented meaning, also for ``<>``)."""
+    """``a op b``: never NULL. A NULL operand gives FALSE, except for ``<>``, which is ``!valueEquals(a, b)`` in
+    Flink CDC's generated code and so TRUE (its documentation's function column and its own spec tests agree)."""
+    if op == "<>":
+        return negated(compare("=", a, b, sql), Site(sql))
     kernel = _CMP[op]
     target = comparison_type(a, b, op)
     if target is None:
@@ -95,10 +100,10 @@ def _is_not_distinct(args, site):
     return _distinct(args, site, negate=True)
 
 
-def _distinct(args: list[Node], site: Site, negate: bool) -> Node:
+def _distinct(args: list[Node], site: Site, negate: bool, op: str = "IS DISTINCT FROM") -> Node:
     """NULL-safe equality: two NULLs are not distinct; numbers compare by value."""
     a, b = args
-    target = comparison_type(a, b, "IS DISTINCT FROM")
+    target = comparison_type(a, b, op)
 
     def run(env, xs):
         if target is None:
@@ -192,8 +197,8 @@ def _between(args, site):
 
 @function("NOT BETWEEN", min_args=3, max_args=3, operator=True)
 def _not_between(args, site):
-    """``v < lo OR v > hi`` (the documented meaning): FALSE when v is NULL (Flink CDC's code gives TRUE)."""
-    return _all([compare("<", args[0], args[1], site.sql), compare(">", args[0], args[2], site.sql)], pc.or_, site)
+    """``!betweenAsymmetric(v, lo, hi)`` (Flink CDC): TRUE when v is NULL."""
+    return negated(_between(args, site), site)
 
 
 @function("BETWEEN SYMMETRIC", min_args=3, max_args=3, operator=True)
@@ -206,26 +211,20 @@ def _between_symmetric(args, site):
 
 @function("NOT BETWEEN SYMMETRIC", min_args=3, max_args=3, operator=True)
 def _not_between_symmetric(args, site):
-    inside = _between_symmetric(args, site)
-    valid = _is_not_null([args[0]], site)
-
-    def run(env, xs):
-        return pc.and_(pc.invert(xs[0]), xs[1])
-    return Call(run, [inside, valid], pa.bool_(), site.sql)
+    return negated(_between_symmetric(args, site), site)  # as NOT BETWEEN: TRUE when v is NULL
 
 
 @function("IN", min_args=2, max_args=None, operator=True)
 def _in(args, site):
-    """``v IN (a, b)``: any ``v = x`` (NULL v → FALSE, NULL items never match); never NULL."""
-    return _all([compare("=", args[0], item, site.sql) for item in args[1:]], pc.or_, site)
+    """``v IN (a, b)``: Flink CDC's ``Arrays.asList(a, b).contains(v)``: TRUE when v equals an item (by value), or
+    when v and an item are both NULL (``NULL IN (1, NULL)``); never NULL (``1 IN (2, NULL)`` is FALSE)."""
+    return _all([_distinct([args[0], item], site, negate=True, op="IN") for item in args[1:]], pc.or_, site)
 
 
 @function("NOT IN", min_args=2, max_args=None, operator=True)
 def _not_in(args, site):
-    """``v NOT IN (a, b)``: TRUE when v is not NULL and equals no item (``1 NOT IN (2, NULL)`` is TRUE)."""
-    found = _in(args, site)
-    valid = _is_not_null([args[0]], site)
-    return Call(lambda env, xs: pc.and_(pc.invert(xs[0]), xs[1]), [found, valid], pa.bool_(), site.sql)
+    """``!in(v, a, b)`` (Flink CDC): ``1 NOT IN (2, NULL)`` and ``NULL NOT IN (1, 2)`` are TRUE."""
+    return negated(_in(args, site), site)
 
 
 # ------------------------------------------------------------------------------------ LIKE / SIMILAR TO
