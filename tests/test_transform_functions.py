@@ -582,6 +582,11 @@ CONFORMANCE = [  # behaviours fixed to match Flink CDC (issue 16); evaluated on 
     C(f"FLOOR({B20}) - 123456789012345600", D("78"), pa.decimal128(19, 0)),
     C(f"{B20} / CAST(2 AS DECIMAL(1, 0)) = 61728394506172839.45", T),
     C("m / CAST(3 AS DECIMAL(20, 2))", [D("9.960000000"), N, D("-3.370000000")], pa.decimal128(19, 9)),
+    # conditionals and constructors cap a DECIMAL operand first, then keep the whole digits (Calcite's least
+    # restrictive type): DECIMAL(10, 2) with BIGINT is DECIMAL(19, 0), the values rounded HALF_UP at the output
+    C("COALESCE(m, bi)", [D("30"), N, D("-10")], pa.decimal128(19, 0)),
+    C(f"COALESCE({B20}, 0)", N, pa.decimal128(19, 2)),  # declared DECIMAL(19, 2): the 20-digit value → NULL
+    C(f"CASE WHEN i = 7 THEN {B20} END = {B20}", [T, F, F]),  # exact inside the expression
     # TINYINT * TINYINT is declared TINYINT but computed as a Java int (binary numeric promotion): only the output
     # column narrows it (FlinkPipelineTransformITCase.testMultipleReferencedColumnsInProjection: 15 → 3375)
     C("CAST(ti * ti * ti AS INT)", [125, N, -2097152]),
@@ -670,6 +675,7 @@ CONFORMANCE_38 = [
     C(f"ROUND({BIG}, 1)", D("1" + "0" * 36 + ".0"), pa.decimal128(38, 1)),
     C(f"{BIG} / CAST(3 AS DECIMAL(38, 2))", D("333333333333333333333333333333333333"), pa.decimal128(38, 0)),
     C(f"{BIG} - {BIG} = 0", T),
+    C("COALESCE(m, bi)", [D("29.90"), N, D("-10.11")], pa.decimal128(21, 2)),
     # comparisons across scales near the 38-digit limit: DECIMAL(38, 0) against DECIMAL(38, 2) needs 40 digits in a
     # common type; the comparison is exact on the values (BigDecimal.compareTo)
     C(f"{I38} > CAST('1.5' AS DECIMAL(2, 1))", T),

@@ -87,10 +87,19 @@ RESULT_TYPES: list[tuple[str, str]] = [
     ("CASE WHEN bl THEN 1 ELSE 2.5 END", "DECIMAL(11, 1)"), ("CASE WHEN bl THEN t0 ELSE t6 END", "TIMESTAMP(3)"),
     ("CASE WHEN bl THEN ti * ti ELSE ti END", "TINYINT"), ("IF(bl, 'a', 'b')", "STRING"),
     ("-(ti * ti)", "TINYINT"), ("ABS(si * si)", "SMALLINT"), ("CEIL(ti * ti)", "TINYINT"),
-    ("IF(bl, t0, t6)", "TIMESTAMP(0)"), ("IF(bl, b, vb)", "VARBINARY(50)"), ("COALESCE(t0, t0)", "TIMESTAMP(0)"),
+    # IF: NUMERIC_FROM_ARG1_DEFAULT1, the least restrictive type of two numbers, else the first branch's type
+    ("IF(bl, t0, t6)", "TIMESTAMP(0)"), ("IF(bl, b, vb)", "BINARY(50)"), ("IF(bl, vb, b)", "VARBINARY(50)"),
+    ("IF(bl, i, 1.5)", "DECIMAL(11, 1)"), ("COALESCE(t0, t0)", "TIMESTAMP(0)"),
     ("COALESCE(b, b)", "BINARY(50)"), ("COALESCE(vb, vb)", "VARBINARY(50)"), ("COALESCE(b, vb)", "VARBINARY(50)"),
     ("COALESCE(blob, b)", "VARBINARY(65536)"), ("COALESCE(i, bi)", "BIGINT"), ("IFNULL(i, 0)", "INT NOT NULL"),
     ("NULLIF(t6, t6)", "TIMESTAMP(3)"), ("NULLIF(b, b)", "BINARY(50)"),
+    # a DECIMAL operand is capped at the maximum precision (19) before the least restrictive type is taken, which
+    # keeps the whole digits and gives up scale (SqlTypeFactoryImpl.leastRestrictiveSqlType)
+    ("COALESCE(big, 0)", "DECIMAL(19, 2)"), ("IF(bl, big, m)", "DECIMAL(19, 2)"),
+    ("CASE WHEN bl THEN big ELSE 0 END", "DECIMAL(19, 2)"), ("NULLIF(big, m)", "DECIMAL(19, 2)"),
+    ("IFNULL(big, 0)", "DECIMAL(19, 2) NOT NULL"), ("COALESCE(m, bi)", "DECIMAL(19, 0)"),
+    ("ARRAY[big]", "ARRAY<DECIMAL(19, 2)>"), ("ARRAY[m, bi]", "ARRAY<DECIMAL(19, 0)>"),
+    ("MAP['a', big]", "MAP<STRING, DECIMAL(19, 2)>"), ("ROW(big)", "ROW<f0 DECIMAL(19, 2)>"),
     # CAST
     ("CAST(s AS TIMESTAMP)", "TIMESTAMP(0)"), ("CAST(s AS TIMESTAMP(6))", "TIMESTAMP(3)"),
     ("CAST(t6 AS TIMESTAMP(2))", "TIMESTAMP(2)"), ("TRY_CAST(s AS TIMESTAMP(9))", "TIMESTAMP(3)"),

@@ -378,10 +378,36 @@ def arithmetic_type(op: str, a: pa.DataType, b: pa.DataType, max_precision: int)
     return capped_decimal(min(p1 - s1, p2 - s2) + scale, scale, max_precision)
 
 
-def common_type(types: list[pa.DataType], what: str) -> pa.DataType:
-    """Least restrictive common type of CASE/IF/COALESCE branches; ExpressionError if there is none."""
+def calcite_type(t: pa.DataType, max_precision: int) -> pa.DataType:
+    """The type Calcite gives an operand of type ``t``: its type factory caps every DECIMAL it creates at the
+    pipeline's maximum precision (a DECIMAL(20, 2) column is DECIMAL(19, 2) inside an expression in UP_TO_19)."""
+    if pa.types.is_decimal(t):
+        return capped_decimal(t.precision, t.scale, max_precision)
+    if pa.types.is_list(t):
+        return pa.list_(calcite_type(t.value_type, max_precision))
+    if pa.types.is_map(t):
+        return pa.map_(calcite_type(t.key_type, max_precision), calcite_type(t.item_type, max_precision))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(calcite_type(f.type, max_precision)) for f in t])
+    return t
+
+
+def least_restrictive_exact(a: pa.DataType, b: pa.DataType, max_precision: int) -> pa.DataType:
+    """Calcite's least restrictive type of two exact numbers, one a DECIMAL (SqlTypeFactoryImpl
+    .leastRestrictiveSqlType): the whole digits of the wider one, capped at the maximum precision, then as many of
+    the larger scale as still fit (DECIMAL(10, 2) with BIGINT is DECIMAL(19, 0) in UP_TO_19, DECIMAL(21, 2) in
+    UP_TO_38)."""
+    da, db = integer_decimal(a), integer_decimal(b)
+    whole = min(max(da.precision - da.scale, db.precision - db.scale), max_precision)
+    scale = min(max(da.scale, db.scale), max_precision - whole)
+    return pa.decimal128(max(whole + scale, 1), scale)
+
+
+def common_type(types: list[pa.DataType], what: str, max_precision: int = 38) -> pa.DataType:
+    """Least restrictive common type of CASE/IF/COALESCE branches and ARRAY/MAP elements (Calcite's, with the
+    pipeline's maximum DECIMAL precision); ExpressionError if there is none."""
     result = pa.null()
-    for t in types:
+    for t in (calcite_type(t, max_precision) for t in types):
         if pa.types.is_null(result):
             result = t
             continue
@@ -391,7 +417,10 @@ def common_type(types: list[pa.DataType], what: str) -> pa.DataType:
         if fa != fb:
             raise ExpressionError(f"{what}: incompatible types {flink_name(result)} and {flink_name(t)}")
         if fa == "numeric":
-            result = common_numeric(result, t)
+            exact = not (pa.types.is_floating(result) or pa.types.is_floating(t))
+            decimal_ = pa.types.is_decimal(result) or pa.types.is_decimal(t)
+            result = least_restrictive_exact(result, t, max_precision) if exact and decimal_ else \
+                common_numeric(result, t)
         elif fa in ("timestamp", "timestamp_ltz", "time"):
             result = result if _unit_rank(result.unit) >= _unit_rank(t.unit) else t
         elif fa == "string":
@@ -399,20 +428,22 @@ def common_type(types: list[pa.DataType], what: str) -> pa.DataType:
         elif fa == "binary":
             result = pa.binary()
         elif fa in ("array", "map", "row"):
-            result = _common_nested(result, t, what)
+            result = _common_nested(result, t, what, max_precision)
     return result
 
 
-def _common_nested(a: pa.DataType, b: pa.DataType, what: str) -> pa.DataType:
+def _common_nested(a: pa.DataType, b: pa.DataType, what: str, max_precision: int) -> pa.DataType:
     """Calcite's least restrictive ARRAY/MAP/ROW type: element (key, value, field) types unified one by one
     (ARRAY[ARRAY[1], ARRAY[bigint_col]] is ARRAY<ARRAY<BIGINT>>)."""
     try:
         if family(a) == "array":
-            return pa.list_(common_type([a.value_type, b.value_type], what))
+            return pa.list_(common_type([a.value_type, b.value_type], what, max_precision))
         if family(a) == "map":
-            return pa.map_(common_type([a.key_type, b.key_type], what), common_type([a.item_type, b.item_type], what))
+            return pa.map_(common_type([a.key_type, b.key_type], what, max_precision),
+                           common_type([a.item_type, b.item_type], what, max_precision))
         if a.num_fields == b.num_fields:
-            return pa.struct([pa.field(fa.name, common_type([fa.type, fb.type], what)) for fa, fb in zip(a, b)])
+            return pa.struct([pa.field(fa.name, common_type([fa.type, fb.type], what, max_precision))
+                              for fa, fb in zip(a, b)])
     except ExpressionError:
         pass
     raise ExpressionError(f"{what}: incompatible types {flink_name(a)} and {flink_name(b)}")

@@ -19,7 +19,7 @@ from lakecdc.transform.functions.base import (Site, as_string, data_error, fam, 
                                               is_null_literal, null_of, require, where_null, with_scalars)
 from lakecdc.transform.functions.comparison import comparable, comparison_type
 from lakecdc.transform.nodes import Call, Node
-from lakecdc.transform.types import (VARIANT, common_numeric, common_type, conform, family, flink_name, java_to_string,
+from lakecdc.transform.types import (VARIANT, calcite_type, common_numeric, common_type, conform, family, flink_name, java_to_string,
                                      json_fraction, variant_array, variant_json)
 
 
@@ -27,7 +27,7 @@ from lakecdc.transform.types import (VARIANT, common_numeric, common_type, confo
 
 @function("ARRAY", min_args=1, max_args=None)
 def _array(args, site):
-    element = common_type([a.dtype for a in args], "ARRAY")  # NULL only while validating without a schema
+    element = common_type([a.dtype for a in args], "ARRAY", site.max_precision)  # NULL only while validating without a schema
     out = pa.list_(element)
 
     def run(env, xs):
@@ -55,8 +55,8 @@ def _map(args, site):
         keys = [next(k for k in keys if k.const == key) for key in last]
         values = list(last.values())
         args = [x for pair in zip(keys, values) for x in pair]
-    key_type = common_type([k.dtype for k in keys], "MAP keys")
-    value_type = common_type([v.dtype for v in values], "MAP values")
+    key_type = common_type([k.dtype for k in keys], "MAP keys", site.max_precision)
+    value_type = common_type([v.dtype for v in values], "MAP values", site.max_precision)
     out = pa.map_(pa.string() if pa.types.is_null(key_type) else key_type, value_type)
 
     def run(env, xs):
@@ -75,8 +75,8 @@ def _map(args, site):
 @function("ROW", min_args=1, max_args=None)
 def _row(args, site):
     """ROW(a, b, ...) with fields f0, f1, ..."""
-    fields = [pa.field(f"f{i}", a.dtype if not pa.types.is_null(a.dtype) else pa.string())
-              for i, a in enumerate(args)]
+    fields = [pa.field(f"f{i}", calcite_type(a.dtype, site.max_precision) if not pa.types.is_null(a.dtype)
+                       else pa.string()) for i, a in enumerate(args)]
     out = pa.struct(fields)
 
     def run(env, xs):
