@@ -19,15 +19,16 @@ from lakecdc.transform.functions.base import (Site, as_string, data_error, fam, 
                                               is_null_literal, null_of, require, where_null, with_scalars)
 from lakecdc.transform.functions.comparison import comparable, comparison_type
 from lakecdc.transform.nodes import Call, Node
-from lakecdc.transform.types import (VARIANT, calcite_type, common_numeric, common_type, conform, family, flink_name, java_to_string,
-                                     json_fraction, variant_array, variant_json)
+from lakecdc.transform.types import (VARIANT, calcite_type, common_numeric, common_type, conform, family, flink_name,
+                                     java_to_string, json_fraction, variant_array, variant_json)
 
 
 # ------------------------------------------------------------------------------------------- constructors
 
 @function("ARRAY", min_args=1, max_args=None)
 def _array(args, site):
-    element = common_type([a.dtype for a in args], "ARRAY", site.max_precision)  # NULL only while validating without a schema
+    # NULL only while validating without a schema
+    element = common_type([a.dtype for a in args], "ARRAY", site.max_precision)
     out = pa.list_(element)
 
     def run(env, xs):
