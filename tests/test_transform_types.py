@@ -106,7 +106,11 @@ RESULT_TYPES: list[tuple[str, str]] = [
     ("CAST(s AS DECIMAL(38, 2))", "DECIMAL(19, 2)"), ("CAST(i AS VARCHAR(3))", "STRING"),
     ("CAST(s AS TINYINT)", "TINYINT"), ("TRY_CAST(s AS INT)", "INT"),
     # collections and JSON
-    ("ARRAY[t6]", "ARRAY<TIMESTAMP(3)>"), ("ARRAY[i, bi]", "ARRAY<BIGINT>"), ("MAP['a', i]", "MAP<STRING, INT>"),
+    ("ARRAY[t6]", "ARRAY<TIMESTAMP(3)>"), ("ARRAY[b, vb]", "ARRAY<VARBINARY(50)>"), ("ARRAY[vb][1]", "VARBINARY(50)"),
+    ("ELEMENT(ARRAY[b])", "BINARY(50)"), ("MAP[vb, t0]", "MAP<VARBINARY(50), TIMESTAMP(0)>"),
+    ("MAP['a', vb]['a']", "VARBINARY(50)"), ("ROW(vb, i)", "ROW<f0 VARBINARY(50), f1 INT>"),
+    ("ROW(t6, vb)[2]", "VARBINARY(50)"),
+    ("ARRAY[i, bi]", "ARRAY<BIGINT>"), ("MAP['a', i]", "MAP<STRING, INT>"),
     ("ROW(i, s)", "ROW<f0 INT, f1 STRING>"), ("ARRAY[1, 2][1]", "INT"), ("CARDINALITY(ARRAY[1])", "INT"),
     ("ARRAY_CONTAINS(ARRAY[1], 1)", "BOOLEAN"), ("ARRAY_POSITION(ARRAY[1], 1)", "INT"),
     ("CAST(PARSE_JSON(s) AS VARCHAR)", "STRING"),

@@ -298,6 +298,34 @@ def common_decl(operands: list[tuple[pa.DataType, str | None]], result: pa.DataT
     return None
 
 
+def element_decl(operands: list[tuple[pa.DataType, str | None]], element: pa.DataType) -> str | None:
+    """The declared element (key, value) type of an ARRAY/MAP constructor when Arrow cannot say it: Calcite's least
+    restrictive type of temporal or binary elements (``ARRAY[varbinary_50]`` is ``ARRAY<VARBINARY(50)>``), or the
+    one declared type that nested elements share (``ARRAY[ARRAY[varbinary_50]]``)."""
+    if family(element) in ("timestamp", "timestamp_ltz", "time", "binary"):
+        return common_decl(operands, element)
+    decls = {d for t, d in operands if not pa.types.is_null(t)}
+    if family(element) in ("array", "map", "row") and len(decls) == 1:
+        return decls.pop()
+    return None
+
+
+def nested_decls(decl: str | None) -> list[str] | None:
+    """The declared element, key and value, or field types inside an ``ARRAY<...>``, ``MAP<...>`` or ``ROW<...>``
+    declared type text (``MAP<STRING, DECIMAL(10, 2)>`` → ``STRING``, ``DECIMAL(10, 2)``); None for other texts."""
+    match = re.match(r"^(ARRAY|MAP|ROW)<(.*)>$", decl or "")
+    if not match:
+        return None
+    body, parts, depth, start = match.group(2), [], 0, 0
+    for i, ch in enumerate(body):
+        depth += 1 if ch in "<(" else -1 if ch in ">)" else 0
+        if ch == "," and depth == 0:
+            parts.append(body[start:i].strip())
+            start = i + 1
+    parts.append(body[start:].strip())
+    return [p.split(" ", 1)[1] for p in parts] if match.group(1) == "ROW" else parts
+
+
 def integer_decl(dtype: pa.DataType, decl: str | None) -> pa.DataType:
     """The declared integer type of an integer operand (a TINYINT product is declared TINYINT, its values INT)."""
     return _INT_DECL.get(decl or "", dtype)
