@@ -586,6 +586,10 @@ CONFORMANCE = [  # behaviours fixed to match Flink CDC (issue 16); evaluated on 
     # restrictive type): DECIMAL(10, 2) with BIGINT is DECIMAL(19, 0), the values rounded HALF_UP at the output
     C("COALESCE(m, bi)", [D("30"), N, D("-10")], pa.decimal128(19, 0)),
     C(f"COALESCE({B20}, 0)", N, pa.decimal128(19, 2)),  # declared DECIMAL(19, 2): the 20-digit value → NULL
+    # CAST(x AS DECIMAL): declared with Calcite's default precision, the maximum (DECIMAL(19, 0)), computed with
+    # Flink CDC's runtime default, 10 digits (JaninoCompiler): 11 digits are NULL
+    C("CAST('1234567890.5' AS DECIMAL)", D("1234567891"), pa.decimal128(19, 0)),
+    C("CAST('12345678901.5' AS DECIMAL)", N, pa.decimal128(19, 0)),
     C(f"CASE WHEN i = 7 THEN {B20} END = {B20}", [T, F, F]),  # exact inside the expression
     # TINYINT * TINYINT is declared TINYINT but computed as a Java int (binary numeric promotion): only the output
     # column narrows it (FlinkPipelineTransformITCase.testMultipleReferencedColumnsInProjection: 15 → 3375)
@@ -676,6 +680,7 @@ CONFORMANCE_38 = [
     C(f"{BIG} / CAST(3 AS DECIMAL(38, 2))", D("333333333333333333333333333333333333"), pa.decimal128(38, 0)),
     C(f"{BIG} - {BIG} = 0", T),
     C("COALESCE(m, bi)", [D("29.90"), N, D("-10.11")], pa.decimal128(21, 2)),
+    C("CAST(m AS DECIMAL)", [D("30"), N, D("-10")], pa.decimal128(38, 0)),
     # comparisons across scales near the 38-digit limit: DECIMAL(38, 0) against DECIMAL(38, 2) needs 40 digits in a
     # common type; the comparison is exact on the values (BigDecimal.compareTo)
     C(f"{I38} > CAST('1.5' AS DECIMAL(2, 1))", T),
@@ -927,6 +932,7 @@ VALIDATION_ERRORS = [  # refused when the rule is compiled, naming the rule, the
     ("s + 1", "operator + expects NUMERIC, got STRING"),
     ("UPPER(i)", "UPPER expects STRING, got INT"),
     ("CAST(s AS DATE)", "Unsupported data type cast to DATE"),
+    ("CAST(s AS TIME)", "Unsupported data type cast to TIME;"),
     ("CAST(i AS TIMESTAMP)", "cannot cast INT to TIMESTAMP"),
     ("DATE_FORMAT(dt, 'HH:mm')", "a DATE has no time-of-day"),
     ("DATE_FORMAT(ts, 'yyyy qq')", "pattern letter 'q' is not supported"),

@@ -103,7 +103,8 @@ RESULT_TYPES: list[tuple[str, str]] = [
     # CAST
     ("CAST(s AS TIMESTAMP)", "TIMESTAMP(0)"), ("CAST(s AS TIMESTAMP(6))", "TIMESTAMP(3)"),
     ("CAST(t6 AS TIMESTAMP(2))", "TIMESTAMP(2)"), ("TRY_CAST(s AS TIMESTAMP(9))", "TIMESTAMP(3)"),
-    ("CAST(s AS DECIMAL(38, 2))", "DECIMAL(19, 2)"), ("CAST(i AS VARCHAR(3))", "STRING"),
+    ("CAST(s AS DECIMAL(38, 2))", "DECIMAL(19, 2)"), ("CAST(s AS DECIMAL)", "DECIMAL(19, 0)"),
+    ("CAST(i AS VARCHAR(3))", "STRING"),
     ("CAST(s AS TINYINT)", "TINYINT"), ("TRY_CAST(s AS INT)", "INT"),
     # collections and JSON
     ("ARRAY[t6]", "ARRAY<TIMESTAMP(3)>"), ("ARRAY[b, vb]", "ARRAY<VARBINARY(50)>"), ("ARRAY[vb][1]", "VARBINARY(50)"),

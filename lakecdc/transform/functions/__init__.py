@@ -20,7 +20,7 @@ from lakecdc.transform.functions import (arithmetic, casts, comparison, conditio
                                          structs, temporal)
 from lakecdc.transform.functions.base import (FUNCTIONS, OPERATORS, Builder, FunctionDef, Site,  # noqa: F401
                                               function)
-from lakecdc.transform.functions.casts import CAST_TARGETS, cast  # noqa: F401
+from lakecdc.transform.functions.casts import CAST_TARGETS, UNSIZED_DECIMAL, cast  # noqa: F401
 from lakecdc.transform.functions.comparison import compare, like_regex  # noqa: F401
 from lakecdc.transform.nodes import Call, Node
 
