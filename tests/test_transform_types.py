@@ -92,6 +92,13 @@ RESULT_TYPES: list[tuple[str, str]] = [
     ("IF(bl, i, 1.5)", "DECIMAL(11, 1)"), ("COALESCE(t0, t0)", "TIMESTAMP(0)"),
     ("COALESCE(b, b)", "BINARY(50)"), ("COALESCE(vb, vb)", "VARBINARY(50)"), ("COALESCE(b, vb)", "VARBINARY(50)"),
     ("COALESCE(blob, b)", "VARBINARY(65536)"), ("COALESCE(i, bi)", "BIGINT"), ("IFNULL(i, 0)", "INT NOT NULL"),
+    # IFNULL is NOT NULL when its replacement is, as Calcite types the call: NOT NULL operands give a NOT NULL
+    # result (…_NULLABLE, ARG0), some never give NULL, FORCE_NULLABLE ones always may
+    ("IFNULL(t0, LOCALTIMESTAMP)", "TIMESTAMP(3) NOT NULL"), ("IFNULL(s, UPPER('x'))", "STRING NOT NULL"),
+    ("IFNULL(s, UUID())", "STRING NOT NULL"), ("IFNULL(bl, i IS NULL)", "BOOLEAN NOT NULL"),
+    ("IFNULL(i, CASE WHEN bl THEN 1 ELSE 2 END)", "INT NOT NULL"), ("IFNULL(i, CASE WHEN bl THEN 1 END)", "INT"),
+    ("IFNULL(i, IF(bl, 1, 2))", "INT"), ("IFNULL(s, REGEXP_EXTRACT('a', 'a'))", "STRING"),
+    ("IFNULL(s, SUBSTR('abc', 2))", "STRING"), ("IFNULL(UPPER('x'), s)", "STRING NOT NULL"),
     ("NULLIF(t6, t6)", "TIMESTAMP(3)"), ("NULLIF(b, b)", "BINARY(50)"),
     # a DECIMAL operand is capped at the maximum precision (19) before the least restrictive type is taken, which
     # keeps the whole digits and gives up scale (SqlTypeFactoryImpl.leastRestrictiveSqlType)

@@ -422,7 +422,7 @@ class Compiler:
 
     def call(self, definition: fn.FunctionDef, args: list[Node], sql: str) -> Node:
         definition.check_arity(len(args))
-        return definition.build(args, self.site(sql))
+        return fn.calcite_nullability(definition, args, definition.build(args, self.site(sql)))
 
     def _unit(self, node: exp.Expression) -> Node:
         if isinstance(node, (exp.Column, exp.Var)) and not getattr(node.this, "quoted", False):
