@@ -64,6 +64,8 @@ RESULT_TYPES: list[tuple[str, str]] = [
     ("big + CAST(1 AS DECIMAL(1, 0))", "DECIMAL(19, 2)"), ("-m", "DECIMAL(10, 2)"), ("ABS(i)", "INT"),
     ("CEIL(m)", "DECIMAL(10, 0)"), ("FLOOR(d)", "DOUBLE"), ("ROUND(m, 1)", "DECIMAL(10, 1)"),
     ("ROUND(m, 0)", "DECIMAL(9, 0)"), ("UUID()", "STRING"), ("2147483648", "BIGINT"), ("1e3", "DOUBLE"),
+    # ROUND types its operand's Calcite type, capped first (findRoundDecimalType(19, 2, 0))
+    ("ROUND(big, 0)", "DECIMAL(18, 0)"), ("ROUND(big, -2)", "DECIMAL(18, 0)"), ("ROUND(big, 1)", "DECIMAL(19, 1)"),
     # strings
     ("s || s", "STRING"), ("CONCAT(s, s)", "STRING"), ("CHAR_LENGTH(s)", "INT"), ("UPPER(s)", "STRING"),
     ("TRIM(s)", "STRING"), ("SUBSTR(s, 1, 2)", "STRING"), ("OVERLAY(s PLACING 'x' FROM 1)", "STRING"),
