@@ -326,6 +326,13 @@ def nested_decls(decl: str | None) -> list[str] | None:
     return [p.split(" ", 1)[1] for p in parts] if match.group(1) == "ROW" else parts
 
 
+def nested_decl(decl: str | None, index: int) -> str | None:
+    """The declared type of element ``index`` of ``nested_decls(decl)`` (0: an ARRAY's element, 1: a MAP's value,
+    k: a ROW's field k), None when the text has none."""
+    parts = nested_decls(decl)
+    return parts[index] if parts is not None and index < len(parts) else None
+
+
 def integer_decl(dtype: pa.DataType, decl: str | None) -> pa.DataType:
     """The declared integer type of an integer operand (a TINYINT product is declared TINYINT, its values INT)."""
     return _INT_DECL.get(decl or "", dtype)

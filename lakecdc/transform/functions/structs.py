@@ -20,8 +20,8 @@ from lakecdc.transform.functions.base import (Site, as_string, data_error, fam, 
 from lakecdc.transform.functions.comparison import comparable, comparison_type
 from lakecdc.transform.nodes import Call, Node
 from lakecdc.transform.types import (VARIANT, calcite_type, common_numeric, common_type, conform, element_decl,
-                                     family, flink_name, java_to_string, json_fraction, nested_decls, variant_array,
-                                     variant_json)
+                                     family, flink_name, java_to_string, json_fraction, nested_decl, nested_decls,
+                                     variant_array, variant_json)
 
 
 # ------------------------------------------------------------------------------------------- constructors
@@ -118,7 +118,7 @@ def item(container: Node, key: Node, site: Site) -> Node:
             safe = pc.if_else(inside, arr, pa.scalar([None] * index, arr.type)) if index > 0 else arr
             return where_null(pc.invert(inside), pc.list_element(safe, index - 1))
         node = with_scalars([container, key], (1,), run_array, element, site)
-        node.decl = (nested_decls(container.decl) or [None])[0]  # ARRAY<VARBINARY(50)>[1] is VARBINARY(50)
+        node.decl = nested_decl(container.decl, 0)  # ARRAY<VARBINARY(50)>[1] is VARBINARY(50)
         return node
     if kind == "map":
         value_type = container.dtype.item_type
@@ -128,7 +128,7 @@ def item(container: Node, key: Node, site: Site) -> Node:
             found = pc.map_lookup(xs[0], pa.scalar(values[0], container.dtype.key_type), "first")
             return found
         node = with_scalars([container, key], (1,), run_map, value_type, site)
-        node.decl = (nested_decls(container.decl) or [None, None])[1]
+        node.decl = nested_decl(container.decl, 1)
         return node
     if kind == "row":
         require(key, ("numeric",), "ROW field position")
@@ -265,7 +265,7 @@ def _element(args, site):
         safe = pc.if_else(one, arr, pa.scalar([None], arr.type))
         return where_null(pc.invert(one), pc.list_element(safe, 0))
     node = Call(run, args, element, site.sql)
-    node.decl = (nested_decls(args[0].decl) or [None])[0]
+    node.decl = nested_decl(args[0].decl, 0)
     return node
 
 
