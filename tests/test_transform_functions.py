@@ -930,6 +930,7 @@ VALIDATION_ERRORS = [  # refused when the rule is compiled, naming the rule, the
     ("UPPER(s, s)", "function UPPER expects 1 argument(s), got 2"),
     ("2.1 > TO_TIMESTAMP('2024-01-01 00:00:00')", "cannot compare DECIMAL(2, 1) with TIMESTAMP(3)"),
     ("s + 1", "operator + expects NUMERIC, got STRING"),
+    ("s <> 1", "cannot compare STRING with INT in s <> 1"),
     ("UPPER(i)", "UPPER expects STRING, got INT"),
     ("CAST(s AS DATE)", "Unsupported data type cast to DATE"),
     ("CAST(s AS TIME)", "Unsupported data type cast to TIME;"),

@@ -69,6 +69,7 @@ def compare(op: str, a: Node, b: Node, sql: str) -> Node:
     """``a op b``: never NULL. A NULL operand gives FALSE, except for ``<>``, which is ``!valueEquals(a, b)`` in
     Flink CDC's generated code and so TRUE (its documentation's function column and its own spec tests agree)."""
     if op == "<>":
+        comparison_type(a, b, op)  # refused types are named with the operator written
         return negated(compare("=", a, b, sql), Site(sql))
     kernel = _CMP[op]
     target = comparison_type(a, b, op)
