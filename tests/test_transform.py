@@ -385,12 +385,14 @@ def test_date_format_date():
 def test_comparisons_null_behaviour():
     cols = {"a": pa.array([1, None, 3], pa.int32()), "b": pa.array([1, 2, None], pa.int64())}
     assert evaluate("a = b", **cols)[0] == [True, False, False]
-    # documented meaning: FALSE when either side is NULL (Flink CDC's code gives TRUE for <>)
-    assert evaluate("a <> b", **cols)[0] == [False, False, False]
+    # Flink CDC's code (!valueEquals), its documentation's function column and its spec tests: TRUE when either side
+    # is NULL, the negation of =
+    assert evaluate("a <> b", **cols)[0] == [False, True, True]
     assert evaluate("a < b", **cols)[0] == [False, False, False]
     assert evaluate("a >= b", **cols)[0] == [True, False, False]
     assert evaluate("a = NULL", **cols)[0] == [False, False, False]
-    assert evaluate("a <> NULL", **cols)[0] == [False, False, False]
+    assert evaluate("a <> NULL", **cols)[0] == [True, True, True]
+    assert evaluate("a != b", **cols)[0] == [False, True, True]
 
 
 def test_numeric_comparison_by_value():
@@ -475,10 +477,13 @@ def test_conditionals():
 def test_in_and_between():
     cols = {"a": pa.array([1, 2, None], pa.int32())}
     assert evaluate("a IN (1, 3)", **cols)[0] == [True, False, False]
-    assert evaluate("a IN (2, NULL)", **cols)[0] == [False, True, False]
+    # Flink CDC's in(): Arrays.asList(items).contains(v), so a NULL v is found among NULL items; NOT IN and NOT BETWEEN
+    # are the negations (TRUE for a NULL v)
+    assert evaluate("a IN (2, NULL)", **cols)[0] == [False, True, True]
     assert evaluate("a NOT IN (2, NULL)", **cols)[0] == [True, False, False]
+    assert evaluate("a NOT IN (2, 3)", **cols)[0] == [True, False, True]
     assert evaluate("a BETWEEN 2 AND 5", **cols)[0] == [False, True, False]
-    assert evaluate("a NOT BETWEEN 2 AND 5", **cols)[0] == [True, False, False]
+    assert evaluate("a NOT BETWEEN 2 AND 5", **cols)[0] == [True, False, True]
 
 
 def test_like_is_sql_like():

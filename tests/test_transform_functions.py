@@ -129,7 +129,8 @@ COMPARISON = [
     C("i = 7", [T, F, F], pa.bool_()),
     C("CAST(3 AS BIGINT) = 3", T),  # numbers compare by value across types (deviation: Java equals gives FALSE)
     C("ti = 5", [T, F, F]),
-    C("i <> 7", [F, F, T]),  # NULL <> x is FALSE (documented meaning; deviation from the code's TRUE)
+    C("i <> 7", [F, T, T]),  # NULL <> x is TRUE (Flink CDC's !valueEquals)
+    C("i != NULL", T),
     C("i > j", [T, F, F]),
     C("i >= 7", [T, F, F]),
     C("i < 0", [F, F, T]),
@@ -143,12 +144,14 @@ COMPARISON = [
     C("dt = dt", [T, F, T]),
     C("bl = TRUE", [T, F, F]),
     C("i BETWEEN 0 AND 10", [T, F, F]),
-    C("i NOT BETWEEN 0 AND 10", [F, F, T]),  # NULL NOT BETWEEN is FALSE (documented meaning)
+    C("i NOT BETWEEN 0 AND 10", [F, T, T]),  # NULL NOT BETWEEN is TRUE (Flink CDC's !betweenAsymmetric)
+    C("i NOT BETWEEN SYMMETRIC 10 AND 0", [F, T, T]),
     C("i BETWEEN SYMMETRIC 10 AND 0", [T, F, F]),
     C("i IN (1, 7, 9)", [T, F, F]),
-    C("i NOT IN (1, 9)", [T, F, T]),
-    C("i IN (2, NULL)", [F, F, F]),
+    C("i NOT IN (1, 9)", [T, T, T]),  # NULL NOT IN is TRUE (Flink CDC's !in)
+    C("i IN (2, NULL)", [F, T, F]),  # Arrays.asList(2, null).contains(v): a NULL v is found
     C("i NOT IN (2, NULL)", [T, F, T]),
+    C("i IN (j, 1)", [F, T, F]),  # an item that is NULL in the row, as a NULL literal
     C("1 IN (1, NULL)", T),
     C("s IN ('x', 'Hello World')", [T, F, F]),
     C("i IS NULL", [F, T, F]),
@@ -563,7 +566,10 @@ NEW_YORK = [C(expr, expected, dtype, "America/New_York") for expr, expected, dty
 ]]
 
 BIG = "CAST('999999999999999999999999999999999999.99' AS DECIMAL(38, 2))"  # 38 digits
+I38 = "CAST('12345678901234567890123456789012345678' AS DECIMAL(38, 0))"  # 38 integer digits
 B20 = "CAST('123456789012345678.90' AS DECIMAL(20, 2))"  # 20 digits: more than the default 19
+F21 = "CAST('0.123456789012345678901' AS DECIMAL(21, 21))"  # 21 digits of scale, declared DECIMAL(19, 19)
+F21B = "CAST('0.123456789012345678902' AS DECIMAL(21, 21))"  # differs from F21 in the 21st digit only
 CONFORMANCE = [  # behaviours fixed to match Flink CDC (issue 16); evaluated on the engine only
     # DECIMAL values stay exact inside an expression; the declared (19-digit) type applies to the output
     C(f"{B20} = 123456789012345678.90", T),
@@ -576,6 +582,15 @@ CONFORMANCE = [  # behaviours fixed to match Flink CDC (issue 16); evaluated on 
     C(f"FLOOR({B20}) - 123456789012345600", D("78"), pa.decimal128(19, 0)),
     C(f"{B20} / CAST(2 AS DECIMAL(1, 0)) = 61728394506172839.45", T),
     C("m / CAST(3 AS DECIMAL(20, 2))", [D("9.960000000"), N, D("-3.370000000")], pa.decimal128(19, 9)),
+    # conditionals and constructors cap a DECIMAL operand first, then keep the whole digits (Calcite's least
+    # restrictive type): DECIMAL(10, 2) with BIGINT is DECIMAL(19, 0), the values rounded HALF_UP at the output
+    C("COALESCE(m, bi)", [D("30"), N, D("-10")], pa.decimal128(19, 0)),
+    C(f"COALESCE({B20}, 0)", N, pa.decimal128(19, 2)),  # declared DECIMAL(19, 2): the 20-digit value → NULL
+    # CAST(x AS DECIMAL): declared with Calcite's default precision, the maximum (DECIMAL(19, 0)), computed with
+    # Flink CDC's runtime default, 10 digits (JaninoCompiler): 11 digits are NULL
+    C("CAST('1234567890.5' AS DECIMAL)", D("1234567891"), pa.decimal128(19, 0)),
+    C("CAST('12345678901.5' AS DECIMAL)", N, pa.decimal128(19, 0)),
+    C(f"CASE WHEN i = 7 THEN {B20} END = {B20}", [T, F, F]),  # exact inside the expression
     # TINYINT * TINYINT is declared TINYINT but computed as a Java int (binary numeric promotion): only the output
     # column narrows it (FlinkPipelineTransformITCase.testMultipleReferencedColumnsInProjection: 15 → 3375)
     C("CAST(ti * ti * ti AS INT)", [125, N, -2097152]),
@@ -638,6 +653,20 @@ CONFORMANCE = [  # behaviours fixed to match Flink CDC (issue 16); evaluated on 
                                                           TS3 + dt.timedelta(seconds=1)], "TIMESTAMP(3)"),
     C("CAST(ts AS TIMESTAMP(0)) + INTERVAL '1' SECOND", [TS1 + dt.timedelta(seconds=1), N,
                                                           TS3 + dt.timedelta(seconds=1)], "TIMESTAMP(0)"),
+    # DECIMAL comparisons are exact on the values (BigDecimal.compareTo), not on the capped declared types
+    C(f"{F21} < {F21B}", T),  # both declared DECIMAL(19, 19) in UP_TO_19; the 21st digit decides
+    C(f"{F21} = {F21B}", F),
+    C(f"{F21} IN ({F21B}, 1)", F),
+    C(f"m BETWEEN {B20} AND {B20}", [F, F, F]),
+    C(f"{B20} BETWEEN m AND {B20}", [T, F, T]),
+    C(f"{B20} <> {B20}", F),
+    # ARRAY_CONTAINS / ARRAY_POSITION compare numbers by value (StructFunctions.numberEquals): 1.5 is not the INT 1,
+    # 3000000000 is no INT at all, BIGINT 7 is the INT 7
+    C("ARRAY_CONTAINS(ARRAY[1, i], 1.5)", F),
+    C("ARRAY_CONTAINS(ARRAY[1, i], 1.0)", T),
+    C("ARRAY_CONTAINS(ARRAY[i], 3000000000)", F),
+    C("ARRAY_POSITION(ARRAY[1, i], CAST(7 AS BIGINT))", [2, 0, 0]),
+    C(f"ARRAY_CONTAINS(ARRAY[m], {B20})", F),
     C("FROM_BASE64_BINARY('aGk=')", b"hi", "VARBINARY(65536)"),
     C("COALESCE(bin, bin)", [b"\x00\x01\x02\xff", N, b"hi"], "VARBINARY(16)"),
     C("OVERLAY(bin PLACING bin FROM 1)", [b"\x00\x01\x02\xff", N, b"hi"], "VARBINARY(32)"),
@@ -650,6 +679,19 @@ CONFORMANCE_38 = [
     C(f"ROUND({BIG}, 1)", D("1" + "0" * 36 + ".0"), pa.decimal128(38, 1)),
     C(f"{BIG} / CAST(3 AS DECIMAL(38, 2))", D("333333333333333333333333333333333333"), pa.decimal128(38, 0)),
     C(f"{BIG} - {BIG} = 0", T),
+    C("COALESCE(m, bi)", [D("29.90"), N, D("-10.11")], pa.decimal128(21, 2)),
+    C("CAST(m AS DECIMAL)", [D("30"), N, D("-10")], pa.decimal128(38, 0)),
+    # comparisons across scales near the 38-digit limit: DECIMAL(38, 0) against DECIMAL(38, 2) needs 40 digits in a
+    # common type; the comparison is exact on the values (BigDecimal.compareTo)
+    C(f"{I38} > CAST('1.5' AS DECIMAL(2, 1))", T),
+    C(f"{I38} > {BIG}", T),
+    C(f"{BIG} < {I38}", T),
+    C(f"m < {I38}", [T, F, T]),
+    C(f"m BETWEEN -{I38} AND {I38}", [T, F, T]),
+    C(f"m IN ({I38}, 29.9)", [T, F, F]),
+    C(f"{I38} IS DISTINCT FROM {BIG}", T),
+    C("bi > CAST('0.12345678901234567890123456789012345678' AS DECIMAL(38, 38))", [T, F, T]),
+    C(f"CASE {I38} WHEN {BIG} THEN 1 WHEN {I38} THEN 2 END", 2),
     # deviation: an intermediate DECIMAL of more than 38 digits is NULL (Flink CDC's BigDecimal is unbounded; no
     # output column could hold it either way)
     C(f"{BIG} + {BIG} IS NULL", T),
@@ -888,8 +930,10 @@ VALIDATION_ERRORS = [  # refused when the rule is compiled, naming the rule, the
     ("UPPER(s, s)", "function UPPER expects 1 argument(s), got 2"),
     ("2.1 > TO_TIMESTAMP('2024-01-01 00:00:00')", "cannot compare DECIMAL(2, 1) with TIMESTAMP(3)"),
     ("s + 1", "operator + expects NUMERIC, got STRING"),
+    ("s <> 1", "cannot compare STRING with INT in s <> 1"),
     ("UPPER(i)", "UPPER expects STRING, got INT"),
     ("CAST(s AS DATE)", "Unsupported data type cast to DATE"),
+    ("CAST(s AS TIME)", "Unsupported data type cast to TIME;"),
     ("CAST(i AS TIMESTAMP)", "cannot cast INT to TIMESTAMP"),
     ("DATE_FORMAT(dt, 'HH:mm')", "a DATE has no time-of-day"),
     ("DATE_FORMAT(ts, 'yyyy qq')", "pattern letter 'q' is not supported"),
@@ -961,6 +1005,36 @@ def test_ifnull_nullability_and_decimal_precision_mode():
     assert narrow.field("c").type == pa.decimal128(19, 2) and wide.field("c").type == pa.decimal128(20, 2)
     assert narrow.field("d").type == pa.decimal128(19, 2) and wide.field("d").type == pa.decimal128(38, 2)
     assert narrow.field("e").type == pa.decimal128(11, 2)
+
+
+@pytest.mark.parametrize("precision", [19, 38])
+def test_decimal_comparisons_in_filters_are_exact(precision):
+    """A filter compares DECIMAL values exactly, as a projection does: across scales near the 38-digit limit and
+    with values wider than the declared (capped) types; the kept rows prove it."""
+    src = SourceTable(TableId("db", "t"), (SourceColumn("k", "int", pa.int32(), False),
+                                           SourceColumn("d", "decimal(20,2)", pa.decimal128(20, 2)),
+                                           SourceColumn("w", "decimal(38,0)", pa.decimal128(38, 0))),
+                      primary_keys=("k",))
+    data = pa.table({"k": pa.array([1, 2, 3, 4], pa.int32()),
+                     "d": pa.array([D("123456789012345678.90"), D("123456789012345678.91"), None, D("-1.00")],
+                                   pa.decimal128(20, 2)),
+                     "w": pa.array([D("1" * 38), D("-" + "9" * 38), D(1), None], pa.decimal128(38, 0)),
+                     OP_COLUMN: ["+I"] * 4, OP_TS_COLUMN: pa.array([0] * 4, pa.int64())})
+    filters = {
+        f"d = {B20}": [1],
+        f"d <> {B20}": [2, 3, 4],  # NULL <> x is TRUE (Flink CDC)
+        f"d > {B20}": [2],
+        f"d BETWEEN {B20} AND CAST('123456789012345678.905' AS DECIMAL(21, 3))": [1],
+        f"d IN ({B20}, -1)": [1, 4],
+        "w > d": [1],
+        "d > w": [2],
+        "w > CAST('1.5' AS DECIMAL(2, 1))": [1],
+    }
+    for condition, kept in filters.items():
+        rule = TransformRuleConfig(index=0, source_table="db.t", projection="k", filter=condition)
+        compiled = compile_transform(rule, src, TransformContext(decimal_precision=precision))
+        out = compiled.apply(ChangeBatch(src, data))
+        assert out.column("k").to_pylist() == kept, (precision, condition)
 
 
 def test_column_patterns_are_grouped_per_value():

@@ -64,6 +64,8 @@ RESULT_TYPES: list[tuple[str, str]] = [
     ("big + CAST(1 AS DECIMAL(1, 0))", "DECIMAL(19, 2)"), ("-m", "DECIMAL(10, 2)"), ("ABS(i)", "INT"),
     ("CEIL(m)", "DECIMAL(10, 0)"), ("FLOOR(d)", "DOUBLE"), ("ROUND(m, 1)", "DECIMAL(10, 1)"),
     ("ROUND(m, 0)", "DECIMAL(9, 0)"), ("UUID()", "STRING"), ("2147483648", "BIGINT"), ("1e3", "DOUBLE"),
+    # ROUND types its operand's Calcite type, capped first (findRoundDecimalType(19, 2, 0))
+    ("ROUND(big, 0)", "DECIMAL(18, 0)"), ("ROUND(big, -2)", "DECIMAL(18, 0)"), ("ROUND(big, 1)", "DECIMAL(19, 1)"),
     # strings
     ("s || s", "STRING"), ("CONCAT(s, s)", "STRING"), ("CHAR_LENGTH(s)", "INT"), ("UPPER(s)", "STRING"),
     ("TRIM(s)", "STRING"), ("SUBSTR(s, 1, 2)", "STRING"), ("OVERLAY(s PLACING 'x' FROM 1)", "STRING"),
@@ -87,17 +89,38 @@ RESULT_TYPES: list[tuple[str, str]] = [
     ("CASE WHEN bl THEN 1 ELSE 2.5 END", "DECIMAL(11, 1)"), ("CASE WHEN bl THEN t0 ELSE t6 END", "TIMESTAMP(3)"),
     ("CASE WHEN bl THEN ti * ti ELSE ti END", "TINYINT"), ("IF(bl, 'a', 'b')", "STRING"),
     ("-(ti * ti)", "TINYINT"), ("ABS(si * si)", "SMALLINT"), ("CEIL(ti * ti)", "TINYINT"),
-    ("IF(bl, t0, t6)", "TIMESTAMP(0)"), ("IF(bl, b, vb)", "VARBINARY(50)"), ("COALESCE(t0, t0)", "TIMESTAMP(0)"),
+    # IF: NUMERIC_FROM_ARG1_DEFAULT1, the least restrictive type of two numbers, else the first branch's type
+    ("IF(bl, t0, t6)", "TIMESTAMP(0)"), ("IF(bl, b, vb)", "BINARY(50)"), ("IF(bl, vb, b)", "VARBINARY(50)"),
+    ("IF(bl, i, 1.5)", "DECIMAL(11, 1)"), ("COALESCE(t0, t0)", "TIMESTAMP(0)"),
     ("COALESCE(b, b)", "BINARY(50)"), ("COALESCE(vb, vb)", "VARBINARY(50)"), ("COALESCE(b, vb)", "VARBINARY(50)"),
     ("COALESCE(blob, b)", "VARBINARY(65536)"), ("COALESCE(i, bi)", "BIGINT"), ("IFNULL(i, 0)", "INT NOT NULL"),
+    # IFNULL is NOT NULL when its replacement is, as Calcite types the call: NOT NULL operands give a NOT NULL
+    # result (…_NULLABLE, ARG0), some never give NULL, FORCE_NULLABLE ones always may
+    ("IFNULL(t0, LOCALTIMESTAMP)", "TIMESTAMP(3) NOT NULL"), ("IFNULL(s, UPPER('x'))", "STRING NOT NULL"),
+    ("IFNULL(s, UUID())", "STRING NOT NULL"), ("IFNULL(bl, i IS NULL)", "BOOLEAN NOT NULL"),
+    ("IFNULL(i, CASE WHEN bl THEN 1 ELSE 2 END)", "INT NOT NULL"), ("IFNULL(i, CASE WHEN bl THEN 1 END)", "INT"),
+    ("IFNULL(i, IF(bl, 1, 2))", "INT"), ("IFNULL(s, REGEXP_EXTRACT('a', 'a'))", "STRING"),
+    ("IFNULL(s, SUBSTR('abc', 2))", "STRING"), ("IFNULL(UPPER('x'), s)", "STRING NOT NULL"),
     ("NULLIF(t6, t6)", "TIMESTAMP(3)"), ("NULLIF(b, b)", "BINARY(50)"),
+    # a DECIMAL operand is capped at the maximum precision (19) before the least restrictive type is taken, which
+    # keeps the whole digits and gives up scale (SqlTypeFactoryImpl.leastRestrictiveSqlType)
+    ("COALESCE(big, 0)", "DECIMAL(19, 2)"), ("IF(bl, big, m)", "DECIMAL(19, 2)"),
+    ("CASE WHEN bl THEN big ELSE 0 END", "DECIMAL(19, 2)"), ("NULLIF(big, m)", "DECIMAL(19, 2)"),
+    ("IFNULL(big, 0)", "DECIMAL(19, 2) NOT NULL"), ("COALESCE(m, bi)", "DECIMAL(19, 0)"),
+    ("ARRAY[big]", "ARRAY<DECIMAL(19, 2)>"), ("ARRAY[m, bi]", "ARRAY<DECIMAL(19, 0)>"),
+    ("MAP['a', big]", "MAP<STRING, DECIMAL(19, 2)>"), ("ROW(big)", "ROW<f0 DECIMAL(19, 2)>"),
     # CAST
     ("CAST(s AS TIMESTAMP)", "TIMESTAMP(0)"), ("CAST(s AS TIMESTAMP(6))", "TIMESTAMP(3)"),
     ("CAST(t6 AS TIMESTAMP(2))", "TIMESTAMP(2)"), ("TRY_CAST(s AS TIMESTAMP(9))", "TIMESTAMP(3)"),
-    ("CAST(s AS DECIMAL(38, 2))", "DECIMAL(19, 2)"), ("CAST(i AS VARCHAR(3))", "STRING"),
+    ("CAST(s AS DECIMAL(38, 2))", "DECIMAL(19, 2)"), ("CAST(s AS DECIMAL)", "DECIMAL(19, 0)"),
+    ("CAST(i AS VARCHAR(3))", "STRING"),
     ("CAST(s AS TINYINT)", "TINYINT"), ("TRY_CAST(s AS INT)", "INT"),
     # collections and JSON
-    ("ARRAY[t6]", "ARRAY<TIMESTAMP(3)>"), ("ARRAY[i, bi]", "ARRAY<BIGINT>"), ("MAP['a', i]", "MAP<STRING, INT>"),
+    ("ARRAY[t6]", "ARRAY<TIMESTAMP(3)>"), ("ARRAY[b, vb]", "ARRAY<VARBINARY(50)>"), ("ARRAY[vb][1]", "VARBINARY(50)"),
+    ("ELEMENT(ARRAY[b])", "BINARY(50)"), ("MAP[vb, t0]", "MAP<VARBINARY(50), TIMESTAMP(0)>"),
+    ("MAP['a', vb]['a']", "VARBINARY(50)"), ("ROW(vb, i)", "ROW<f0 VARBINARY(50), f1 INT>"),
+    ("ROW(t6, vb)[2]", "VARBINARY(50)"),
+    ("ARRAY[i, bi]", "ARRAY<BIGINT>"), ("MAP['a', i]", "MAP<STRING, INT>"),
     ("ROW(i, s)", "ROW<f0 INT, f1 STRING>"), ("ARRAY[1, 2][1]", "INT"), ("CARDINALITY(ARRAY[1])", "INT"),
     ("ARRAY_CONTAINS(ARRAY[1], 1)", "BOOLEAN"), ("ARRAY_POSITION(ARRAY[1], 1)", "INT"),
     ("CAST(PARSE_JSON(s) AS VARCHAR)", "STRING"),

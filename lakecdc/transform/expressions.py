@@ -277,17 +277,19 @@ def cast_target(dt: exp.DataType) -> tuple[pa.DataType, str | None]:
         scale = params[1] if len(params) > 1 else 0
         if not 1 <= precision <= 38 or not 0 <= scale <= precision:
             raise ExpressionError(f"invalid DECIMAL({precision}, {scale})")
-        # The written precision: CAST computes its value with it (castToBigDecimal(x, p, s)); the declared type is
-        # capped at the pipeline's maximum by fn.cast.
-        return pa.decimal128(precision, scale), None
+        # The written precision: CAST computes its value with it (castToBigDecimal(x, p, s), 10 when none is
+        # written); the declared type is capped at the pipeline's maximum by fn.cast, which also gives a DECIMAL
+        # written without precision Calcite's default one.
+        return pa.decimal128(precision, scale), None if params else fn.UNSIZED_DECIMAL
     if dt.this in _TIMESTAMP_TYPES:
         precision = params[0] if params else DEFAULT_CAST_TIMESTAMP_PRECISION
         if not 0 <= precision <= 9:
             raise ExpressionError(f"invalid TIMESTAMP({precision})")
         unit = unit_for_precision(max(precision, _TEXT_TIMESTAMP_UNIT_PRECISION))
         return pa.timestamp(unit), f"TIMESTAMP({precision})"
-    raise ExpressionError(f"Unsupported data type cast to {dt.sql(dialect=FlinkCdcSql)}; supported targets: "
-                          f"{fn.CAST_TARGETS}")
+    # Spark's dialect prints TIME as TIMESTAMP: name the type written
+    written = "TIME" if dt.this == exp.DataType.Type.TIME else dt.sql(dialect=FlinkCdcSql)
+    raise ExpressionError(f"Unsupported data type cast to {written}; supported targets: {fn.CAST_TARGETS}")
 
 
 class UnitKeyword(Node):
@@ -420,7 +422,7 @@ class Compiler:
 
     def call(self, definition: fn.FunctionDef, args: list[Node], sql: str) -> Node:
         definition.check_arity(len(args))
-        return definition.build(args, self.site(sql))
+        return fn.calcite_nullability(definition, args, definition.build(args, self.site(sql)))
 
     def _unit(self, node: exp.Expression) -> Node:
         if isinstance(node, (exp.Column, exp.Var)) and not getattr(node.this, "quoted", False):

@@ -6,10 +6,11 @@ projected columns, then source columns, then metadata), then UPDATE splitting (a
 passes becomes a DELETE, whose after image alone passes becomes an INSERT), then the ``SOFT_DELETE`` converter
 (a DELETE becomes an INSERT of the projected before image; ``__data_event_type__`` keeps the original kind).
 
-Deviations (for the compatibility table): ``__namespace_name__`` is declared nullable (it is NULL for MySQL; Flink
-declares it NOT NULL); a source column named ``op_ts`` shadows the ``op_ts`` metadata column; a projection that
-drops an upstream primary-key column without ``primary-keys`` is rejected (Flink produces an inconsistent
-schema); a NULL value in a primary-key column fails the batch with a message.
+Deviations (for the compatibility table): ``__namespace_name__`` is declared nullable (it is NULL for MySQL, whose
+tables have no namespace; Flink declares it NOT NULL, which Paimon's writer then refuses to fill with NULL); a
+source column named ``op_ts`` shadows the ``op_ts`` metadata column; a projection that drops an upstream primary-key
+column without ``primary-keys`` is rejected (Flink produces an inconsistent schema); a NULL value in a primary-key
+column fails the batch with a message.
 """
 
 from __future__ import annotations

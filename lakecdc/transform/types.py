@@ -298,6 +298,41 @@ def common_decl(operands: list[tuple[pa.DataType, str | None]], result: pa.DataT
     return None
 
 
+def element_decl(operands: list[tuple[pa.DataType, str | None]], element: pa.DataType) -> str | None:
+    """The declared element (key, value) type of an ARRAY/MAP constructor when Arrow cannot say it: Calcite's least
+    restrictive type of temporal or binary elements (``ARRAY[varbinary_50]`` is ``ARRAY<VARBINARY(50)>``), or the
+    one declared type that nested elements share (``ARRAY[ARRAY[varbinary_50]]``)."""
+    if family(element) in ("timestamp", "timestamp_ltz", "time", "binary"):
+        return common_decl(operands, element)
+    decls = {d for t, d in operands if not pa.types.is_null(t)}
+    if family(element) in ("array", "map", "row") and len(decls) == 1:
+        return decls.pop()
+    return None
+
+
+def nested_decls(decl: str | None) -> list[str] | None:
+    """The declared element, key and value, or field types inside an ``ARRAY<...>``, ``MAP<...>`` or ``ROW<...>``
+    declared type text (``MAP<STRING, DECIMAL(10, 2)>`` → ``STRING``, ``DECIMAL(10, 2)``); None for other texts."""
+    match = re.match(r"^(ARRAY|MAP|ROW)<(.*)>$", decl or "")
+    if not match:
+        return None
+    body, parts, depth, start = match.group(2), [], 0, 0
+    for i, ch in enumerate(body):
+        depth += 1 if ch in "<(" else -1 if ch in ">)" else 0
+        if ch == "," and depth == 0:
+            parts.append(body[start:i].strip())
+            start = i + 1
+    parts.append(body[start:].strip())
+    return [p.split(" ", 1)[1] for p in parts] if match.group(1) == "ROW" else parts
+
+
+def nested_decl(decl: str | None, index: int) -> str | None:
+    """The declared type of element ``index`` of ``nested_decls(decl)`` (0: an ARRAY's element, 1: a MAP's value,
+    k: a ROW's field k), None when the text has none."""
+    parts = nested_decls(decl)
+    return parts[index] if parts is not None and index < len(parts) else None
+
+
 def integer_decl(dtype: pa.DataType, decl: str | None) -> pa.DataType:
     """The declared integer type of an integer operand (a TINYINT product is declared TINYINT, its values INT)."""
     return _INT_DECL.get(decl or "", dtype)
@@ -378,10 +413,36 @@ def arithmetic_type(op: str, a: pa.DataType, b: pa.DataType, max_precision: int)
     return capped_decimal(min(p1 - s1, p2 - s2) + scale, scale, max_precision)
 
 
-def common_type(types: list[pa.DataType], what: str) -> pa.DataType:
-    """Least restrictive common type of CASE/IF/COALESCE branches; ExpressionError if there is none."""
+def calcite_type(t: pa.DataType, max_precision: int) -> pa.DataType:
+    """The type Calcite gives an operand of type ``t``: its type factory caps every DECIMAL it creates at the
+    pipeline's maximum precision (a DECIMAL(20, 2) column is DECIMAL(19, 2) inside an expression in UP_TO_19)."""
+    if pa.types.is_decimal(t):
+        return capped_decimal(t.precision, t.scale, max_precision)
+    if pa.types.is_list(t):
+        return pa.list_(calcite_type(t.value_type, max_precision))
+    if pa.types.is_map(t):
+        return pa.map_(calcite_type(t.key_type, max_precision), calcite_type(t.item_type, max_precision))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(calcite_type(f.type, max_precision)) for f in t])
+    return t
+
+
+def least_restrictive_exact(a: pa.DataType, b: pa.DataType, max_precision: int) -> pa.DataType:
+    """Calcite's least restrictive type of two exact numbers, one a DECIMAL (SqlTypeFactoryImpl
+    .leastRestrictiveSqlType): the whole digits of the wider one, capped at the maximum precision, then as many of
+    the larger scale as still fit (DECIMAL(10, 2) with BIGINT is DECIMAL(19, 0) in UP_TO_19, DECIMAL(21, 2) in
+    UP_TO_38)."""
+    da, db = integer_decimal(a), integer_decimal(b)
+    whole = min(max(da.precision - da.scale, db.precision - db.scale), max_precision)
+    scale = min(max(da.scale, db.scale), max_precision - whole)
+    return pa.decimal128(max(whole + scale, 1), scale)
+
+
+def common_type(types: list[pa.DataType], what: str, max_precision: int = 38) -> pa.DataType:
+    """Least restrictive common type of CASE/IF/COALESCE branches and ARRAY/MAP elements (Calcite's, with the
+    pipeline's maximum DECIMAL precision); ExpressionError if there is none."""
     result = pa.null()
-    for t in types:
+    for t in (calcite_type(t, max_precision) for t in types):
         if pa.types.is_null(result):
             result = t
             continue
@@ -391,7 +452,10 @@ def common_type(types: list[pa.DataType], what: str) -> pa.DataType:
         if fa != fb:
             raise ExpressionError(f"{what}: incompatible types {flink_name(result)} and {flink_name(t)}")
         if fa == "numeric":
-            result = common_numeric(result, t)
+            exact = not (pa.types.is_floating(result) or pa.types.is_floating(t))
+            decimal_ = pa.types.is_decimal(result) or pa.types.is_decimal(t)
+            result = least_restrictive_exact(result, t, max_precision) if exact and decimal_ else \
+                common_numeric(result, t)
         elif fa in ("timestamp", "timestamp_ltz", "time"):
             result = result if _unit_rank(result.unit) >= _unit_rank(t.unit) else t
         elif fa == "string":
@@ -399,20 +463,22 @@ def common_type(types: list[pa.DataType], what: str) -> pa.DataType:
         elif fa == "binary":
             result = pa.binary()
         elif fa in ("array", "map", "row"):
-            result = _common_nested(result, t, what)
+            result = _common_nested(result, t, what, max_precision)
     return result
 
 
-def _common_nested(a: pa.DataType, b: pa.DataType, what: str) -> pa.DataType:
+def _common_nested(a: pa.DataType, b: pa.DataType, what: str, max_precision: int) -> pa.DataType:
     """Calcite's least restrictive ARRAY/MAP/ROW type: element (key, value, field) types unified one by one
     (ARRAY[ARRAY[1], ARRAY[bigint_col]] is ARRAY<ARRAY<BIGINT>>)."""
     try:
         if family(a) == "array":
-            return pa.list_(common_type([a.value_type, b.value_type], what))
+            return pa.list_(common_type([a.value_type, b.value_type], what, max_precision))
         if family(a) == "map":
-            return pa.map_(common_type([a.key_type, b.key_type], what), common_type([a.item_type, b.item_type], what))
+            return pa.map_(common_type([a.key_type, b.key_type], what, max_precision),
+                           common_type([a.item_type, b.item_type], what, max_precision))
         if a.num_fields == b.num_fields:
-            return pa.struct([pa.field(fa.name, common_type([fa.type, fb.type], what)) for fa, fb in zip(a, b)])
+            return pa.struct([pa.field(fa.name, common_type([fa.type, fb.type], what, max_precision))
+                              for fa, fb in zip(a, b)])
     except ExpressionError:
         pass
     raise ExpressionError(f"{what}: incompatible types {flink_name(a)} and {flink_name(b)}")
@@ -460,6 +526,24 @@ def fit_decimal(arr: pa.Array, target: pa.DataType) -> pa.Array:
     limit = pa.scalar(decimal.Decimal(10) ** (target.precision - target.scale), wide)
     fits = pc.less(pc.abs(x), limit)
     return pc.if_else(fits, x, pa.scalar(None, wide)).cast(target, safe=False)
+
+
+def comparable_decimals(left: pa.Array, right: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Two exact numeric arrays (DECIMAL or integer) at one scale, in 76-digit decimals, so that comparing them is
+    exact as BigDecimal.compareTo: neither side's digits are lost, whatever the precisions, scales or declared
+    (capped) types (DECIMAL(38, 0) against DECIMAL(38, 2) needs 40 digits)."""
+    types = [integer_decimal(x.type) for x in (left, right)]
+    whole = max(t.precision - t.scale for t in types)
+    scale = min(max(t.scale for t in types), 76 - whole)
+    target = pa.decimal256(76, scale)
+
+    def widen(arr: pa.Array, t: pa.DataType) -> pa.Array:
+        if pa.types.is_integer(arr.type):
+            arr = arr.cast(t)
+        if t.scale > scale:  # only past 76 digits in all: the finer digits are rounded, as no output could hold them
+            return fit_decimal(arr, pa.decimal128(min(38, whole + scale), scale)).cast(target)
+        return arr.cast(target)
+    return widen(left, types[0]), widen(right, types[1])
 
 
 def exact_decimal(arr: pa.Array) -> pa.Array:

@@ -19,8 +19,8 @@ from lakecdc.errors import ExpressionError
 from lakecdc.transform.functions import (arithmetic, casts, comparison, conditional, regex, strings,  # noqa: F401
                                          structs, temporal)
 from lakecdc.transform.functions.base import (FUNCTIONS, OPERATORS, Builder, FunctionDef, Site,  # noqa: F401
-                                              function)
-from lakecdc.transform.functions.casts import CAST_TARGETS, cast  # noqa: F401
+                                              calcite_nullability, function)
+from lakecdc.transform.functions.casts import CAST_TARGETS, UNSIZED_DECIMAL, cast  # noqa: F401
 from lakecdc.transform.functions.comparison import compare, like_regex  # noqa: F401
 from lakecdc.transform.nodes import Call, Node
 

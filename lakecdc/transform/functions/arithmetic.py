@@ -19,7 +19,7 @@ from lakecdc.errors import ExpressionError
 from lakecdc.transform.functions.base import (Site, data_error, fam, function, is_null_literal, null_of, require)
 from lakecdc.transform.functions.temporal import interval_arithmetic
 from lakecdc.transform.nodes import Call, Node
-from lakecdc.transform.types import (arithmetic_type, capped_decimal, cast_array, decimal_to_float,
+from lakecdc.transform.types import (arithmetic_type, calcite_type, capped_decimal, cast_array, decimal_to_float,
                                      exact_decimal, fit_decimal, flink_name, integer_decimal, integer_decl)
 from lakecdc.transform.types import common_numeric
 
@@ -250,7 +250,8 @@ def _round(args, site):
         return _as_arg0(Call(lambda env, xs: pc.round(xs[0], ndigits=digits, round_mode="half_towards_infinity"),
                              args[:1], t, site.sql), args[0])
     if pa.types.is_decimal(t):
-        out = round_decimal_type(t, digits, site.max_precision)
+        # of the operand's Calcite type, capped first: ROUND(DECIMAL(20, 2), 0) is DECIMAL(18, 0) in UP_TO_19
+        out = round_decimal_type(calcite_type(t, site.max_precision), digits, site.max_precision)
 
         def run_decimal(env, xs):
             rounded = pc.round(_wide(xs[0], 1), ndigits=digits, round_mode="half_towards_infinity")

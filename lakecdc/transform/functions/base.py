@@ -67,6 +67,43 @@ def function(*names: str, min_args: int = 1, max_args: int | None = 1, operator:
     return register
 
 
+# Calcite's nullability of a built-in call's result (the return type inference of Flink CDC's operator table). Every
+# computed output column is declared nullable except IFNULL's, so this shows only through IFNULL: IFNULL(ts,
+# LOCALTIMESTAMP) and IFNULL(UPPER('x'), s) are NOT NULL. NOT NULL when every operand is (…_NULLABLE, ARG0,
+# TO_NULLABLE inferences):
+NOT_NULL_WITH_OPERANDS = frozenset({
+    "=", "<>", "<", ">", "<=", ">=", "AND", "OR", "NOT", "LIKE", "SIMILAR TO", "IN", "NOT IN", "BETWEEN",
+    "NOT BETWEEN", "BETWEEN SYMMETRIC", "NOT BETWEEN SYMMETRIC", "+", "-", "*", "/", "%", "MOD", "NEG", "||",
+    "ABS", "CEIL", "CEILING", "FLOOR", "ROUND", "UPPER", "LOWER", "TRIM", "LTRIM", "RTRIM", "BTRIM", "CHAR_LENGTH",
+    "CHARACTER_LENGTH", "CONCAT", "CONCAT_WS", "LPAD", "RPAD", "REPLACE", "REPEAT", "LEFT", "RIGHT", "STARTSWITH",
+    "ENDSWITH", "TO_BASE64", "FROM_BASE64", "FROM_BASE64_BINARY", "LOCATE", "INSTR", "POSITION", "OVERLAY",
+    "REGEXP_REPLACE", "YEAR", "QUARTER", "MONTH", "WEEK", "DAYOFYEAR", "DAYOFMONTH", "DAYOFWEEK", "HOUR", "MINUTE",
+    "SECOND", "UNIX_TIMESTAMP", "TIMESTAMPADD", "IF", "COALESCE", "CARDINALITY", "ARRAY_CONTAINS",
+    "ARRAY_POSITION"})
+# never NULL (BOOLEAN_NOT_NULL, explicit types, value constructors):
+NEVER_NULL = frozenset({
+    "IS NULL", "IS NOT NULL", "IS TRUE", "IS NOT TRUE", "IS FALSE", "IS NOT FALSE", "IS DISTINCT FROM",
+    "IS NOT DISTINCT FROM", "UUID", "LOCALTIMESTAMP", "CURRENT_TIMESTAMP", "NOW", "CURRENT_TIME", "LOCALTIME",
+    "CURRENT_DATE", "ARRAY", "MAP", "ROW"})
+# Every other built-in (REGEXP_EXTRACT, SUBSTR, TO_TIMESTAMP, DATE_FORMAT, TIMESTAMPDIFF, NULLIF, TRY_CAST, ELEMENT,
+# subscripts: FORCE_NULLABLE) stays nullable; CAST, IFNULL and CASE decide their own.
+
+
+def calcite_nullability(definition: FunctionDef, args: Sequence[Node], node: Node) -> Node:
+    """``node`` (the call of built-in ``definition`` on ``args``) declared NOT NULL where Calcite declares it."""
+    name = definition.name
+    builtin = FUNCTIONS.get(name) is definition or OPERATORS.get(name) is definition  # not a UDF of that name
+    if not builtin or not node.nullable or any(node is a for a in args):
+        return node
+    operands = [a for a in args if not hasattr(a, "unit_keyword")]  # TIMESTAMPADD's unit is no operand
+    if name == "CASE":  # the THEN and ELSE values; without ELSE, NULL
+        values = list(args[1::2]) + ([args[-1]] if len(args) % 2 else [])
+        node.nullable = not len(args) % 2 or any(v.nullable for v in values)
+    elif name in NEVER_NULL or (name in NOT_NULL_WITH_OPERANDS and not any(a.nullable for a in operands)):
+        node.nullable = False
+    return node
+
+
 # ------------------------------------------------------------------------------------------------- type checks
 
 def fam(node: Node) -> str:

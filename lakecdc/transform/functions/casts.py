@@ -279,6 +279,9 @@ def _to_boolean(arr: pa.Array, strict: bool) -> pa.Array:
 
 # ------------------------------------------------------------------------------------------------------- CAST
 
+UNSIZED_DECIMAL = "DECIMAL"  # cast_target's declared-type marker of a DECIMAL written without precision
+
+
 def cast(node: Node, target: pa.DataType, try_cast: bool, sql: str, site: Site | None = None,
          decl: str | None = None) -> Node:
     """Flink CDC CAST / TRY_CAST to ``target`` (one of ``CAST_TARGETS`` as an Arrow type; ``decl`` the declared
@@ -288,6 +291,11 @@ def cast(node: Node, target: pa.DataType, try_cast: bool, sql: str, site: Site |
     target_family = family(target)
     declared = capped_decimal(target.precision, target.scale, site.max_precision) \
         if pa.types.is_decimal(target) else target
+    if decl == UNSIZED_DECIMAL:
+        # CAST(x AS DECIMAL): Calcite's default DECIMAL precision is the maximum (RelDataTypeSystemImpl
+        # .getDefaultPrecision), so DECIMAL(19, 0) or DECIMAL(38, 0), while Flink CDC's generated Java casts with
+        # precision 10 (JaninoCompiler): values of more than 10 digits are NULL
+        declared, decl = pa.decimal128(site.max_precision, 0), None
     if target_family == "timestamp" and source_family in ("timestamp", "timestamp_ltz") and \
             precision_of(node.dtype) > precision_of(target):
         declared = target = pa.timestamp(node.dtype.unit)  # a LocalDateTime is kept as it is, nanoseconds included

@@ -1,10 +1,12 @@
 """Comparison and logical operators: ``= <> < > <= >=``, ``[NOT] BETWEEN``, ``[NOT] IN``, ``IS [NOT] DISTINCT FROM``,
 ``[NOT] LIKE [ESCAPE]``, ``[NOT] SIMILAR TO [ESCAPE]``, ``IS [NOT] NULL/TRUE/FALSE/UNKNOWN``, ``AND``, ``OR``, ``NOT``.
 
-Comparisons follow Flink CDC's documented meaning: they are never NULL (a NULL operand gives FALSE, also for
-``<>``, ``NOT IN`` and ``NOT BETWEEN``), and numbers compare by value across types (INT 3 = BIGINT 3). Comparing
-different type families (STRING with INT, TIMESTAMP with TIMESTAMP_LTZ) is rejected when the rule is compiled.
-LIKE is SQL LIKE; logic is SQL three-valued.
+Comparisons are Flink CDC's (ComparisonFunctions, as its documentation's function column names them): never NULL;
+``=``, ``<``, ``>``, ``<=``, ``>=`` and BETWEEN give FALSE for a NULL operand, while ``<>`` (``!valueEquals``),
+NOT BETWEEN (``!betweenAsymmetric``) and NOT IN (``!in``) are the negations and so TRUE; IN is Java's
+``Arrays.asList(items).contains(v)``, which also finds a NULL ``v`` among NULL items. Numbers compare by value across
+types (INT 3 = BIGINT 3; Java's ``equals`` would not). Comparing different type families (STRING with INT, TIMESTAMP
+with TIMESTAMP_LTZ) is rejected when the rule is compiled. LIKE is SQL LIKE; logic is SQL three-valued.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from lakecdc.errors import ExpressionError
 from lakecdc.transform.functions.base import (Site, as_bool, false_array, fam, function, is_null_literal, null_of,
                                               require, with_scalars)
 from lakecdc.transform.nodes import Call, Node, eval_where
-from lakecdc.transform.types import cast_array, common_numeric, common_type, flink_name
+from lakecdc.transform.types import cast_array, common_numeric, common_type, comparable_decimals, flink_name
 
 _ORDERED = ("numeric", "string", "boolean", "date", "time", "timestamp", "timestamp_ltz", "binary")
 
@@ -54,15 +56,28 @@ _CMP = {"=": pc.equal, "<>": pc.not_equal, "<": pc.less, ">": pc.greater, "<=": 
         ">=": pc.greater_equal}
 
 
+def comparable(left: pa.Array, right: pa.Array, target: pa.DataType) -> tuple[pa.Array, pa.Array]:
+    """Both sides' values in one type. DECIMAL comparisons are exact on the values (BigDecimal.compareTo), not on
+    the declared types: a value keeps its digits inside an expression even where its declared type is capped at 19
+    digits, and the common type of DECIMAL(38, 0) and DECIMAL(38, 2) would need 40."""
+    if pa.types.is_decimal(target):
+        return comparable_decimals(left, right)
+    return cast_array(left, target), cast_array(right, target)
+
+
 def compare(op: str, a: Node, b: Node, sql: str) -> Node:
-    """``a op b``: never NULL; a NULL operand gives FALSE (Flink CDC's documented meaning, also for ``<>``)."""
+    """``a op b``: never NULL. A NULL operand gives FALSE, except for ``<>``, which is ``!valueEquals(a, b)`` in
+    Flink CDC's generated code and so TRUE (its documentation's function column and its own spec tests agree)."""
+    if op == "<>":
+        comparison_type(a, b, op)  # refused types are named with the operator written
+        return negated(compare("=", a, b, sql), Site(sql))
     kernel = _CMP[op]
     target = comparison_type(a, b, op)
     if target is None:
         return Call(lambda env, arrays: false_array(env.num_rows), [a, b], pa.bool_(), sql)
 
     def run(env, arrays):
-        left, right = (cast_array(x, target) for x in arrays)
+        left, right = comparable(arrays[0], arrays[1], target)
         return pc.fill_null(kernel(left, right), False)
 
     return Call(run, [a, b], pa.bool_(), sql)
@@ -86,16 +101,16 @@ def _is_not_distinct(args, site):
     return _distinct(args, site, negate=True)
 
 
-def _distinct(args: list[Node], site: Site, negate: bool) -> Node:
+def _distinct(args: list[Node], site: Site, negate: bool, op: str = "IS DISTINCT FROM") -> Node:
     """NULL-safe equality: two NULLs are not distinct; numbers compare by value."""
     a, b = args
-    target = comparison_type(a, b, "IS DISTINCT FROM")
+    target = comparison_type(a, b, op)
 
     def run(env, xs):
         if target is None:
             same = pc.and_(pc.is_null(xs[0]), pc.is_null(xs[1]))
         else:
-            left, right = (cast_array(x, target) for x in xs)
+            left, right = comparable(xs[0], xs[1], target)
             both_null = pc.and_(pc.is_null(left), pc.is_null(right))
             same = pc.or_(both_null, pc.fill_null(pc.equal(left, right), False))
         return same if negate else pc.invert(same)
@@ -183,8 +198,8 @@ def _between(args, site):
 
 @function("NOT BETWEEN", min_args=3, max_args=3, operator=True)
 def _not_between(args, site):
-    """``v < lo OR v > hi`` (the documented meaning): FALSE when v is NULL (Flink CDC's code gives TRUE)."""
-    return _all([compare("<", args[0], args[1], site.sql), compare(">", args[0], args[2], site.sql)], pc.or_, site)
+    """``!betweenAsymmetric(v, lo, hi)`` (Flink CDC): TRUE when v is NULL."""
+    return negated(_between(args, site), site)
 
 
 @function("BETWEEN SYMMETRIC", min_args=3, max_args=3, operator=True)
@@ -197,26 +212,20 @@ def _between_symmetric(args, site):
 
 @function("NOT BETWEEN SYMMETRIC", min_args=3, max_args=3, operator=True)
 def _not_between_symmetric(args, site):
-    inside = _between_symmetric(args, site)
-    valid = _is_not_null([args[0]], site)
-
-    def run(env, xs):
-        return pc.and_(pc.invert(xs[0]), xs[1])
-    return Call(run, [inside, valid], pa.bool_(), site.sql)
+    return negated(_between_symmetric(args, site), site)  # as NOT BETWEEN: TRUE when v is NULL
 
 
 @function("IN", min_args=2, max_args=None, operator=True)
 def _in(args, site):
-    """``v IN (a, b)``: any ``v = x`` (NULL v → FALSE, NULL items never match); never NULL."""
-    return _all([compare("=", args[0], item, site.sql) for item in args[1:]], pc.or_, site)
+    """``v IN (a, b)``: Flink CDC's ``Arrays.asList(a, b).contains(v)``: TRUE when v equals an item (by value), or
+    when v and an item are both NULL (``NULL IN (1, NULL)``); never NULL (``1 IN (2, NULL)`` is FALSE)."""
+    return _all([_distinct([args[0], item], site, negate=True, op="IN") for item in args[1:]], pc.or_, site)
 
 
 @function("NOT IN", min_args=2, max_args=None, operator=True)
 def _not_in(args, site):
-    """``v NOT IN (a, b)``: TRUE when v is not NULL and equals no item (``1 NOT IN (2, NULL)`` is TRUE)."""
-    found = _in(args, site)
-    valid = _is_not_null([args[0]], site)
-    return Call(lambda env, xs: pc.and_(pc.invert(xs[0]), xs[1]), [found, valid], pa.bool_(), site.sql)
+    """``!in(v, a, b)`` (Flink CDC): ``1 NOT IN (2, NULL)`` and ``NULL NOT IN (1, 2)`` are TRUE."""
+    return negated(_in(args, site), site)
 
 
 # ------------------------------------------------------------------------------------ LIKE / SIMILAR TO

@@ -12,12 +12,12 @@ import pyarrow.compute as pc
 from lakecdc.transform.functions.base import as_bool, function, require
 from lakecdc.transform.functions.comparison import compare
 from lakecdc.transform.nodes import Call, Node, eval_where
-from lakecdc.transform.types import (cast_array, common_decl, common_type, family, temporal_decl,
-                                     temporal_precision)
+from lakecdc.transform.types import (binary_of, calcite_type, cast_array, common_decl, common_type, family,
+                                     temporal_decl, temporal_precision)
 
 
-def _branch_type(nodes: list[Node], what: str) -> pa.DataType:
-    t = common_type([n.dtype for n in nodes], what)
+def _branch_type(nodes: list[Node], what: str, max_precision: int) -> pa.DataType:
+    t = common_type([n.dtype for n in nodes], what, max_precision)
     return pa.string() if pa.types.is_null(t) else t
 
 
@@ -40,19 +40,26 @@ def _cast_branch(arr: pa.Array, out: pa.DataType) -> pa.Array:
 @function("IF", min_args=3, max_args=3)
 def _if(args, site):
     require(args[0], ("boolean",), "IF condition")
-    out = _branch_type(args[1:], "IF")
+    out = _branch_type(args[1:], "IF", site.max_precision)
 
     def run(env, nodes):  # each branch only on the rows that take it (a ternary in Flink CDC's Java)
         cond = _cond(nodes[0].eval(env))
         return pc.if_else(cond, _cast_branch(eval_where(nodes[1], env, cond), out),
                           _cast_branch(eval_where(nodes[2], env, pc.invert(cond)), out))
     call = Call(run, args, out, site.sql, lazy=True)
-    # IF's type: the least restrictive one of numbers, characters or binaries, else the type of the first branch
-    # (TransformSqlReturnTypes.NUMERIC_FROM_ARG1_DEFAULT1: IF(c, ts_0, ts_3) is TIMESTAMP(0))
-    if all(family(a.dtype) in ("numeric", "string", "binary", "null") for a in args[1:]):
+    # IF's type (TransformSqlReturnTypes.NUMERIC_FROM_ARG1_DEFAULT1): the least restrictive one of two numbers, else
+    # the type of the first branch: IF(c, ts_0, ts_3) is TIMESTAMP(0), IF(c, binary_50, varbinary_50) BINARY(50)
+    if all(family(a.dtype) in ("numeric", "null") for a in args[1:]):
         return _typed(call, args[1:])
-    call.decl = args[1].decl if family(args[1].dtype) not in ("timestamp", "timestamp_ltz", "time") else \
-        temporal_decl(args[1].dtype, temporal_precision(args[1].dtype, args[1].decl))
+    first = args[1]
+    kind = family(first.dtype)
+    if kind in ("timestamp", "timestamp_ltz", "time"):
+        call.decl = temporal_decl(first.dtype, temporal_precision(first.dtype, first.decl))
+    elif kind == "binary":
+        var, length = binary_of(first.dtype, first.decl)
+        call.decl = f"{'VARBINARY' if var else 'BINARY'}({length})"
+    else:
+        call.decl = first.decl
     return call
 
 
@@ -64,7 +71,7 @@ def _case(args, site):
     for cond, _ in pairs:
         require(cond, ("boolean",), "CASE WHEN condition")
     values = [v for _, v in pairs] + ([default] if default is not None else [])
-    out = _branch_type(values, "CASE")
+    out = _branch_type(values, "CASE", site.max_precision)
 
     def run(env, nodes):
         # WHEN conditions and THEN values are evaluated only on the rows that reach them, as the nested
@@ -85,7 +92,7 @@ def _case(args, site):
 
 @function("COALESCE", min_args=1, max_args=None)
 def _coalesce(args, site):
-    out = _branch_type(args, "COALESCE")
+    out = _branch_type(args, "COALESCE", site.max_precision)
     return _typed(Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, out) for x in xs]), args, out, site.sql), args)
 
 
@@ -94,12 +101,12 @@ def _ifnull(args, site):
     """Like COALESCE, with Flink SQL's IFNULL type: a NOT NULL value keeps its own type (the replacement is never
     used); otherwise the common type, NOT NULL when the replacement is NOT NULL (Flink CDC's one exception)."""
     if not args[0].nullable and not pa.types.is_null(args[0].dtype):
-        _branch_type(args, "IFNULL")  # the same type check
-        out = args[0].dtype
+        _branch_type(args, "IFNULL", site.max_precision)  # the same type check
+        out = calcite_type(args[0].dtype, site.max_precision)
         node = Call(lambda env, xs: _cast_branch(xs[0], out), args[:1], out, site.sql, nullable=False)
         node.decl = args[0].decl
     else:
-        out = _branch_type(args, "IFNULL")
+        out = _branch_type(args, "IFNULL", site.max_precision)
         node = _typed(Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, out) for x in xs]), args, out, site.sql,
                            nullable=args[0].nullable and args[1].nullable), args)
     node.declares_nullability = True  # the one computed column whose NOT NULL reaches the sink (Flink CDC)
@@ -112,7 +119,7 @@ def _nullif(args, site):
     eq = compare("=", args[0], args[1], site.sql)
     # ARG0_FORCE_NULLABLE; an untyped first argument (NULL, or a column during schema-free validation) takes the
     # second one's type, so an enclosing IFNULL/COALESCE still type-checks.
-    out = next((a.dtype for a in args if not pa.types.is_null(a.dtype)), pa.null())
+    out = calcite_type(next((a.dtype for a in args if not pa.types.is_null(a.dtype)), pa.null()), site.max_precision)
 
     def run(env, xs):
         return pc.if_else(xs[1], pa.scalar(None, out), _cast_branch(xs[0], out))

@@ -17,18 +17,21 @@ import pyarrow.compute as pc
 from lakecdc.errors import ExpressionError
 from lakecdc.transform.functions.base import (Site, as_string, data_error, fam, first_value, function,
                                               is_null_literal, null_of, require, where_null, with_scalars)
-from lakecdc.transform.functions.comparison import comparison_type
+from lakecdc.transform.functions.comparison import comparable, comparison_type
 from lakecdc.transform.nodes import Call, Node
-from lakecdc.transform.types import (VARIANT, common_type, conform, family, flink_name, java_to_string,
-                                     json_fraction, variant_array, variant_json)
+from lakecdc.transform.types import (VARIANT, calcite_type, common_numeric, common_type, conform, element_decl,
+                                     family, flink_name, java_to_string, json_fraction, nested_decl, nested_decls,
+                                     variant_array, variant_json)
 
 
 # ------------------------------------------------------------------------------------------- constructors
 
 @function("ARRAY", min_args=1, max_args=None)
 def _array(args, site):
-    element = common_type([a.dtype for a in args], "ARRAY")  # NULL only while validating without a schema
+    # NULL only while validating without a schema
+    element = common_type([a.dtype for a in args], "ARRAY", site.max_precision)
     out = pa.list_(element)
+    decl = element_decl([(a.dtype, a.decl) for a in args], element)
 
     def run(env, xs):
         n = env.num_rows
@@ -39,7 +42,9 @@ def _array(args, site):
         flat = values.take(pa.array(order))
         offsets = pa.array(np.arange(0, n * len(columns) + 1, len(columns), dtype=np.int32))
         return pa.ListArray.from_arrays(offsets, flat, type=out)
-    return Call(run, args, out, site.sql)
+    call = Call(run, args, out, site.sql)
+    call.decl = f"ARRAY<{decl}>" if decl else None
+    return call
 
 
 @function("MAP", min_args=2, max_args=None)
@@ -55,8 +60,8 @@ def _map(args, site):
         keys = [next(k for k in keys if k.const == key) for key in last]
         values = list(last.values())
         args = [x for pair in zip(keys, values) for x in pair]
-    key_type = common_type([k.dtype for k in keys], "MAP keys")
-    value_type = common_type([v.dtype for v in values], "MAP values")
+    key_type = common_type([k.dtype for k in keys], "MAP keys", site.max_precision)
+    value_type = common_type([v.dtype for v in values], "MAP values", site.max_precision)
     out = pa.map_(pa.string() if pa.types.is_null(key_type) else key_type, value_type)
 
     def run(env, xs):
@@ -69,19 +74,28 @@ def _map(args, site):
         flat_values = pa.concat_arrays(value_cols).take(order)
         offsets = pa.array(np.arange(0, n * pairs + 1, pairs, dtype=np.int32))
         return pa.MapArray.from_arrays(offsets, flat_keys, flat_values, type=out)
-    return Call(run, args, out, site.sql)
+    call = Call(run, args, out, site.sql)
+    key_decl = element_decl([(k.dtype, k.decl) for k in keys], out.key_type)
+    value_decl = element_decl([(v.dtype, v.decl) for v in values], value_type)
+    if key_decl or value_decl:
+        call.decl = f"MAP<{key_decl or flink_name(out.key_type)}, {value_decl or flink_name(value_type)}>"
+    return call
 
 
 @function("ROW", min_args=1, max_args=None)
 def _row(args, site):
     """ROW(a, b, ...) with fields f0, f1, ..."""
-    fields = [pa.field(f"f{i}", a.dtype if not pa.types.is_null(a.dtype) else pa.string())
-              for i, a in enumerate(args)]
+    fields = [pa.field(f"f{i}", calcite_type(a.dtype, site.max_precision) if not pa.types.is_null(a.dtype)
+                       else pa.string()) for i, a in enumerate(args)]
     out = pa.struct(fields)
 
     def run(env, xs):
         return pa.StructArray.from_arrays([conform(x, f.type) for x, f in zip(xs, fields)], fields=fields)
-    return Call(run, args, out, site.sql)
+    call = Call(run, args, out, site.sql)
+    decls = [element_decl([(a.dtype, a.decl)], f.type) for a, f in zip(args, fields)]
+    if any(decls):
+        call.decl = "ROW<" + ", ".join(f"{f.name} {d or flink_name(f.type)}" for f, d in zip(fields, decls)) + ">"
+    return call
 
 
 # ---------------------------------------------------------------------------------------------- item access
@@ -103,7 +117,9 @@ def item(container: Node, key: Node, site: Site) -> Node:
                 return pa.nulls(len(arr), element)
             safe = pc.if_else(inside, arr, pa.scalar([None] * index, arr.type)) if index > 0 else arr
             return where_null(pc.invert(inside), pc.list_element(safe, index - 1))
-        return with_scalars([container, key], (1,), run_array, element, site)
+        node = with_scalars([container, key], (1,), run_array, element, site)
+        node.decl = nested_decl(container.decl, 0)  # ARRAY<VARBINARY(50)>[1] is VARBINARY(50)
+        return node
     if kind == "map":
         value_type = container.dtype.item_type
         comparison_type(_typed(container.dtype.key_type), key, "[]")
@@ -111,7 +127,9 @@ def item(container: Node, key: Node, site: Site) -> Node:
         def run_map(env, xs, values):
             found = pc.map_lookup(xs[0], pa.scalar(values[0], container.dtype.key_type), "first")
             return found
-        return with_scalars([container, key], (1,), run_map, value_type, site)
+        node = with_scalars([container, key], (1,), run_map, value_type, site)
+        node.decl = nested_decl(container.decl, 1)
+        return node
     if kind == "row":
         require(key, ("numeric",), "ROW field position")
         if not key.is_const:
@@ -122,7 +140,10 @@ def item(container: Node, key: Node, site: Site) -> Node:
                                   f"{flink_name(container.dtype)}: positions are 1 to "
                                   f"{container.dtype.num_fields} ({site.sql})")
         field = container.dtype.field(position - 1)
-        return Call(lambda env, xs: pc.struct_field(xs[0], [position - 1]), [container], field.type, site.sql)
+        node = Call(lambda env, xs: pc.struct_field(xs[0], [position - 1]), [container], field.type, site.sql)
+        fields = nested_decls(container.decl)
+        node.decl = fields[position - 1] if fields and len(fields) == container.dtype.num_fields else None
+        return node
     if kind == "variant":
         require(key, ("numeric", "string"), "VARIANT index")
 
@@ -181,6 +202,11 @@ def _element_equal(arr: pa.Array, needle) -> pa.Array:
     """Per list element: equals the needle (NULL elements never match)."""
     values = pc.list_flatten(arr)
     parents = pc.list_parent_indices(arr)
+    if family(values.type) == "numeric" and not isinstance(needle, (str, bytes, bool)):
+        # by value, as the comparisons: 1.5 is not the INT 1, 3000000000 is no INT at all
+        needles = pa.array([needle] * len(values))
+        left, right = comparable(values, needles, common_numeric(values.type, needles.type))
+        return values, parents, pc.fill_null(pc.equal(left, right), False)
     hits = pc.fill_null(pc.equal(values, pa.scalar(needle, values.type)), False)
     return values, parents, hits
 
@@ -238,7 +264,9 @@ def _element(args, site):
         one = pc.equal(lengths, 1)
         safe = pc.if_else(one, arr, pa.scalar([None], arr.type))
         return where_null(pc.invert(one), pc.list_element(safe, 0))
-    return Call(run, args, element, site.sql)
+    node = Call(run, args, element, site.sql)
+    node.decl = nested_decl(args[0].decl, 0)
+    return node
 
 
 # ---------------------------------------------------------------------------------------------------- JSON

@@ -585,7 +585,7 @@ def extract(unit: str, value: Node, site: Site) -> Node:
         else:
             out = pc.second(ts)
         return out.cast(pa.int64())
-    return Call(run, [value], pa.int64(), site.sql)
+    return Call(run, [value], pa.int64(), site.sql, nullable=value.nullable)  # BIGINT_NULLABLE
 
 
 def _shorthand(unit: str):
