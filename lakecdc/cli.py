@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 
-from lakecdc.collector import imports_outside_collection
+from lakecdc.collector import freeze_after_imports, imports_outside_collection
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SinkError
 
 # Each command imports the library modules it needs when it runs (lakecdc.model and everything below it load
@@ -300,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; ``argv`` None: this process's own command line (the ``lakecdc`` script, ``python -m
     lakecdc.cli``), after which the process ends (see :func:`_before_exit`)."""
     args = build_parser().parse_args(argv)
+    if argv is None:
+        freeze_after_imports()  # this process ends with the command (lakecdc.collector)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
