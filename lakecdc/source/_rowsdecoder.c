@@ -12,6 +12,9 @@
  * an invalid date the library refuses, an out-of-range value, a truncated event ...) raises
  * _rowsdecoder.Unsupported; the caller then decodes that event with the library, so the outcome (value or error)
  * stays the library's.
+ *
+ * The same extension holds the snapshot's text-protocol row scanner (TextRows, near the end of this file; Python
+ * side: lakecdc/source/wire.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
