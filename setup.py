@@ -1,4 +1,5 @@
-"""Builds lakecdc's C extension (the columnar binlog rows decoder); everything else is in pyproject.toml."""
+"""Builds lakecdc's C extension (the columnar binlog rows decoder and the snapshot's row scanner); everything else
+is in pyproject.toml."""
 
 from setuptools import Extension, setup
 

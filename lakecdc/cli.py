@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 
+from lakecdc.collector import freeze_after_imports, imports_outside_collection
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SinkError
 
 # Each command imports the library modules it needs when it runs (lakecdc.model and everything below it load
@@ -21,9 +22,10 @@ from lakecdc.errors import LakeCdcError, PipelineConfigError, SinkError
 
 
 def _load(path: str):
-    from lakecdc.config import load_pipeline
+    with imports_outside_collection():  # the library's imports (lakecdc.collector)
+        from lakecdc.config import load_pipeline
 
-    return load_pipeline(path)
+        return load_pipeline(path)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -63,7 +65,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = _load(args.pipeline)
     if args.follow:
         return _follow(config, args)
-    from lakecdc.runtime import run_micro_batch
+    with imports_outside_collection():
+        from lakecdc.runtime import run_micro_batch
 
     result = run_micro_batch(config)
     rows = [_table_row(table) for table in sorted(result.tables.values(), key=lambda t: str(t.target))]
@@ -297,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; ``argv`` None: this process's own command line (the ``lakecdc`` script, ``python -m
     lakecdc.cli``), after which the process ends (see :func:`_before_exit`)."""
     args = build_parser().parse_args(argv)
+    if argv is None:
+        freeze_after_imports()  # this process ends with the command (lakecdc.collector)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -47,8 +47,8 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   "$PYTHON" -m venv .venv
 fi
-# The columnar binlog decoder is a C extension (lakecdc/source/_rowsdecoder.c, built by pip through setup.py): it
-# needs a C compiler and the Python headers.
+# The columnar binlog decoder and the snapshot's row scanner are a C extension (lakecdc/source/_rowsdecoder.c, built
+# by pip through setup.py): it needs a C compiler and the Python headers.
 if ! command -v cc >/dev/null 2>&1 || ! .venv/bin/python -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
   echo "setup: installing a C compiler and the Python headers (apt-get)" >&2

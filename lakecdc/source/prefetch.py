@@ -1,6 +1,7 @@
 """Reading ahead: an iterator of batches run in a background thread, a bounded number of batches ahead of its
 consumer, so reading the next snapshot batch from MySQL overlaps with transforming and writing the current one (the
-Paimon writer is Rust and releases the GIL; socket reads, numpy and Arrow casts release it too).
+Paimon writer is Rust and releases the GIL; socket reads, the C scan of the row packets and Arrow casts release it
+too).
 
 The producer owns everything it touches (the snapshot connection) while it runs; its exceptions reach the consumer
 at the batch where they happened. Closing the iterator (or :meth:`Prefetch.stop`) stops and joins the producer,

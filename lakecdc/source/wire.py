@@ -1,14 +1,13 @@
 """The rows of a streamed SELECT straight from the wire into Arrow columns, without a Python object per value.
 
 PyMySQL sends the query and reads the column descriptions (so escaping, authentication, TLS and errors stay
-PyMySQL's); this module then reads the result rows itself, as raw text-protocol packets, into one buffer:
-
-* a short Python loop finds where each row packet starts (one step per row: the packets are length-prefixed, so
-  finding the next one needs the previous one's length);
-* numpy walks all rows of the block one column at a time (a field is ``0xFB`` for NULL or a length-encoded string),
-  giving every field's start and end;
-* ``pyarrow.compute.take`` copies each column's fields out of the buffer into a contiguous binary array (the buffer
-  is viewed as one binary array whose values alternate between fields and the bytes between them).
+PyMySQL's); this module then reads the result's row packets itself, from the socket into a reused buffer, and hands
+each buffer-full to the C extension's ``TextRows.scan`` (``_rowsdecoder.c``), which walks the packets (length-
+prefixed, rows longer than 16 MiB continued over several packets) and every row's fields (``0xFB`` for NULL or a
+length-encoded string) and appends each field to its column in the layout of a ``pa.binary()`` array. The scan runs
+without the GIL, so several chunk readers, their socket reads and the Paimon writer's encoding overlap; Python only
+acts once per socket read and once per block of rows. The end of the result (an EOF or ERR packet), sequence errors
+and malformed rows are reported by the scan and handled here as PyMySQL would.
 
 The values stay MySQL's text: :mod:`lakecdc.source.text_columns` turns them into the columns' Arrow types.
 
@@ -23,17 +22,22 @@ import socket
 from dataclasses import dataclass
 from typing import Generator
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pymysql
 from pymysql.constants import CR
 from pymysql.constants.SERVER_STATUS import SERVER_MORE_RESULTS_EXISTS
 from pymysql.protocol import MysqlPacket
 
-MAX_PACKET = 0xFFFFFF  # a payload of this size continues in the next packet
+_IMPORT_ERROR: str | None = None
+try:
+    from lakecdc.source import _rowsdecoder as _ext
+except ImportError as exc:  # pragma: no cover - only on a machine where the install could not build it
+    _ext = None  # type: ignore[assignment]
+    _IMPORT_ERROR = str(exc)
+
+_BUFFER = 1 << 20  # the receive buffer's size (it grows only to hold a packet longer than it)
 _MIN_FREE = 256 * 1024  # bytes of free buffer space for each socket read
-_MAX_BLOCK = 1 << 30  # emit a block early past this many buffered bytes (int32 offsets)
+_MAX_BLOCK = 1 << 30  # emit a block early past this many field bytes (int32 offsets: a row is at most 1 GiB)
 
 
 @dataclass
@@ -85,108 +89,74 @@ def abort_connection(conn) -> None:
 
 
 class _PacketReader:
-    """Reads the row packets of one result into a growing buffer, a block of rows at a time."""
+    """Reads the row packets of one result, a block of rows at a time: socket reads into ``buf`` and scans of them
+    by the C extension, which copies the fields out (``buf`` then holds at most one incomplete packet or row)."""
 
     def __init__(self, conn, result):
+        if _ext is None:  # pragma: no cover
+            raise ImportError(f"lakecdc's C extension (lakecdc/source/_rowsdecoder.c) is not built ({_IMPORT_ERROR}): "
+                              "reinstall lakecdc where a C compiler and the Python headers are available "
+                              "(scripts/setup.sh installs them)")
         self.conn = conn
         self.result = result
         self.rfile = conn._rfile
-        self.count = result.field_count
-        self.buf = bytearray(1 << 20)
-        self.filled = 0  # bytes received into buf
-        self.scanned = 0  # buf[:scanned] holds whole packets, their header offsets in self.starts
-        self.starts: list[int] = []
-        self.seq = conn._next_seq_id  # sequence id of the packet at self.starts[0]
-        self.dropped_full = False  # the last packet dropped from buf had the maximum size (a row continues)
+        self.rows = _ext.TextRows(result.field_count)
+        self.buf = bytearray(_BUFFER)
+        self.pos = 0  # buf[pos:filled]: received, not yet scanned
+        self.filled = 0
+        self.seq = conn._next_seq_id  # sequence id of the packet at pos
         self.drained = False  # PyMySQL's buffered reader holds none of the result's bytes any more
         self.done = False
-
-    # ------------------------------------------------------------------------------------------------ blocks
 
     def next_block(self, max_rows: int) -> list[pa.Array] | None:
         """The columns of the next ``max_rows`` rows (fewer at the end, or past _MAX_BLOCK bytes); None after the
         last row."""
-        while not self.done and len(self.starts) < max_rows and self.scanned < _MAX_BLOCK:
-            if not self._scan():
-                self._receive()
-        take = min(max_rows, len(self.starts))
-        if not take:
+        while not self.done and self._scan(max_rows):
+            pass
+        rows, columns = self.rows.take()
+        if not rows:
             return None
-        headers = np.array(self.starts[:take], dtype=np.int64)
-        if (_sizes(self.buf, headers) == MAX_PACKET).any():
-            # rows longer than 16 MiB span several packets (rare): count rows, not packets
-            take = self._packets_of_rows(max_rows)
-            headers = np.array(self.starts[:take], dtype=np.int64)
-        end = self.starts[take] if take < len(self.starts) else self.scanned
-        columns = _parse_block(self.buf, headers, self.seq, self.count, self._fail)
-        self.seq = (self.seq + take) % 256
-        self.starts = self.starts[take:]
-        self._drop(end)
-        return columns
+        return [pa.Array.from_buffers(pa.binary(), rows,
+                                      [None if valid is None else pa.py_buffer(valid), pa.py_buffer(offsets),
+                                       pa.py_buffer(data)], null_count=nulls)
+                for valid, nulls, offsets, data in columns]
 
-    def _packets_of_rows(self, max_rows: int) -> int:
-        """How many packets from the first one hold ``max_rows`` rows (fewer at the end): a row ends with a packet
-        shorter than MAX_PACKET. Scans and receives more packets as needed."""
-        take = rows = 0
-        while rows < max_rows:
-            if take == len(self.starts):
-                if self.done:
-                    break
-                if not self._scan():
-                    self._receive()
-                continue
-            if self._size(self.starts[take]) != MAX_PACKET:
-                rows += 1
-            take += 1
-        return take
-
-    def _size(self, header: int) -> int:
-        buf = self.buf
-        return buf[header] | (buf[header + 1] << 8) | (buf[header + 2] << 16)
-
-    def _scan(self) -> bool:
-        """Find the whole packets after ``scanned``; True when some were found (then ``done`` if the result ended),
-        False when more bytes are needed."""
-        buf, p, end, starts = self.buf, self.scanned, self.filled, self.starts
-        before = len(starts)
-        append = starts.append
-        last = end - 4
-        # one step per row, the only per-row Python of the fast path (kept to one comparison per step)
-        while p <= last:
-            append(p)
-            p += 4 + buf[p] + (buf[p + 1] << 8) + (buf[p + 2] << 16)
-        if p > end:
-            p = starts.pop()  # the last packet is not whole yet
-        self.scanned = p
-        if len(starts) == before:
+    def _scan(self, max_rows: int) -> bool:
+        """Scan what was received (receiving more first when nothing is left); False when the block is full."""
+        if self.pos == self.filled:
+            self._receive()
+        status, self.pos, self.seq, got = self.rows.scan(self.buf, self.pos, self.filled, self.seq, max_rows,
+                                                         _MAX_BLOCK)
+        if status == _ext.SCAN_MORE:
+            self._receive()
+        elif status == _ext.SCAN_FULL:
             return False
-        self._check_end()
+        elif status == _ext.SCAN_END:
+            self._end()
+        elif status == _ext.SCAN_SEQUENCE:
+            self._fail(_sequence_error(got, self.seq))
+        elif status == _ext.SCAN_MORE_FIELDS:
+            self._fail(pymysql.err.InternalError("a row packet has more fields than the result has columns"))
+        elif status == _ext.SCAN_BAD_LENGTH:
+            self._fail(pymysql.err.InternalError("a row packet has a field with an invalid length (0xFF)"))
+        else:
+            self._fail(pymysql.err.InternalError("a row packet has fewer fields than the result has columns"))
         return True
 
-    def _check_end(self) -> None:
-        """Set ``done`` when the last whole packet ends the result: an EOF packet (``0xFE``, shorter than 9 bytes),
-        dropped from the rows; an error packet (``0xFF``) raises the server's error."""
-        last = self.starts[-1]
-        size = self.scanned - last - 4
-        first = self.buf[last + 4] if size else None
-        if first not in (0xFE, 0xFF) or first == 0xFE and size >= 9:
-            return  # a row (a row's first field may be longer than 16 MiB: 0xFE and 9+ bytes)
-        prev_full = self._size(self.starts[-2]) == MAX_PACKET if len(self.starts) > 1 else self.dropped_full
-        if prev_full:
-            return  # the tail of a row longer than 16 MiB
-        seq = (self.seq + len(self.starts) - 1) % 256
-        got = self.buf[last + 3]
-        if got != seq:
-            self._fail(_sequence_error(got, seq))
-        payload = bytes(self.buf[last + 4:last + 4 + size])
-        self.starts.pop()
+    def _end(self) -> None:
+        """The packet at ``pos`` ends the result: an EOF packet (``0xFE``, shorter than 9 bytes), or an error packet
+        (``0xFF``), which raises the server's error."""
+        buf, at = self.buf, self.pos
+        size = buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16)
+        payload = bytes(buf[at + 4:at + 4 + size])
+        self.pos = at + 4 + size
         self.done = True
-        self.conn._next_seq_id = (seq + 1) % 256
+        self.conn._next_seq_id = (self.seq + 1) % 256
         result = self.result
         result.unbuffered_active = False
         result.connection = None
         result.rows = None
-        if first == 0xFF:
+        if payload[0] == 0xFF:
             MysqlPacket(payload, self.conn.encoding).raise_for_error()
         if len(payload) >= 5:  # as PyMySQL's EOFPacketWrapper: warning count, server status
             result.warning_count = int.from_bytes(payload[1:3], "little")
@@ -199,22 +169,16 @@ class _PacketReader:
         self.conn._force_close()
         raise error
 
-    # ------------------------------------------------------------------------------------------------ buffer
-
-    def _drop(self, end: int, last_full: bool = False) -> None:
-        """Drop buf[:end] (packets already handed out; ``last_full``: the last of them continues in the next
-        packet); the bytes after it move to the front."""
-        self.dropped_full = last_full
-        rest = self.filled - end
-        if rest:
-            self.buf[:rest] = self.buf[end:self.filled]
-        self.filled = rest
-        self.scanned -= end
-        self.starts = [s - end for s in self.starts]
-
     def _receive(self) -> None:
+        """More bytes from the server after ``buf[pos:filled]`` (moved to the front of ``buf`` first; ``buf``
+        doubles when a packet does not fit in it)."""
+        rest = self.filled - self.pos
+        if self.pos:
+            if rest:
+                self.buf[:rest] = self.buf[self.pos:self.filled]
+            self.pos, self.filled = 0, rest
         if len(self.buf) - self.filled < _MIN_FREE:
-            self.buf.extend(bytes(len(self.buf)))  # double: a block of rows stays in one buffer
+            self.buf.extend(bytes(len(self.buf)))
         view = memoryview(self.buf)[self.filled:]
         try:
             while True:
@@ -253,13 +217,9 @@ class _PacketReader:
             return
         try:
             while not self.done:
-                if self.starts:
-                    last_full = self._size(self.starts[-1]) == MAX_PACKET
-                    self.seq = (self.seq + len(self.starts)) % 256
-                    self.starts = []
-                    self._drop(self.scanned, last_full)
-                if not self._scan():
-                    self._receive()
+                if not self._scan(1 << 62):
+                    self.rows.clear()  # past _MAX_BLOCK bytes: memory stays bounded
+            self.rows.clear()
         except Exception:  # noqa: BLE001 - the connection is closed; its next use reports that
             self.result.unbuffered_active = False
             if self.conn._sock is not None:
@@ -270,109 +230,3 @@ def _sequence_error(got: int, expected: int) -> BaseException:
     if got == 0:  # MariaDB sends its shutdown error with sequence id 0
         return pymysql.err.OperationalError(CR.CR_SERVER_LOST, "Lost connection to MySQL server during query")
     return pymysql.err.InternalError(f"Packet sequence number wrong - got {got} expected {expected}")
-
-
-def _sizes(buf: bytearray, headers: np.ndarray) -> np.ndarray:
-    """The payload sizes of the packets whose headers are at ``headers``."""
-    data = np.frombuffer(buf, dtype=np.uint8)
-    return data[headers].astype(np.int64) | (data[headers + 1].astype(np.int64) << 8) | \
-        (data[headers + 2].astype(np.int64) << 16)
-
-
-def _parse_block(buf: bytearray, headers: np.ndarray, seq: int, count: int, fail) -> list[pa.Array]:
-    """The ``count`` columns of the row packets whose headers are at ``headers`` in ``buf`` (sequence ids from
-    ``seq`` on), parsed column by column over all rows; the arrays own their data (``buf`` may change next)."""
-    n = len(headers)
-    data = np.frombuffer(buf, dtype=np.uint8)
-    sizes = _sizes(buf, headers)
-    expected = (seq + np.arange(n)) % 256
-    seqs = data[headers + 3]
-    if not np.array_equal(seqs, expected):
-        bad = int(np.flatnonzero(seqs != expected)[0])
-        fail(_sequence_error(int(seqs[bad]), int(expected[bad])))
-    starts = headers + 4
-    ends = starts + sizes
-    full = sizes == MAX_PACKET
-    if full.any():
-        data, starts, ends = _join_continued(data, starts, ends, full)
-    try:
-        return _split_columns(data, starts, ends, count)
-    except pymysql.MySQLError as exc:
-        fail(exc)
-        raise
-
-
-def _join_continued(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, full: np.ndarray):
-    """Rows longer than 16 MiB span several packets: a new buffer with each row's payloads joined."""
-    parts, row_starts, row_ends, at, i, n = [], [], [], 0, 0, len(starts)
-    while i < n:
-        row_starts.append(at)
-        while True:
-            parts.append(data[starts[i]:ends[i]])
-            at += int(ends[i] - starts[i])
-            i += 1
-            if not full[i - 1] or i >= n:
-                break
-        row_ends.append(at)
-    return (np.concatenate(parts), np.array(row_starts, dtype=np.int64), np.array(row_ends, dtype=np.int64))
-
-
-def _split_columns(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, count: int) -> list[pa.Array]:
-    """One ``pa.binary()`` array per column from rows data[starts:ends]."""
-    n = len(starts)
-    buffer = pa.py_buffer(data)
-    every_other = pa.array(np.arange(0, 2 * n, 2, dtype=np.int64))
-    out, pos = [], starts
-    for _ in range(count):
-        if (pos >= ends).any():
-            raise pymysql.err.InternalError("a row packet has fewer fields than the result has columns")
-        start, end, valid = _fields(data, pos)
-        out.append(_binary_column(buffer, start, end, valid, every_other))
-        pos = end
-    if not np.array_equal(pos, ends):
-        raise pymysql.err.InternalError("a row packet has more fields than the result has columns")
-    return out
-
-
-def _fields(data: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Start, end and validity (None: no NULL) of the field at ``pos`` of every row. A field is 0xFB (NULL) or a
-    length-encoded string: a length byte < 0xFB, or 0xFC/0xFD/0xFE followed by a 2/3/8-byte length."""
-    first = data[pos]
-    length = first.astype(np.int64)
-    start = pos + 1
-    valid = None
-    if (first >= 0xFB).any():
-        null = first == 0xFB
-        if null.any():
-            length[null] = 0
-            valid = ~null
-        for marker, size in ((0xFC, 2), (0xFD, 3), (0xFE, 8)):
-            rows = np.flatnonzero(first == marker)
-            if rows.size:
-                at = pos[rows] + 1
-                value = np.zeros(rows.size, dtype=np.uint64)
-                for b in range(size):
-                    value |= data[at + b].astype(np.uint64) << np.uint64(8 * b)
-                length[rows] = value.astype(np.int64)
-                start[rows] = at + size
-    return start, start + length, valid
-
-
-def _binary_column(buffer: pa.Buffer, start: np.ndarray, end: np.ndarray, valid: np.ndarray | None,
-                   take: pa.Array) -> pa.Array:
-    """The fields [start, end) of ``buffer`` as one binary array: the buffer is viewed as a binary array whose
-    values alternate between a field and the bytes up to the next row's field; taking every other value copies
-    the fields out contiguously (in C++)."""
-    n = len(start)
-    if n == 0:
-        return pa.array([], type=pa.binary())
-    offsets = np.empty(2 * n + 1, dtype=np.int32)
-    offsets[0:2 * n:2] = start
-    offsets[1:2 * n:2] = end
-    offsets[2 * n] = end[-1]
-    spans = pa.Array.from_buffers(pa.binary(), 2 * n, [None, pa.py_buffer(offsets), buffer])
-    fields = pc.take(spans, take)
-    if valid is None:
-        return fields
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.Array.from_buffers(pa.binary(), n, [bitmap, *fields.buffers()[1:]], null_count=int(n - valid.sum()))
