@@ -238,7 +238,13 @@ def _groupable(arr: pa.Array) -> pa.Array:
             or pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_decimal(t) \
             or pa.types.is_temporal(t):
         return arr
-    return pc.cast(arr, pa.string()) if not isinstance(t, pa.ExtensionType) else arr.storage
+    if isinstance(t, pa.ExtensionType):
+        return arr.storage
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t) or pa.types.is_struct(t):
+        # Arrow casts no nested type to text: the values' repr, per row (nested keys, such as an ARRAY_CONTAINS
+        # needle of arrays, are rare)
+        return pa.array([None if v is None else repr(v) for v in arr.to_pylist()], pa.string())
+    return pc.cast(arr, pa.string())
 
 
 def _as_type(result, dtype: pa.DataType, n: int) -> pa.Array:
