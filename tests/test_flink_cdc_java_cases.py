@@ -78,6 +78,32 @@ COLUMNS = [
     ("not_null_int", "int", pa.int32(), 6),
     ("nullable_bigint", "bigint", pa.int64(), 7),
     ("bid", "bigint", pa.int64(), 2),
+    # PostTransformOperatorTest's CAST_SCHEMA, COMPARE_DATA_SCHEMA, TIMESTAMPDIFF_DATA_SCHEMA, TIMESTAMPADD_DATA_SCHEMA,
+    # FROM_UNIX_TIME_SCHEMA, UNIX_TIMESTAMP_SCHEMA (NULL unless a case's rows set them)
+    ("castInt", "int", pa.int32(), None),
+    ("castBoolean", "tinyint(1)", pa.bool_(), None),
+    ("castTinyint", "tinyint", pa.int8(), None),
+    ("castSmallint", "smallint", pa.int16(), None),
+    ("castBigint", "bigint", pa.int64(), None),
+    ("castFloat", "float", pa.float32(), None),
+    ("castDouble", "double", pa.float64(), None),
+    ("castDecimal", "decimal(4,2)", pa.decimal128(4, 2), None),
+    ("castTimestamp", "datetime(3)", pa.timestamp("ms"), None),
+    ("c1", "float", pa.float32(), None),
+    ("c2", "double", pa.float64(), None),
+    ("c3", "datetime(6)", pa.timestamp("us"), None),
+    ("time_interval_unit", "varchar(10)", pa.string(), None),
+    ("start_timestamp", "datetime(6)", pa.timestamp("us"), None),
+    ("end_timestamp", "datetime(6)", pa.timestamp("us"), None),
+    ("start_timestamp_ltz", "timestamp(6)", pa.timestamp("us", tz="UTC"), None),
+    ("end_timestamp_ltz", "timestamp(6)", pa.timestamp("us", tz="UTC"), None),
+    ("interval_value", "int", pa.int32(), None),
+    ("time_point_timestamp", "datetime", pa.timestamp("s"), None),
+    ("time_point_timestamp_ltz", "timestamp", pa.timestamp("s", tz="UTC"), None),
+    ("seconds", "bigint", pa.int64(), None),
+    ("format_str", "varchar(30)", pa.string(), None),
+    ("date_time_str", "varchar(40)", pa.string(), None),
+    ("unix_timestamp_format", "varchar(40)", pa.string(), None),
 ]
 NOT_NULL = {"not_null_int"}
 
@@ -88,10 +114,13 @@ def input_table() -> SourceTable:
     return SourceTable(TableId("db", "java_cases"), tuple(columns), primary_keys=("id",))
 
 
-def input_batch() -> ChangeBatch:
+def input_batch(rows: tuple[dict[str, Any], ...] = ({},)) -> ChangeBatch:
+    """One row per entry of ``rows``: the columns' default values, with the entry's values instead."""
     table = input_table()
-    arrays = [pa.array([1], pa.int32())] + [pa.array([value], arrow) for _, _, arrow, value in COLUMNS]
-    arrays += [pa.array(["+I"]), pa.array([0], pa.int64())]
+    n = len(rows)
+    arrays = [pa.array(range(1, n + 1), pa.int32())]
+    arrays += [pa.array([row.get(name, value) for row in rows], arrow) for name, _, arrow, value in COLUMNS]
+    arrays += [pa.array(["+I"] * n), pa.array([0] * n, pa.int64())]
     return ChangeBatch(table, pa.Table.from_arrays(arrays, schema=table.change_schema()))
 
 
@@ -114,6 +143,7 @@ class JavaCase:
     tz: str = "UTC"
     condition: bool = False  # PostTransformOperatorTest.testExpressionConditionTransform: filter and IF(expr)
     deviation: str | None = None  # the documented difference of docs/functions.md this case stands for
+    rows: tuple[dict[str, Any], ...] = ({},)  # the input rows (column values); expected is then one value per row
 
     @property
     def id(self) -> str:
@@ -130,6 +160,13 @@ def cases(source: str, rows: list[tuple], **common) -> list[JavaCase]:
             expr, expected, *rest = row
             out.append(JavaCase(source, expr, expected, rest[0] if rest else None, **common))
     return out
+
+
+def table(source: str, exprs: list[str], rows: list[dict[str, Any]], expected: list[list[Any]],
+          dtypes: list[str | None] | None = None, **common) -> list[JavaCase]:
+    """A Java test of one projection over several rows: ``expected[r][e]`` is expression e's value in row r."""
+    return [JavaCase(source, expr, [row[e] for row in expected], (dtypes or [None] * len(exprs))[e],
+                     rows=tuple(rows), **common) for e, expr in enumerate(exprs)]
 
 
 def dev(expr: str, expected: Any, reason: str, **kw) -> dict:
@@ -574,6 +611,137 @@ CONDITION_DEVIATIONS = {"'ABC' like '^[a-zA-Z]'": LIKE_REGEX}
 POST_CASES = [JavaCase(f"{POST}#testBuildInFunctionTransform", c, T, condition=True,
                        deviation=CONDITION_DEVIATIONS.get(c)) for c in BUILT_IN_CONDITIONS]
 
+
+
+
+def ms(millis: int) -> dt.datetime:
+    """TimestampData.fromMillis(millis)"""
+    return dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=millis)
+
+
+def ltz_ms(millis: int) -> dt.datetime:
+    """LocalZonedTimestampData.fromEpochMillis(millis)"""
+    return ms(millis).replace(tzinfo=UTC)
+
+
+def _timestampdiff_rows() -> list[tuple[str, tuple[dict[str, Any], ...], list[Any]]]:
+    """testTimestampdiffTransformData's rows by unit: 1970-01-01 to 2025-01-01 for every unit (rows 1-6), to
+    9999-12-31 23:59:59 for YEAR (row 7: 8029) and SECOND (row 8: NULL, past the INT range), and a NULL end (row 9,
+    YEAR: NULL); each row evaluates every pair of TIMESTAMP / TIMESTAMP_LTZ columns."""
+    def row(end: int | None) -> dict[str, Any]:
+        start = {"start_timestamp": ms(0), "start_timestamp_ltz": ltz_ms(0)}
+        return start if end is None else {**start, "end_timestamp": ms(end), "end_timestamp_ltz": ltz_ms(end)}
+    y2025, y9999 = 1735689600000, 253402271999000
+    out = []
+    for unit, value in [("SECOND", 1735689600), ("MINUTE", 28928160), ("HOUR", 482136), ("DAY", 20089),
+                        ("MONTH", 660), ("YEAR", 55)]:
+        rows, expected = [row(y2025)], [value]
+        if unit in ("SECOND", "YEAR"):
+            rows.append(row(y9999))
+            expected.append(N if unit == "SECOND" else 8029)
+        if unit == "YEAR":
+            rows.append(row(None))
+            expected.append(N)
+        out.append((unit, tuple(rows), expected if len(rows) > 1 else expected[0]))
+    return out
+
+
+TIME_POINTS = {"time_point_timestamp": dt.datetime(1970, 1, 1), "time_point_timestamp_ltz": dt.datetime(1970, 1, 1,
+                                                                                                        tzinfo=UTC)}
+CAST_TARGETS = ["int", "boolean", "tinyint", "smallint", "bigint", "float", "double", "char", "varchar",
+                "DECIMAL(4,2)"]
+# testCastTransform: row k sets one source column; the projection casts it to every type (a NULL where the Java
+# projection's CASE takes another column, as castFloat in row 3). Expected: insertEventExpect1..10.
+ONE = [1, False, 1, 1, 1, 1.0, 1.0, "1", "1", D("1.00")]
+CAST_ROWS = [  # (source expression, row values, expected per target; None where the Java CASE reads another column)
+    ("col1", {}, ONE),
+    ("castInt", {"castInt": 1}, [1, True, 1, 1, 1, 1.0, 1.0, "1", "1", D("1.00")]),
+    ("castBoolean", {"castBoolean": True}, [1, True, 1, 1, 1, None, None, "true", "true", None]),
+    ("castTinyint", {"castTinyint": 1}, [1, True, 1, 1, 1, 1.0, 1.0, "1", "1", D("1.00")]),
+    ("castSmallint", {"castSmallint": 1}, [1, True, 1, 1, 1, 1.0, 1.0, "1", "1", D("1.00")]),
+    ("castBigint", {"castBigint": 1}, [1, True, 1, 1, 1, 1.0, 1.0, "1", "1", D("1.00")]),
+    ("castFloat", {"castFloat": 1.0}, [None, True, None, None, None, 1.0, 1.0, "1.0", "1.0", D("1.00")]),
+    ("castDouble", {"castDouble": 1.0}, [None, True, None, None, None, 1.0, 1.0, "1.0", "1.0", D("1.00")]),
+    ("castDecimal", {"castDecimal": D("1.00")}, [None, True, None, None, None, 1.0, 1.0, "1.00", "1.00", D("1.00")]),
+]
+POST_CAST_CASES = [
+    JavaCase(f"{POST}#testCastTransform", f"cast({column} as {target})", value, rows=(row,))
+    for column, row, values in CAST_ROWS for target, value in zip(CAST_TARGETS, values) if value is not None
+] + cases(f"{POST}#testCastTransform", [
+    {"expr": "cast(castTimestamp as varchar)", "expected": "1970-01-01T00:00:01.234",
+     "rows": ({"castTimestamp": ms(1234)},)},
+    ("cast('1970-01-01T00:00:01.234' as TIMESTAMP(3))", ms(1234), "TIMESTAMP(3)"),
+])
+POST_DATA_CASES = (
+    cases(f"{POST}#testNullCastTransform", [
+        (f"cast(ns as {t})", N) for t in ["int", "boolean", "tinyint", "smallint", "bigint", "float", "double",
+                                          "char", "varchar", "DECIMAL(4,2)", "TIMESTAMP(3)"]
+    ])
+    + POST_CAST_CASES
+    + cases(f"{POST}#testCastErrorTransform", [
+        {"expr": f"cast(castFloat as {t})", "expected": v, "rows": ({"castFloat": 1.0},)}
+        for t, v in [("int", 1), ("boolean", T), ("tinyint", 1), ("smallint", 1), ("bigint", 1), ("float", 1.0),
+                     ("double", 1.0), ("char", "1.0"), ("varchar", "1.0"), ("DECIMAL(4,2)", D("1.00"))]
+    ] + [{"expr": "cast(castFloat as TIMESTAMP(3))", "expected": ERROR, "rows": ({"castFloat": 1.0},)}])
+    + cases(f"{POST}#testCompareTransform", [
+        ("2.1 > 1", T), ("'2024-01-01 00:00:00' < '2024-08-01 00:00:00'", T), ("LOCALTIME <= CURRENT_TIME", T),
+        ("TO_TIMESTAMP('2024-01-01 00:00:00') <= TO_TIMESTAMP('2024-08-01 00:00:00')", T),
+        ("TO_DATE(DATE_FORMAT(LOCALTIMESTAMP, 'yyyy-MM-dd')) >= TO_DATE(DATE_FORMAT(LOCALTIMESTAMP, 'yyyy-MM-dd'))",
+         T),
+    ])
+    + cases(f"{POST}#testCompareErrorTransform", [("2.1 > TO_TIMESTAMP('2024-01-01 00:00:00')", ERROR)])
+    + table(f"{POST}#testCompareDataTransform",
+            ["c1 < 5", "c2 > 2.5", "c3 <= TO_TIMESTAMP('2024-01-01 00:00:00')"],
+            [{"c1": 4.0, "c2": 3.5, "c3": ms(1672502400000)}, {"c1": 10.0, "c2": 0.0, "c3": ms(1730390400000)}, {}],
+            [[T, T, T], [F, F, F], [F, F, F]], ["BOOLEAN"] * 3)
+    + cases(f"{POST}#testTimestampTransform", [
+        ("IF(DATE_FORMAT(CAST(CURRENT_TIMESTAMP AS TIMESTAMP), 'yyyy-MM-dd HH:mm:ss') = "
+         "DATE_FORMAT(CAST(NOW() AS TIMESTAMP), 'yyyy-MM-dd HH:mm:ss'), 1, 0)", 1, "INT"),
+        {"expr": "LOCALTIMESTAMP = CAST(CURRENT_TIMESTAMP AS TIMESTAMP)", "expected": T, "condition": True},
+    ])
+    + [JavaCase(f"{POST}#testFromUnixTimeTransform", expr, text, "STRING", tz=tz,
+                rows=({"seconds": secs, "format_str": "yyyy-MM-dd HH:mm:ss"},))
+       for tz, secs, text in [("UTC", 0, "1970-01-01 00:00:00"), ("UTC", 44, "1970-01-01 00:00:44"),
+                              ("Europe/Berlin", 44, "1970-01-01 01:00:44"),
+                              ("Asia/Shanghai", 44, "1970-01-01 08:00:44")]
+       for expr in ("FROM_UNIXTIME(seconds)", "FROM_UNIXTIME(seconds, format_str)")]
+    + [c for tz, method, rows, expected in [
+        ("Europe/Berlin", "testUnixTimestampTransformInBerlin",
+         [("1970-01-01 08:00:01.001", "yyyy-MM-dd HH:mm:ss.SSS"),
+          ("1970-01-01 08:00:01.001 +0800", "yyyy-MM-dd HH:mm:ss.SSS X"),
+          ("1970-01-01 08:00:01.001 +0800", "yyyy-MM-dd HH:mm:ss.SSS"),
+          ("1970-01-01 08:00:01.001", "yyyy-MM-dd HH:mm:ss.SSS X")],
+         [[25201, 25201], [25201, 1], [25201, 25201], [25201, -9223372036854775808]]),
+        ("Asia/Shanghai", "testUnixTimestampTransformInShanghai",
+         [("1970-01-01 08:00:01.001", "yyyy-MM-dd HH:mm:ss.SSS"),
+          ("1970-01-01 08:00:01.001 +0100", "yyyy-MM-dd HH:mm:ss.SSS X"),
+          ("1970-01-01 08:00:01.001 +0100", "yyyy-MM-dd HH:mm:ss.SSS"),
+          ("1970-01-01 08:00:01.001", "yyyy-MM-dd HH:mm:ss.SSS X")],
+         [[1, 1], [1, 25201], [1, 1], [1, -9223372036854775808]])]
+       for c in table(f"{POST}#{method}",
+                      ["UNIX_TIMESTAMP(date_time_str)", "UNIX_TIMESTAMP(date_time_str, unix_timestamp_format)"],
+                      [{"date_time_str": text, "unix_timestamp_format": fmt} for text, fmt in rows], expected,
+                      ["BIGINT", "BIGINT"], tz=tz)]
+    + cases(f"{POST}#testTimezoneTransform", [
+        ("DATE_FORMAT(TO_TIMESTAMP('2024-08-01 00:00:00'), 'yyyy-MM-dd HH:mm:ss')", "2024-08-01 00:00:00", "STRING"),
+    ])
+    + cases(f"{POST}#testTimestampdiffTransform", [
+        ("TIMESTAMPDIFF(SECOND, LOCALTIMESTAMP, CAST(CURRENT_TIMESTAMP AS TIMESTAMP))", 0, "INT"),
+    ] + [(f"TIMESTAMPDIFF({unit}, LOCALTIMESTAMP, CAST({now} AS TIMESTAMP))", 0, "INT")
+         for unit in ("MINUTE", "HOUR", "DAY", "MONTH", "YEAR") for now in ("CURRENT_TIMESTAMP", "NOW()")])
+    + [JavaCase(f"{POST}#testTimestampdiffTransformData", f"TIMESTAMPDIFF({unit}, {a}, {b})", expected, "INT",
+                rows=rows)
+       for a, b in [("start_timestamp", "end_timestamp"), ("start_timestamp", "end_timestamp_ltz"),
+                    ("start_timestamp_ltz", "end_timestamp"), ("start_timestamp_ltz", "end_timestamp_ltz")]
+       for unit, rows, expected in _timestampdiff_rows()]
+    + [JavaCase(f"{POST}#testTimestampaddTransformData", f"TIMESTAMPADD({unit}, interval_value, {column})",
+                [result, N], declared, rows=({"interval_value": value, **TIME_POINTS}, TIME_POINTS))
+       for unit, value in [("SECOND", 1735689600), ("MINUTE", 28928160), ("HOUR", 482136), ("DAY", 20089),
+                           ("MONTH", 660), ("YEAR", 55)]
+       for column, declared, result in [("time_point_timestamp", "TIMESTAMP(0)", ms(1735689600000)),
+                                        ("time_point_timestamp_ltz", "TIMESTAMP_LTZ(0)", ltz_ms(1735689600000))]]
+)
+
 PARSER = "parser/TransformParserTest.java"
 PARSER_CASES = (
     cases(f"{PARSER}#testGenerateDatePartFunctionProjectionColumns", [
@@ -640,7 +808,7 @@ PARSER_CASES = (
 )
 
 CASES: list[JavaCase] = (STRING_CASES + COMPARISON_CASES + LOGICAL_CASES + CASTING_CASES + TEMPORAL_CASES
-                         + STRUCT_CASES + POST_CASES + PARSER_CASES)
+                         + STRUCT_CASES + POST_CASES + POST_DATA_CASES + PARSER_CASES)
 
 
 # --------------------------------------------------------------------------------------------- evaluation
@@ -669,7 +837,7 @@ def evaluate(case: JavaCase) -> tuple[Any, str]:
         rule = TransformRuleConfig(index=0, source_table="db.java_cases", projection=f"id, {case.expr} AS c")
     try:
         compiled = compile_transform(rule, input_table(), TransformContext(local_time_zone=case.tz))
-        out = compiled.apply(input_batch())
+        out = compiled.apply(input_batch(case.rows))
     except (PipelineConfigError, ExpressionError):
         return ERROR, ""
     field = compiled.output_schema.field("c")
@@ -678,9 +846,10 @@ def evaluate(case: JavaCase) -> tuple[Any, str]:
         return out.column("c").to_pylist() == [True], declared
     column = out.column("c").combine_chunks()
     if is_variant_field(field):
-        texts = variant_from_storage(column).storage.to_pylist()
-        return (None if texts[0] is None else json.loads(texts[0])), declared
-    return column.to_pylist()[0], declared
+        values = [None if t is None else json.loads(t) for t in variant_from_storage(column).storage.to_pylist()]
+    else:
+        values = column.to_pylist()
+    return (values[0] if len(case.rows) == 1 else values), declared
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=[pytest.mark.xfail(strict=True, reason=c.deviation)]
