@@ -591,6 +591,18 @@ CONFORMANCE = [  # behaviours fixed to match Flink CDC (issue 16); evaluated on 
     C("CAST('1234567890.5' AS DECIMAL)", D("1234567891"), pa.decimal128(19, 0)),
     C("CAST('12345678901.5' AS DECIMAL)", N, pa.decimal128(19, 0)),
     C(f"CASE WHEN i = 7 THEN {B20} END = {B20}", [T, F, F]),  # exact inside the expression
+    # CASE, COALESCE (a CASE to Calcite) and IF are Java ternaries in Flink CDC: a branch's BigDecimal passes as it
+    # is, so a smaller declared scale (DECIMAL(19, 0) here) rounds only the output column; IFNULL and the
+    # ARRAY/MAP/ROW constructors convert their operands to the declared type (castToBigDecimal, JaninoCompiler) and
+    # round inside the expression
+    C("CASE WHEN bl THEN m ELSE bi END < 29.95", [T, F, F]),
+    C("COALESCE(m, bi) < 29.95", [T, F, T]),
+    C("IF(bl, m, bi) < 29.95", [T, F, F]),
+    C("CAST(COALESCE(m, bi) AS STRING)", ["29.90", N, "-10.11"]),
+    C("COALESCE(m, bi) + 1", [D("31"), N, D("-9")], pa.decimal128(19, 0)),
+    C("IFNULL(m, bi) < 29.95", [F, F, T]),
+    C("ARRAY[m, bi][1] < 29.95", [F, F, T]),
+    C("CASE WHEN bl THEN NULL END IS NULL", T),  # an untyped CASE still type-checks when the rule is validated
     # TINYINT * TINYINT is declared TINYINT but computed as a Java int (binary numeric promotion): only the output
     # column narrows it (FlinkPipelineTransformITCase.testMultipleReferencedColumnsInProjection: 15 → 3375)
     C("CAST(ti * ti * ti AS INT)", [125, N, -2097152]),

@@ -17,8 +17,10 @@ from lakecdc.transform.types import (binary_of, calcite_type, cast_array, common
 
 
 def _branch_type(nodes: list[Node], what: str, max_precision: int) -> pa.DataType:
-    t = common_type([n.dtype for n in nodes], what, max_precision)
-    return pa.string() if pa.types.is_null(t) else t
+    """The least restrictive type of the branches; NULL (untyped) when every branch is, as the columns are while a
+    rule is validated without its table's schema, so that an enclosing comparison or function still type-checks
+    (an untyped output column becomes a nullable STRING)."""
+    return common_type([n.dtype for n in nodes], what, max_precision)
 
 
 def _typed(call: Call, branches: list[Node]) -> Call:
@@ -37,15 +39,28 @@ def _cast_branch(arr: pa.Array, out: pa.DataType) -> pa.Array:
     return cast_array(arr, out) if not isinstance(out, pa.ExtensionType) else arr
 
 
+def _exact_type(out: pa.DataType, branches: list[Node]) -> pa.DataType:
+    """The type CASE, COALESCE and IF carry their DECIMAL values in: the branches' largest scale. Flink CDC compiles
+    them to Java ternaries that pass each branch's BigDecimal through as it is; the declared (least restrictive)
+    type, whose scale may be smaller (``CASE ... THEN decimal_10_2 ELSE bigint END`` is DECIMAL(19, 0)), rounds
+    only the output column. (IFNULL and the ARRAY/MAP/ROW constructors do convert their operands to the declared
+    type, castToBigDecimal in JaninoCompiler, and round inside the expression.)"""
+    if not pa.types.is_decimal(out):
+        return out
+    scale = max([out.scale] + [b.dtype.scale for b in branches if pa.types.is_decimal(b.dtype)])
+    return out if scale == out.scale else pa.decimal128(38, scale)
+
+
 @function("IF", min_args=3, max_args=3)
 def _if(args, site):
     require(args[0], ("boolean",), "IF condition")
     out = _branch_type(args[1:], "IF", site.max_precision)
+    inner = _exact_type(out, args[1:])
 
     def run(env, nodes):  # each branch only on the rows that take it (a ternary in Flink CDC's Java)
         cond = _cond(nodes[0].eval(env))
-        return pc.if_else(cond, _cast_branch(eval_where(nodes[1], env, cond), out),
-                          _cast_branch(eval_where(nodes[2], env, pc.invert(cond)), out))
+        return pc.if_else(cond, _cast_branch(eval_where(nodes[1], env, cond), inner),
+                          _cast_branch(eval_where(nodes[2], env, pc.invert(cond)), inner))
     call = Call(run, args, out, site.sql, lazy=True)
     # IF's type (TransformSqlReturnTypes.NUMERIC_FROM_ARG1_DEFAULT1): the least restrictive one of two numbers, else
     # the type of the first branch: IF(c, ts_0, ts_3) is TIMESTAMP(0), IF(c, binary_50, varbinary_50) BINARY(50)
@@ -72,6 +87,7 @@ def _case(args, site):
         require(cond, ("boolean",), "CASE WHEN condition")
     values = [v for _, v in pairs] + ([default] if default is not None else [])
     out = _branch_type(values, "CASE", site.max_precision)
+    inner = _exact_type(out, values)
 
     def run(env, nodes):
         # WHEN conditions and THEN values are evaluated only on the rows that reach them, as the nested
@@ -81,10 +97,10 @@ def _case(args, site):
         for cond_node, value_node in pairs:
             cond = pc.and_(pending, _cond(eval_where(cond_node, env, pending)))
             conds.append(cond)
-            vals.append(_cast_branch(eval_where(value_node, env, cond), out))
+            vals.append(_cast_branch(eval_where(value_node, env, cond), inner))
             pending = pc.and_(pending, pc.invert(cond))
         if default is not None:
-            vals.append(_cast_branch(eval_where(default, env, pending), out))
+            vals.append(_cast_branch(eval_where(default, env, pending), inner))
         names = [f"c{i}" for i in range(len(conds))]
         return pc.case_when(pa.StructArray.from_arrays(conds, names=names), *vals)
     return _typed(Call(run, args, out, site.sql, lazy=True), values)
@@ -93,7 +109,9 @@ def _case(args, site):
 @function("COALESCE", min_args=1, max_args=None)
 def _coalesce(args, site):
     out = _branch_type(args, "COALESCE", site.max_precision)
-    return _typed(Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, out) for x in xs]), args, out, site.sql), args)
+    inner = _exact_type(out, args)  # Calcite rewrites COALESCE to a CASE
+    return _typed(Call(lambda env, xs: pc.coalesce(*[_cast_branch(x, inner) for x in xs]), args, out, site.sql),
+                  args)
 
 
 @function("IFNULL", min_args=2, max_args=2)
