@@ -89,6 +89,8 @@ RESULT_TYPES: list[tuple[str, str]] = [
     ("CASE WHEN bl THEN 1 ELSE 2.5 END", "DECIMAL(11, 1)"), ("CASE WHEN bl THEN t0 ELSE t6 END", "TIMESTAMP(3)"),
     ("CASE WHEN bl THEN ti * ti ELSE ti END", "TINYINT"), ("IF(bl, 'a', 'b')", "STRING"),
     ("-(ti * ti)", "TINYINT"), ("ABS(si * si)", "SMALLINT"), ("CEIL(ti * ti)", "TINYINT"),
+    ("ARRAY[ti * ti]", "ARRAY<TINYINT>"), ("MAP['a', si * si]", "MAP<STRING, SMALLINT>"),
+    ("ROW(ti * ti)", "ROW<f0 TINYINT>"),
     # IF: NUMERIC_FROM_ARG1_DEFAULT1, the least restrictive type of two numbers, else the first branch's type
     ("IF(bl, t0, t6)", "TIMESTAMP(0)"), ("IF(bl, b, vb)", "BINARY(50)"), ("IF(bl, vb, b)", "VARBINARY(50)"),
     ("IF(bl, i, 1.5)", "DECIMAL(11, 1)"), ("COALESCE(t0, t0)", "TIMESTAMP(0)"),

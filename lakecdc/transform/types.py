@@ -298,6 +298,19 @@ def common_decl(operands: list[tuple[pa.DataType, str | None]], result: pa.DataT
     return None
 
 
+def declared_element(operands: list[tuple[pa.DataType, str | None]], element: pa.DataType) -> pa.DataType:
+    """The Arrow type of an ARRAY/MAP/ROW constructor's integer elements: the declared (least restrictive) integer
+    type of the operands, narrower than their values' when an operand is a TINYINT/SMALLINT product computed as a
+    Java int (``ARRAY[tinyint * tinyint]`` is ARRAY<TINYINT>, Calcite's type). Flink CDC's generated code passes
+    such an Integer into the array unconverted (its type root is the element's, JaninoCompiler
+    .generateImplicitTypeConvertMethod), and its output converter then refuses it ("Cannot convert ... to
+    TINYINT"); lakecdc narrows it as Java's cast does, as it narrows a TINYINT product in an output column."""
+    if not pa.types.is_integer(element):
+        return element
+    text = common_decl(operands, element)
+    return _INT_DECL.get(text or "", element)
+
+
 def element_decl(operands: list[tuple[pa.DataType, str | None]], element: pa.DataType) -> str | None:
     """The declared element (key, value) type of an ARRAY/MAP constructor when Arrow cannot say it: Calcite's least
     restrictive type of temporal or binary elements (``ARRAY[varbinary_50]`` is ``ARRAY<VARBINARY(50)>``), or the

@@ -20,9 +20,9 @@ from lakecdc.transform.functions.base import (Site, as_string, data_error, fam, 
                                               is_null_literal, null_of, require, where_null, with_scalars)
 from lakecdc.transform.functions.comparison import comparable, comparison_type
 from lakecdc.transform.nodes import Call, Node
-from lakecdc.transform.types import (VARIANT, calcite_type, common_numeric, common_type, conform, element_decl,
-                                     family, flink_name, java_to_string, json_fraction, nested_decl, nested_decls,
-                                     variant_array, variant_json)
+from lakecdc.transform.types import (VARIANT, calcite_type, common_numeric, common_type, conform, declared_element,
+                                     element_decl, family, flink_name, java_to_string, json_fraction, nested_decl,
+                                     nested_decls, variant_array, variant_json)
 
 
 # ------------------------------------------------------------------------------------------- constructors
@@ -31,6 +31,7 @@ from lakecdc.transform.types import (VARIANT, calcite_type, common_numeric, comm
 def _array(args, site):
     # NULL only while validating without a schema
     element = common_type([a.dtype for a in args], "ARRAY", site.max_precision)
+    element = declared_element([(a.dtype, a.decl) for a in args], element)
     out = pa.list_(element)
     decl = element_decl([(a.dtype, a.decl) for a in args], element)
 
@@ -61,8 +62,10 @@ def _map(args, site):
         keys = [next(k for k in keys if k.const == key) for key in last]
         values = list(last.values())
         args = [x for pair in zip(keys, values) for x in pair]
-    key_type = common_type([k.dtype for k in keys], "MAP keys", site.max_precision)
-    value_type = common_type([v.dtype for v in values], "MAP values", site.max_precision)
+    key_type = declared_element([(k.dtype, k.decl) for k in keys],
+                                common_type([k.dtype for k in keys], "MAP keys", site.max_precision))
+    value_type = declared_element([(v.dtype, v.decl) for v in values],
+                                  common_type([v.dtype for v in values], "MAP values", site.max_precision))
     out = pa.map_(pa.string() if pa.types.is_null(key_type) else key_type, value_type)
 
     def run(env, xs):
@@ -86,8 +89,8 @@ def _map(args, site):
 @function("ROW", min_args=1, max_args=None)
 def _row(args, site):
     """ROW(a, b, ...) with fields f0, f1, ..."""
-    fields = [pa.field(f"f{i}", calcite_type(a.dtype, site.max_precision) if not pa.types.is_null(a.dtype)
-                       else pa.string()) for i, a in enumerate(args)]
+    fields = [pa.field(f"f{i}", declared_element([(a.dtype, a.decl)], calcite_type(a.dtype, site.max_precision))
+                       if not pa.types.is_null(a.dtype) else pa.string()) for i, a in enumerate(args)]
     out = pa.struct(fields)
 
     def run(env, xs):
