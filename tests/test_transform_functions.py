@@ -637,6 +637,14 @@ CONFORMANCE = [  # behaviours fixed to match Flink CDC (issue 16); evaluated on 
     C("CAST(PARSE_JSON(js)['b'][2] AS STRING)", ["20", N, N]),
     C("CAST(PARSE_JSON(i) AS STRING)", ["7", N, "-7"]),
     C("CAST(TRY_PARSE_JSON(1.5) AS STRING)", "1.5"),
+    # declared NOT NULL (PARSE_JSON's explicit VARIANT, LPAD's …_NULLABLE on literals) is no promise: IFNULL still
+    # takes its replacement where the value is NULL, as Flink CDC's ifNull(a, b) does at run time
+    C("CAST(IFNULL(TRY_PARSE_JSON(s), PARSE_JSON('0')) AS STRING)", "0"),
+    C("CAST(IFNULL(PARSE_JSON(js), PARSE_JSON('0')) AS STRING)", ['{"a":1,"b":[10,20],"c":{"d":"x"}}', "0", "[1,2]"]),
+    C("IFNULL(LPAD('hi', -1, '?'), 'x')", "x"),
+    C("CAST(IF(bl, PARSE_JSON(js), PARSE_JSON('1')) AS STRING)", ['{"a":1,"b":[10,20],"c":{"d":"x"}}', "1", "1"]),
+    C("CAST(CASE WHEN bl THEN PARSE_JSON(js) END AS STRING)", ['{"a":1,"b":[10,20],"c":{"d":"x"}}', N, N]),
+    C("CAST(COALESCE(TRY_PARSE_JSON(s), PARSE_JSON(js)) AS STRING)", ['{"a":1,"b":[10,20],"c":{"d":"x"}}', N, "[1,2]"]),
     # strings and binary
     C("LOCATE('', s, 4)", [1, N, 1]),  # an empty needle is found at 1 (Flink CDC's position())
     C("LOCATE('o', s, 0)", [5, N, 0]),  # a start below 1 searches from the beginning

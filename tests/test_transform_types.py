@@ -126,6 +126,9 @@ RESULT_TYPES: list[tuple[str, str]] = [
     ("ROW(i, s)", "ROW<f0 INT, f1 STRING>"), ("ARRAY[1, 2][1]", "INT"), ("CARDINALITY(ARRAY[1])", "INT"),
     ("ARRAY_CONTAINS(ARRAY[1], 1)", "BOOLEAN"), ("ARRAY_POSITION(ARRAY[1], 1)", "INT"),
     ("CAST(PARSE_JSON(s) AS VARCHAR)", "STRING"),
+    # PARSE_JSON and TRY_PARSE_JSON are typed ReturnTypes.explicit(VARIANT): NOT NULL whatever the operand
+    ("PARSE_JSON(s)", "VARIANT"), ("IFNULL(PARSE_JSON(s), PARSE_JSON('{}'))", "VARIANT NOT NULL"),
+    ("IFNULL(TRY_PARSE_JSON(s), PARSE_JSON(s))", "VARIANT NOT NULL"),
 ]
 
 

@@ -459,8 +459,8 @@ def _output_field(item: ProjectionItem, node: Node) -> pa.Field:
     as field metadata to the Paimon column, the values keep their digits as Flink CDC's do); CHAR/VARCHAR results
     are STRING; an untyped NULL becomes a nullable STRING."""
     kind = family(node.dtype)
-    if kind == "variant":
-        return variant_field(item.output_name)
+    if kind == "variant":  # NOT NULL as IFNULL declares it (IFNULL(v, PARSE_JSON('{}')), an explicit VARIANT)
+        return variant_field(item.output_name, nullable=not node.declares_nullability or node.nullable)
     if kind == "interval":
         raise ExpressionError(f"column {item.alias!r} is an INTERVAL ({node.sql}); add it to a date or time")
     dtype = pa.string() if pa.types.is_null(node.dtype) else node.dtype

@@ -61,9 +61,9 @@ VARIANT_STORAGE = pa.struct([pa.field("value", pa.binary(), nullable=False),
                              pa.field("metadata", pa.binary(), nullable=False)])
 
 
-def variant_field(name: str) -> pa.Field:
-    """A nullable VARIANT output column (its declared type says VARIANT; pypaimon recognises the struct)."""
-    return pa.field(name, VARIANT_STORAGE, nullable=True, metadata={DECLARED_TYPE_KEY: b"VARIANT"})
+def variant_field(name: str, nullable: bool = True) -> pa.Field:
+    """A VARIANT output column (its declared type says VARIANT; pypaimon recognises the struct)."""
+    return pa.field(name, VARIANT_STORAGE, nullable=nullable, metadata={DECLARED_TYPE_KEY: b"VARIANT"})
 
 
 def is_variant_field(f: pa.Field) -> bool:

@@ -80,11 +80,12 @@ NOT_NULL_WITH_OPERANDS = frozenset({
     "REGEXP_REPLACE", "YEAR", "QUARTER", "MONTH", "WEEK", "DAYOFYEAR", "DAYOFMONTH", "DAYOFWEEK", "HOUR", "MINUTE",
     "SECOND", "UNIX_TIMESTAMP", "TIMESTAMPADD", "IF", "COALESCE", "CARDINALITY", "ARRAY_CONTAINS",
     "ARRAY_POSITION"})
-# never NULL (BOOLEAN_NOT_NULL, explicit types, value constructors):
+# NOT NULL whatever the operands (BOOLEAN_NOT_NULL, explicit types: ReturnTypes.explicit(VARIANT) of PARSE_JSON and
+# TRY_PARSE_JSON, value constructors); a declaration, not a promise: PARSE_JSON(NULL) still gives NULL:
 NEVER_NULL = frozenset({
     "IS NULL", "IS NOT NULL", "IS TRUE", "IS NOT TRUE", "IS FALSE", "IS NOT FALSE", "IS DISTINCT FROM",
     "IS NOT DISTINCT FROM", "UUID", "LOCALTIMESTAMP", "CURRENT_TIMESTAMP", "NOW", "CURRENT_TIME", "LOCALTIME",
-    "CURRENT_DATE", "ARRAY", "MAP", "ROW"})
+    "CURRENT_DATE", "ARRAY", "MAP", "ROW", "PARSE_JSON", "TRY_PARSE_JSON"})
 # Every other built-in (REGEXP_EXTRACT, SUBSTR, TO_TIMESTAMP, DATE_FORMAT, TIMESTAMPDIFF, NULLIF, TRY_CAST, ELEMENT,
 # subscripts: FORCE_NULLABLE) stays nullable; CAST, IFNULL and CASE decide their own.
 
