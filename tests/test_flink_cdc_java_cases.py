@@ -174,6 +174,8 @@ def dev(expr: str, expected: Any, reason: str, **kw) -> dict:
 
 
 T, F, N = True, False, None
+NUMERIC_EQUALS = ("docs/functions.md: `=`, `<>`, `IN` compare numbers by value across types (Flink CDC: Java equals, "
+                  "BIGINT 3 <> INT 3)")
 LIKE_REGEX = "docs/functions.md: `s LIKE p` without ESCAPE is SQL LIKE (Flink CDC: a Java regex search)"
 BAD_REGEX = "docs/functions.md: an invalid literal pattern is refused at validation (Flink CDC: NULL for every row)"
 STRING_FN = "functions/impl/StringFunctionsTest.java"
@@ -869,3 +871,179 @@ def test_case_count():
     """Each case cites its Java test; the count guards against a table silently emptied."""
     assert len(CASES) >= 300
     assert all(c.source.split("#")[0].endswith(".java") and "#" in c.source for c in CASES)
+
+
+# ------------------------------------------------------------------------------ FlinkPipelineTransformITCase
+#
+# Pipeline tests of composer/flink/FlinkPipelineTransformITCase.java: a projection and filter over the values source's
+# two tables, with the events Flink CDC's values sink prints (copied verbatim). Each output column is a case: its
+# declared type (CreateTableEvent) and its value in every emitted row (DataChangeEvent ``after``, INSERT and UPDATE;
+# a DELETE repeats an earlier row).
+
+IT = "composer/flink/FlinkPipelineTransformITCase.java"
+VALUES_TABLES = {  # ValuesDataSourceHelper's TRANSFORM_TABLE: mytable1 with its UPDATE's after image as a third row
+    "mytable1": (SourceTable(TableId("default_schema", "mytable1"), (
+        SourceColumn("id", "int", pa.int32(), False), SourceColumn("name", "longtext", pa.string()),
+        SourceColumn("age", "int", pa.int32())), primary_keys=("id",)),
+        [(1, "Alice", 18), (2, "Bob", 20), (2, "Bob", 30)]),
+    "mytable2": (SourceTable(TableId("default_schema", "mytable2"), (
+        SourceColumn("id", "bigint", pa.int64(), False), SourceColumn("name", "varchar(255)", pa.string()),
+        SourceColumn("age", "tinyint", pa.int8()), SourceColumn("description", "longtext", pa.string())),
+        primary_keys=("id",)),
+        [(3, "Carol", 15, "student"), (4, "Derrida", 25, "student")]),
+}
+
+
+@dataclass(frozen=True)
+class ITCase:
+    method: str
+    projection: str | None
+    filter: str | None
+    lines: list[str]  # the printed events, as in the Java test
+    deviations: tuple[tuple[str, str], ...] = ()  # (output column, documented reason)
+
+
+def _printed_columns(line: str) -> list[tuple[str, str]]:
+    body = line.split("columns={", 1)[1].split("}, primaryKeys=", 1)[0]
+    out = []
+    for item in body.split(",`"):
+        name, _, kind = item.strip("`").partition("` ")
+        out.append((name, kind))
+    return out
+
+
+def _split_row(text: str) -> list[str]:
+    return [] if text == "" else text.split(", ")
+
+
+def _expected_by_table(case: ITCase) -> dict[str, tuple[list[tuple[str, str]], list[list[str]]]]:
+    """table → (printed columns, printed after-rows of its INSERT and UPDATE events)."""
+    out: dict[str, tuple[list[tuple[str, str]], list[list[str]]]] = {}
+    for line in case.lines:
+        table = line.split("tableId=", 1)[1].split(",", 1)[0].rsplit(".", 1)[1]
+        if line.startswith("CreateTableEvent"):
+            out[table] = (_printed_columns(line), [])
+        elif ", op=INSERT" in line or ", op=UPDATE" in line:
+            out[table][1].append(_split_row(line.split("after=[", 1)[1].rsplit("], op=", 1)[0]))
+    return out
+
+
+def _run_it(case: ITCase, table: str) -> tuple[list[tuple[str, str]], list[list[str]]]:
+    """lakecdc's declared columns and rendered rows for one source table of the case."""
+    from tests.flink_printing import render
+
+    src, rows = VALUES_TABLES[table]
+    rule = TransformRuleConfig(index=0, source_table=f"default_schema.{table}", projection=case.projection,
+                               filter=case.filter)
+    compiled = compile_transform(rule, src, TransformContext())
+    columns = [pa.array([r[i] for r in rows], c.arrow_type) for i, c in enumerate(src.columns)]
+    data = pa.Table.from_arrays(columns + [pa.array(["+I"] * len(rows)), pa.array([0] * len(rows), pa.int64())],
+                                schema=src.change_schema())
+    out = compiled.apply(ChangeBatch(src, data))
+    declared = [(f.name, type_name(f) + ("" if f.nullable else " NOT NULL")) for f in compiled.output_schema]
+    rendered = [render(out.column(f.name).combine_chunks()) for f in compiled.output_schema]
+    return declared, [[col[r] for col in rendered] for r in range(out.num_rows)]
+
+
+def it_params() -> list:
+    params = []
+    for case in IT_CASES:
+        expected = _expected_by_table(case)
+        names = [name for name, _ in next(iter(expected.values()))[0]]
+        reasons = dict(case.deviations)
+        for name in dict.fromkeys(n for cols, _ in expected.values() for n, _ in cols):
+            marks = [pytest.mark.xfail(strict=True, reason=reasons[name])] if name in reasons else []
+            params.append(pytest.param(case, name, id=f"{case.method}: {name}", marks=marks))
+        assert names
+    return params
+
+
+def test_it_case(case: ITCase, column: str):
+    for table, (columns, rows) in _expected_by_table(case).items():
+        declared, actual = _run_it(case, table)
+        names = [n for n, _ in columns]
+        if column not in names:
+            continue
+        k = names.index(column)
+        assert [n for n, _ in declared] == names, f"{IT}#{case.method} {table}: columns {declared}"
+        assert declared[k][1] == columns[k][1], f"{IT}#{case.method} {table}.{column}: declared {declared[k][1]}"
+        assert [r[k] for r in actual] == [r[k] for r in rows], \
+            f"{IT}#{case.method} {table}.{column}: expected {[r[k] for r in rows]}, got {[r[k] for r in actual]}"
+IT_CASES = [
+    ITCase('testCalculatedColumns', '*, id || name AS uid, age * 2 AS double_age', None, [
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT,`uid` STRING,`double_age` INT}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, 1Alice, 36], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, 2Bob, 40], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, 2Bob, 40], after=[2, Bob, 30, 2Bob, 60], op=UPDATE, meta=()}',
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`uid` STRING,`double_age` INT}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student, 3Carol, 30], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student, 4Derrida, 50], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, 4Derrida, 50], after=[], op=DELETE, meta=()}',
+    ]),
+    ITCase('testMultipleReferencedColumnsInProjection', '*, CAST(age * age * age AS INT) AS cubic_age', None, [
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT,`cubic_age` INT}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, 5832], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, 8000], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, 8000], after=[2, Bob, 30, 27000], op=UPDATE, meta=()}',
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`cubic_age` INT}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student, 3375], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student, 15625], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, 15625], after=[], op=DELETE, meta=()}',
+    ]),
+    ITCase('testMultipleReferencedColumnsInFilter', None, 'id > 2 AND id < 4', [
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT}, primaryKeys=id, options=()}',
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student], op=INSERT, meta=()}',
+    ]),
+    ITCase('testFilteringRules', None, 'CHAR_LENGTH(name) > 3', [
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18], op=INSERT, meta=()}',
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student], after=[], op=DELETE, meta=()}',
+    ]),
+    ITCase('testBuiltinComparisonFunctions', "*, id = 2 AS col1, id <> 3 AS col2, id > 2 as col3, id >= 2 as col4, id < 3 as col5, id <= 4 as col6, name IS NULL as col7, name IS NOT NULL as col8, id BETWEEN 1 AND 3 as col9, id NOT BETWEEN 2 AND 4 as col10, name LIKE 'li' as col11, name LIKE 'ro' as col12, CAST(id AS INT) IN (1, 3, 5) as col13, name IN ('Bob', 'Derrida') AS col14", None, [
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT,`col1` BOOLEAN,`col2` BOOLEAN,`col3` BOOLEAN,`col4` BOOLEAN,`col5` BOOLEAN,`col6` BOOLEAN,`col7` BOOLEAN,`col8` BOOLEAN,`col9` BOOLEAN,`col10` BOOLEAN,`col11` BOOLEAN,`col12` BOOLEAN,`col13` BOOLEAN,`col14` BOOLEAN}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, false, true, false, false, true, true, false, true, true, true, true, false, true, false], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, true, true, false, true, true, true, false, true, true, false, false, false, false, true], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, true, true, false, true, true, true, false, true, true, false, false, false, false, true], after=[2, Bob, 30, true, true, false, true, true, true, false, true, true, false, false, false, false, true], op=UPDATE, meta=()}',
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`col1` BOOLEAN,`col2` BOOLEAN,`col3` BOOLEAN,`col4` BOOLEAN,`col5` BOOLEAN,`col6` BOOLEAN,`col7` BOOLEAN,`col8` BOOLEAN,`col9` BOOLEAN,`col10` BOOLEAN,`col11` BOOLEAN,`col12` BOOLEAN,`col13` BOOLEAN,`col14` BOOLEAN}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student, false, true, true, true, false, true, false, true, true, false, false, true, true, false], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student, false, true, true, true, false, true, false, true, false, false, false, false, false, true], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, false, true, true, true, false, true, false, true, false, false, false, false, false, true], after=[], op=DELETE, meta=()}',
+    ], (("col2", NUMERIC_EQUALS), ("col11", LIKE_REGEX), ("col12", LIKE_REGEX))),
+    ITCase('testBuiltinLogicalFunctions', "*, id = 2 OR true as col1, id <> 3 OR false as col2, name = 'Alice' AND true as col4, name <> 'Bob' AND false as col5, NOT id = 1 as col6, id = 3 IS FALSE as col7, name = 'Derrida' IS TRUE as col8, name <> 'Carol' IS NOT FALSE as col9, name <> 'Eve' IS NOT TRUE as col10", None, [
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT,`col1` BOOLEAN,`col2` BOOLEAN,`col4` BOOLEAN,`col5` BOOLEAN,`col6` BOOLEAN,`col7` BOOLEAN,`col8` BOOLEAN,`col9` BOOLEAN,`col10` BOOLEAN}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, true, true, true, false, false, true, false, true, false], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, true, true, false, false, true, true, false, true, false], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, true, true, false, false, true, true, false, true, false], after=[2, Bob, 30, true, true, false, false, true, true, false, true, false], op=UPDATE, meta=()}',
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`col1` BOOLEAN,`col2` BOOLEAN,`col4` BOOLEAN,`col5` BOOLEAN,`col6` BOOLEAN,`col7` BOOLEAN,`col8` BOOLEAN,`col9` BOOLEAN,`col10` BOOLEAN}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student, true, true, false, false, true, true, false, false, false], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student, true, true, false, false, true, true, true, true, false], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, true, true, false, false, true, true, true, true, false], after=[], op=DELETE, meta=()}',
+    ], (("col2", NUMERIC_EQUALS), ("col7", NUMERIC_EQUALS))),
+    ITCase('testBuiltinArithmeticFunctions', '*, id + 17 AS col1, id - 17 AS col2, id * 17 AS col3, CAST(id AS DOUBLE) / 1.7 AS col4, CAST(id AS INT) % 3 AS col5, ABS(id - 17) AS col6, CEIL(CAST(id AS DOUBLE) / 1.7) AS col7, FLOOR(CAST(id AS DOUBLE) / 1.7) AS col8, ROUND(CAST(id AS DOUBLE) / 1.7, 0) AS col9, CHAR_LENGTH(UUID()) AS col10', None, [
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT,`col1` INT,`col2` INT,`col3` INT,`col4` DOUBLE,`col5` INT,`col6` INT,`col7` DOUBLE,`col8` DOUBLE,`col9` DOUBLE,`col10` INT}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, 18, -16, 17, 0.5882352941176471, 1, 16, 1.0, 0.0, 1.0, 36], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, 19, -15, 34, 1.1764705882352942, 2, 15, 2.0, 1.0, 1.0, 36], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, 19, -15, 34, 1.1764705882352942, 2, 15, 2.0, 1.0, 1.0, 36], after=[2, Bob, 30, 19, -15, 34, 1.1764705882352942, 2, 15, 2.0, 1.0, 1.0, 36], op=UPDATE, meta=()}',
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`col1` BIGINT,`col2` BIGINT,`col3` BIGINT,`col4` DOUBLE,`col5` INT,`col6` BIGINT,`col7` DOUBLE,`col8` DOUBLE,`col9` DOUBLE,`col10` INT}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student, 20, -14, 51, 1.7647058823529411, 0, 14, 2.0, 1.0, 2.0, 36], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student, 21, -13, 68, 2.3529411764705883, 1, 13, 3.0, 2.0, 2.0, 36], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, 21, -13, 68, 2.3529411764705883, 1, 13, 3.0, 2.0, 2.0, 36], after=[], op=DELETE, meta=()}',
+    ]),
+    ITCase('testBuiltinStringFunctions', "*, 'Dear ' || name AS col1, CHAR_LENGTH(name) AS col2, UPPER(name) AS col3, LOWER(name) AS col4, TRIM(name) AS col5, REGEXP_REPLACE(name, 'Al|Bo', '**') AS col6, SUBSTR(name, 1, 1) AS col7, SUBSTR(name, 2, 1) AS col8, SUBSTR(name, 3) AS col9, CONCAT(name, ' - ', CAST(id AS VARCHAR)) AS col10", None, [
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT,`col1` STRING,`col2` INT,`col3` STRING,`col4` STRING,`col5` STRING,`col6` STRING,`col7` STRING,`col8` STRING,`col9` STRING,`col10` STRING}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, Dear Alice, 5, ALICE, alice, Alice, **ice, A, l, ice, Alice - 1], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, Dear Bob, 3, BOB, bob, Bob, **b, B, o, b, Bob - 2], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, Dear Bob, 3, BOB, bob, Bob, **b, B, o, b, Bob - 2], after=[2, Bob, 30, Dear Bob, 3, BOB, bob, Bob, **b, B, o, b, Bob - 2], op=UPDATE, meta=()}',
+        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`col1` STRING,`col2` INT,`col3` STRING,`col4` STRING,`col5` STRING,`col6` STRING,`col7` STRING,`col8` STRING,`col9` STRING,`col10` STRING}, primaryKeys=id, options=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student, Dear Carol, 5, CAROL, carol, Carol, Carol, C, a, rol, Carol - 3], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student, Dear Derrida, 7, DERRIDA, derrida, Derrida, Derrida, D, e, rrida, Derrida - 4], op=INSERT, meta=()}',
+        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, Dear Derrida, 7, DERRIDA, derrida, Derrida, Derrida, D, e, rrida, Derrida - 4], after=[], op=DELETE, meta=()}',
+    ]),
+]
+
+IT_PARAMS = it_params()
+test_it_case = pytest.mark.parametrize("case, column", IT_PARAMS)(test_it_case)
