@@ -104,6 +104,22 @@ COLUMNS = [
     ("format_str", "varchar(30)", pa.string(), None),
     ("date_time_str", "varchar(40)", pa.string(), None),
     ("unix_timestamp_format", "varchar(40)", pa.string(), None),
+    # JaninoCompilerTest's columns (its ``id`` is ``jid`` here: ``id`` is this table's key; its BOOLEAN a, b, c are
+    # ``ba``, ``bb``, ``bc``)
+    ("jid", "int", pa.int32(), None),
+    ("uid", "int", pa.int32(), None),
+    ("a", "int", pa.int32(), None),
+    ("b", "int", pa.int32(), None),
+    ("c", "int", pa.int32(), None),
+    ("ba", "tinyint(1)", pa.bool_(), None),
+    ("bb", "tinyint(1)", pa.bool_(), None),
+    ("bc", "tinyint(1)", pa.bool_(), None),
+    ("left_bool", "tinyint(1)", pa.bool_(), None),
+    ("right_bool", "tinyint(1)", pa.bool_(), None),
+    ("divisor", "int", pa.int32(), None),
+    ("nullable_bool", "tinyint(1)", pa.bool_(), None),
+    ("input_value", "varchar(20)", pa.string(), None),
+    ("testJsonStr", "varchar(400)", pa.string(), None),
 ]
 NOT_NULL = {"not_null_int"}
 
@@ -176,6 +192,8 @@ def dev(expr: str, expected: Any, reason: str, **kw) -> dict:
 T, F, N = True, False, None
 NUMERIC_EQUALS = ("docs/functions.md: `=`, `<>`, `IN` compare numbers by value across types (Flink CDC: Java equals, "
                   "BIGINT 3 <> INT 3)")
+DECIMAL_LITERAL = ("docs/functions.md: a decimal literal is an exact DECIMAL (Flink CDC's generated Java evaluates it "
+                   "as a double: ceil(2.4) is the DOUBLE 3.0, lakecdc's the DECIMAL 3)")
 LIKE_REGEX = "docs/functions.md: `s LIKE p` without ESCAPE is SQL LIKE (Flink CDC: a Java regex search)"
 BAD_REGEX = "docs/functions.md: an invalid literal pattern is refused at validation (Flink CDC: NULL for every row)"
 STRING_FN = "functions/impl/StringFunctionsTest.java"
@@ -744,6 +762,56 @@ POST_DATA_CASES = (
                                         ("time_point_timestamp_ltz", "TIMESTAMP_LTZ(0)", ltz_ms(1735689600000))]]
 )
 
+JANINO = "parser/JaninoCompilerTest.java"
+JSON_STR = ('{"name":"Bob","age":30,"is_active":true,"email":"zhangsan@example.com","hobbies":["reading","coding",'
+            '"traveling"],"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}')
+DUPLICATED_JSON_STR = JSON_STR.replace('{"name":"Bob",', '{"name":"Bob","name":"Mark",')
+JANINO_CASES = (
+    cases(f"{JANINO}#testBuiltInFunction", [
+        dev("ceil(2.4)", 3.0, DECIMAL_LITERAL),
+        {"expr": "PARSE_JSON(testJsonStr)", "expected": json.loads(JSON_STR), "rows": ({"testJsonStr": JSON_STR},)},
+        {"expr": "PARSE_JSON(testJsonStr, true)", "expected": {**json.loads(JSON_STR), "name": "Mark"},
+         "rows": ({"testJsonStr": DUPLICATED_JSON_STR},)},  # the last of duplicate keys is kept
+        {"expr": "PARSE_JSON(testJsonStr)", "expected": ERROR, "rows": ({"testJsonStr": DUPLICATED_JSON_STR},)},
+        {"expr": "PARSE_JSON(testJsonStr)", "expected": [N, N], "rows": ({"testJsonStr": None}, {"testJsonStr": ""})},
+        {"expr": "PARSE_JSON(testJsonStr)", "expected": ERROR, "rows": ({"testJsonStr": "invalidJson"},)},
+        {"expr": "TRY_PARSE_JSON(testJsonStr)", "expected": [N, N, json.loads(JSON_STR), N, N],
+         "rows": tuple({"testJsonStr": v} for v in (None, "", JSON_STR, DUPLICATED_JSON_STR, "invalidJson"))},
+        {"expr": "TRY_PARSE_JSON(testJsonStr, true)", "expected": {**json.loads(JSON_STR), "name": "Mark"},
+         "rows": ({"testJsonStr": DUPLICATED_JSON_STR},)},
+    ])
+    + cases(f"{JANINO}#testTranslatedLogicalExpressionCompilesWithJanino", [
+        {"expr": "jid = 1 and 1 / uid > 0", "expected": F, "rows": ({"jid": 2, "uid": 0},)},
+        {"expr": "jid = 1 or 1 / uid > 0", "expected": T, "rows": ({"jid": 1, "uid": 0},)},
+        {"expr": "left_bool and right_bool", "expected": T, "rows": ({"left_bool": T, "right_bool": T, "divisor": 0},)},
+        {"expr": "left_bool and 1 / divisor > 0", "expected": F,
+         "rows": ({"left_bool": F, "right_bool": T, "divisor": 0},)},
+        {"expr": "left_bool or 1 / divisor > 0", "expected": T,
+         "rows": ({"left_bool": T, "right_bool": F, "divisor": 0},)},
+        ("nullable_bool or false", N),
+    ])
+    + cases(f"{JANINO}#testTranslatedNestedExpressionPreservesSemantics", [
+        {"expr": "(a + b) * c = 9", "expected": T, "rows": ({"a": 1, "b": 2, "c": 3},)},
+        {"expr": "a / (b * c) = 2", "expected": T, "rows": ({"a": 12, "b": 2, "c": 3},)},
+        {"expr": "a - (b - c) = 6", "expected": T, "rows": ({"a": 10, "b": 6, "c": 2},)},
+        {"expr": "IF(a > b, a, b) + c = 13", "expected": T, "rows": ({"a": 10, "b": 2, "c": 3},)},
+        {"expr": "c * IF(a > b, a, b) = 30", "expected": T, "rows": ({"a": 10, "b": 2, "c": 3},)},
+        {"expr": "(ba OR bb) AND bc", "expected": F, "rows": ({"ba": T, "bb": F, "bc": F},)},
+    ])
+    + cases(f"{JANINO}#testTranslatedNullFunctionsCompileWithJanino", [
+        {"expr": "IFNULL(TRY_CAST(input_value AS INT), 42) = 42", "expected": [T, F],
+         "rows": ({"input_value": "invalid"}, {"input_value": "7"})},
+        {"expr": "NULLIF(CAST(input_value AS INT), CAST(1 AS BIGINT)) IS NULL", "expected": [T, F],
+         "rows": ({"input_value": "1"}, {"input_value": "2"})},
+    ])
+    + cases(f"{JANINO}#testLargeNumericLiterals", [
+        (lit, value) for lit, value in [
+            ("0", 0), ("1", 1), ("2147483647", 2147483647), ("-2147483648", -2147483648),
+            ("2147483648", 2147483648), ("-2147483649", -2147483649), ("9223372036854775807", 9223372036854775807),
+            ("-9223372036854775808", -9223372036854775808)]
+    ])
+)
+
 PARSER = "parser/TransformParserTest.java"
 PARSER_CASES = (
     cases(f"{PARSER}#testGenerateDatePartFunctionProjectionColumns", [
@@ -810,7 +878,7 @@ PARSER_CASES = (
 )
 
 CASES: list[JavaCase] = (STRING_CASES + COMPARISON_CASES + LOGICAL_CASES + CASTING_CASES + TEMPORAL_CASES
-                         + STRUCT_CASES + POST_CASES + POST_DATA_CASES + PARSER_CASES)
+                         + STRUCT_CASES + POST_CASES + POST_DATA_CASES + JANINO_CASES + PARSER_CASES)
 
 
 # --------------------------------------------------------------------------------------------- evaluation
