@@ -214,7 +214,7 @@ class CompiledTransform:
         n = data.num_rows
         table_id = batch.table.table_id
         ops = data.column(OP_COLUMN).combine_chunks().cast(pa.string())
-        source = {name: data.column(name).combine_chunks() for name in data.column_names
+        source = {name: _time_of_day_millis(data.column(name).combine_chunks()) for name in data.column_names
                   if name not in (OP_COLUMN, OP_TS_COLUMN)}
         metadata: dict[str, Callable[[], pa.Array]] = {
             NAMESPACE_NAME: lambda: pa.nulls(n, pa.string()),
@@ -451,6 +451,16 @@ def _source_ref(c: SourceColumn) -> ColumnRef:
     ref = ColumnRef("source", c.name, c.arrow_type, c.nullable)
     ref.decl = decl_for(c.arrow_type, c.declared_type)
     return ref
+
+
+def _time_of_day_millis(arr: pa.Array) -> pa.Array:
+    """A TIME column's values as Flink CDC holds them: its TimeData keeps milliseconds of day (fromNanoOfDay and
+    fromMicroOfDay floor), so a TIME(6) value's microseconds never reach an expression (``CAST(time_6 AS
+    VARCHAR)`` is ``21:48:25.123``, FlinkPipelineTransformITCase.testDateAndTimeCastingFunctions); Paimon stores
+    TIME as milliseconds of day too."""
+    if not pa.types.is_time64(arr.type):
+        return arr
+    return arr.cast(pa.time32("ms"), safe=False).cast(arr.type)
 
 
 def _output_field(item: ProjectionItem, node: Node) -> pa.Field:
