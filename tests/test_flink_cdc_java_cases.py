@@ -1004,6 +1004,24 @@ SOURCES = {
 }
 
 
+def _timestamps_source(zone: str) -> dict:
+    """testTransformWithTimestamps's mytable1: a TIMESTAMP(6) and a TIMESTAMP_LTZ(6) whose instants are wall clocks
+    of the pipeline's zone (its toInstant(text, timezone))."""
+    from zoneinfo import ZoneInfo
+
+    def instant(text: str) -> dt.datetime:
+        return dt.datetime.fromisoformat(text).replace(tzinfo=ZoneInfo(zone)).astimezone(UTC)
+    return {"mytable1": _values_table(
+        "mytable1", [("id", "int", pa.int32()), ("ts", "datetime(6)", pa.timestamp("us")),
+                     ("ts_ltz", "timestamp(6)", pa.timestamp("us", tz="UTC"))],
+        [(1, dt.datetime(2023, 11, 27, 20, 12, 31), instant("2020-07-17 18:00:22")),
+         (2, dt.datetime(2018, 2, 1, 4, 14, 1), instant("2019-12-31 21:00:22")), (3, None, None)])}
+
+
+for _zone in ("America/Los_Angeles", "UTC", "Asia/Shanghai"):
+    SOURCES[f"timestamps {_zone}"] = _timestamps_source(_zone)
+
+
 @dataclass(frozen=True)
 class ITCase:
     method: str
@@ -1015,6 +1033,7 @@ class ITCase:
     precision: int = 19  # pipeline.transform.decimal.precision.mode (UP_TO_19 / UP_TO_38)
     label: str = ""
     not_applicable: tuple[str, ...] = ()  # printed columns lakecdc's MySQL source cannot have (left out of both sides)
+    tz: str = "UTC"  # pipeline.local-time-zone
 
 
 def _printed_columns(line: str) -> list[tuple[str, str]]:
@@ -1053,7 +1072,8 @@ def _run_it(case: ITCase, table: str) -> tuple[list[tuple[str, str]], list[list[
     src, rows = SOURCES[case.sources][table]
     rule = TransformRuleConfig(index=0, source_table=f"default_schema.{table}", projection=case.projection,
                                filter=case.filter)
-    compiled = compile_transform(rule, src, TransformContext(decimal_precision=case.precision))
+    compiled = compile_transform(rule, src, TransformContext(decimal_precision=case.precision,
+                                                             local_time_zone=case.tz))
     columns = [pa.array([r[i] for r in rows], c.arrow_type) for i, c in enumerate(src.columns)]
     data = pa.Table.from_arrays(columns + [pa.array(["+I"] * len(rows)), pa.array([0] * len(rows), pa.int64())],
                                 schema=src.change_schema())
@@ -1214,6 +1234,27 @@ IT_CASES += [
                "DataChangeEvent{tableId=default_namespace.default_schema.my_table, before=[], after=[2, null, null, "
                "null, null, null, null, null, null, null, null], op=INSERT, meta=()}"],
            sources="date_time", not_applicable=("time_9", "time_9_str")),
+]
+
+IT_CASES += [
+    ITCase("testTransformWithTimestamps",
+           "id, DATE_FORMAT(ts, 'yyyy~MM~dd') AS df1, DATE_FORMAT(ts_ltz, 'yyyy~MM~dd') AS df2, "
+           "DATE_FORMAT(ts, 'yyyy->MM->dd / HH->mm->ss') AS df3, DATE_FORMAT(ts_ltz, 'yyyy->MM->dd / HH->mm->ss') AS df4, "
+           "DATE_FORMAT(TIMESTAMPADD(SECOND, 17, ts), 'yyyy->MM->dd / HH->mm->ss') AS df5, "
+           "DATE_FORMAT(TIMESTAMPADD(SECOND, 17, ts_ltz), 'yyyy->MM->dd / HH->mm->ss') AS df6", None, [
+               "CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,"
+               "`df1` STRING,`df2` STRING,`df3` STRING,`df4` STRING,`df5` STRING,`df6` STRING}, primaryKeys=id, "
+               "options=()}",
+               "DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, 2023~11~27, "
+               "2020~07~17, 2023->11->27 / 20->12->31, 2020->07->17 / 18->00->22, 2023->11->27 / 20->12->48, "
+               "2020->07->17 / 18->00->39], op=INSERT, meta=()}",
+               "DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, 2018~02~01, "
+               "2019~12~31, 2018->02->01 / 04->14->01, 2019->12->31 / 21->00->22, 2018->02->01 / 04->14->18, "
+               "2019->12->31 / 21->00->39], op=INSERT, meta=()}",
+               "DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[3, null, null, "
+               "null, null, null, null], op=INSERT, meta=()}"],
+           sources=f"timestamps {zone}", tz=zone, label=zone)
+    for zone in ("America/Los_Angeles", "UTC", "Asia/Shanghai")
 ]
 
 IT_PARAMS = it_params()
