@@ -1046,7 +1046,26 @@ def _printed_columns(line: str) -> list[tuple[str, str]]:
 
 
 def _split_row(text: str) -> list[str]:
-    return [] if text == "" else text.split(", ")
+    """The fields of a printed row: split at ", " outside JSON brackets and quotes (a VARIANT prints as JSON)."""
+    fields, depth, quoted, start, k = [], 0, False, 0, 0
+    while k < len(text):
+        ch = text[k]
+        if quoted:
+            k += 2 if ch == "\\" else 1
+            quoted = ch != '"'
+            continue
+        if ch == '"':
+            quoted = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        elif depth == 0 and text.startswith(", ", k):
+            fields.append(text[start:k])
+            start = k + 2
+            k += 1
+        k += 1
+    return fields + [text[start:]] if text else []
 
 
 def _expected_by_table(case: ITCase) -> dict[str, tuple[list[tuple[str, str]], list[list[str]]]]:
@@ -1079,7 +1098,8 @@ def _run_it(case: ITCase, table: str) -> tuple[list[tuple[str, str]], list[list[
                                 schema=src.change_schema())
     out = compiled.apply(ChangeBatch(src, data))
     declared = [(f.name, type_name(f) + ("" if f.nullable else " NOT NULL")) for f in compiled.output_schema]
-    rendered = [render(out.column(f.name).combine_chunks()) for f in compiled.output_schema]
+    rendered = [render(variant_from_storage(out.column(f.name).combine_chunks()) if is_variant_field(f)
+                       else out.column(f.name).combine_chunks()) for f in compiled.output_schema]
     return declared, [[col[r] for col in rendered] for r in range(out.num_rows)]
 
 
@@ -1256,6 +1276,16 @@ IT_CASES += [
            sources=f"timestamps {zone}", tz=zone, label=zone)
     for zone in ("America/Los_Angeles", "UTC", "Asia/Shanghai")
 ]
+
+IT_CASES += [
+    ITCase("testTransformWithVariantFunctions", 'id, parse_json(message) as variantVal, parse_json(duplicatedMessage, true) as duplicatedVariantVal, try_parse_json(message) as variantVal2, try_parse_json(duplicatedMessage, true) as duplicatedVariantVal2, try_parse_json(invalidMessage) as invalidVariantVal', None, ['CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`variantVal` VARIANT,`duplicatedVariantVal` VARIANT,`variantVal2` VARIANT,`duplicatedVariantVal2` VARIANT,`invalidVariantVal` VARIANT}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":30,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Bob"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":30,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Bob"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":30,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Bob"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":30,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Bob"}, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":40,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Mark"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":40,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Mark"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":40,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Mark"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":40,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Mark"}, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[3, null, null, null, null, null], op=INSERT, meta=()}'], sources="variant"),
+]
+VARIANT_MESSAGES = ['{"name":"Bob","age":30,"is_active":true,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}', '{"name":"Bob","name":"Bob","age":30,"is_active":true,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}', 'invalidJson', '{"name":"Mark","age":40,"is_active":true,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}', '{"name":"Mark","name":"Mark","age":40,"is_active":true,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}', 'invalidJson']
+
+SOURCES["variant"] = {"mytable1": _values_table(  # testTransformWithVariantFunctions's mytable1
+    "mytable1", [("id", "int", pa.int32()), ("message", "longtext", pa.string()),
+                 ("duplicatedMessage", "longtext", pa.string()), ("invalidMessage", "longtext", pa.string())],
+    [(1, *VARIANT_MESSAGES[0:3]), (2, *VARIANT_MESSAGES[3:6]), (3, None, None, None)])}
 
 IT_PARAMS = it_params()
 test_it_case = pytest.mark.parametrize("case, column", IT_PARAMS)(test_it_case)
