@@ -35,7 +35,7 @@ import pyarrow as pa
 import pytest
 
 from lakecdc.errors import ExpressionError, PipelineConfigError
-from lakecdc.model import OP_COLUMN, OP_TS_COLUMN, ChangeBatch, SourceColumn, SourceTable, TableId
+from lakecdc.model import ChangeBatch, SourceColumn, SourceTable, TableId
 from lakecdc.transform import TransformContext, TransformRuleConfig, compile_transform
 from lakecdc.transform.types import is_variant_field, type_name, variant_from_storage
 
@@ -1129,114 +1129,887 @@ def test_it_case(case: ITCase, column: str):
         assert [r[k] for r in actual] == [r[k] for r in rows], \
             f"{IT}#{case.method} {table}.{column}: expected {[r[k] for r in rows]}, got {[r[k] for r in actual]}"
 IT_CASES = [
-    ITCase('testCalculatedColumns', '*, id || name AS uid, age * 2 AS double_age', None, [
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT,`uid` STRING,`double_age` INT}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, 1Alice, 36], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, 2Bob, 40], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, 2Bob, 40], after=[2, Bob, 30, 2Bob, 60], op=UPDATE, meta=()}',
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`uid` STRING,`double_age` INT}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student, 3Carol, 30], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student, 4Derrida, 50], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, 4Derrida, 50], after=[], op=DELETE, meta=()}',
-    ]),
-    ITCase('testMultipleReferencedColumnsInProjection', '*, CAST(age * age * age AS INT) AS cubic_age', None, [
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT,`cubic_age` INT}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, 5832], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, 8000], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, 8000], after=[2, Bob, 30, 27000], op=UPDATE, meta=()}',
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`cubic_age` INT}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student, 3375], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student, 15625], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, 15625], after=[], op=DELETE, meta=()}',
-    ]),
-    ITCase('testMultipleReferencedColumnsInFilter', None, 'id > 2 AND id < 4', [
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT}, primaryKeys=id, options=()}',
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student], op=INSERT, meta=()}',
-    ]),
-    ITCase('testFilteringRules', None, 'CHAR_LENGTH(name) > 3', [
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18], op=INSERT, meta=()}',
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student], after=[], op=DELETE, meta=()}',
-    ]),
-    ITCase('testBuiltinComparisonFunctions', "*, id = 2 AS col1, id <> 3 AS col2, id > 2 as col3, id >= 2 as col4, id < 3 as col5, id <= 4 as col6, name IS NULL as col7, name IS NOT NULL as col8, id BETWEEN 1 AND 3 as col9, id NOT BETWEEN 2 AND 4 as col10, name LIKE 'li' as col11, name LIKE 'ro' as col12, CAST(id AS INT) IN (1, 3, 5) as col13, name IN ('Bob', 'Derrida') AS col14", None, [
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT,`col1` BOOLEAN,`col2` BOOLEAN,`col3` BOOLEAN,`col4` BOOLEAN,`col5` BOOLEAN,`col6` BOOLEAN,`col7` BOOLEAN,`col8` BOOLEAN,`col9` BOOLEAN,`col10` BOOLEAN,`col11` BOOLEAN,`col12` BOOLEAN,`col13` BOOLEAN,`col14` BOOLEAN}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, false, true, false, false, true, true, false, true, true, true, true, false, true, false], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, true, true, false, true, true, true, false, true, true, false, false, false, false, true], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, true, true, false, true, true, true, false, true, true, false, false, false, false, true], after=[2, Bob, 30, true, true, false, true, true, true, false, true, true, false, false, false, false, true], op=UPDATE, meta=()}',
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`col1` BOOLEAN,`col2` BOOLEAN,`col3` BOOLEAN,`col4` BOOLEAN,`col5` BOOLEAN,`col6` BOOLEAN,`col7` BOOLEAN,`col8` BOOLEAN,`col9` BOOLEAN,`col10` BOOLEAN,`col11` BOOLEAN,`col12` BOOLEAN,`col13` BOOLEAN,`col14` BOOLEAN}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student, false, true, true, true, false, true, false, true, true, false, false, true, true, false], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student, false, true, true, true, false, true, false, true, false, false, false, false, false, true], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, false, true, true, true, false, true, false, true, false, false, false, false, false, true], after=[], op=DELETE, meta=()}',
-    ], (("col2", NUMERIC_EQUALS), ("col11", LIKE_REGEX), ("col12", LIKE_REGEX))),
-    ITCase('testBuiltinLogicalFunctions', "*, id = 2 OR true as col1, id <> 3 OR false as col2, name = 'Alice' AND true as col4, name <> 'Bob' AND false as col5, NOT id = 1 as col6, id = 3 IS FALSE as col7, name = 'Derrida' IS TRUE as col8, name <> 'Carol' IS NOT FALSE as col9, name <> 'Eve' IS NOT TRUE as col10", None, [
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT,`col1` BOOLEAN,`col2` BOOLEAN,`col4` BOOLEAN,`col5` BOOLEAN,`col6` BOOLEAN,`col7` BOOLEAN,`col8` BOOLEAN,`col9` BOOLEAN,`col10` BOOLEAN}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, true, true, true, false, false, true, false, true, false], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, true, true, false, false, true, true, false, true, false], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, true, true, false, false, true, true, false, true, false], after=[2, Bob, 30, true, true, false, false, true, true, false, true, false], op=UPDATE, meta=()}',
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`col1` BOOLEAN,`col2` BOOLEAN,`col4` BOOLEAN,`col5` BOOLEAN,`col6` BOOLEAN,`col7` BOOLEAN,`col8` BOOLEAN,`col9` BOOLEAN,`col10` BOOLEAN}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student, true, true, false, false, true, true, false, false, false], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student, true, true, false, false, true, true, true, true, false], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, true, true, false, false, true, true, true, true, false], after=[], op=DELETE, meta=()}',
-    ], (("col2", NUMERIC_EQUALS), ("col7", NUMERIC_EQUALS))),
-    ITCase('testBuiltinArithmeticFunctions', '*, id + 17 AS col1, id - 17 AS col2, id * 17 AS col3, CAST(id AS DOUBLE) / 1.7 AS col4, CAST(id AS INT) % 3 AS col5, ABS(id - 17) AS col6, CEIL(CAST(id AS DOUBLE) / 1.7) AS col7, FLOOR(CAST(id AS DOUBLE) / 1.7) AS col8, ROUND(CAST(id AS DOUBLE) / 1.7, 0) AS col9, CHAR_LENGTH(UUID()) AS col10', None, [
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT,`col1` INT,`col2` INT,`col3` INT,`col4` DOUBLE,`col5` INT,`col6` INT,`col7` DOUBLE,`col8` DOUBLE,`col9` DOUBLE,`col10` INT}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, 18, -16, 17, 0.5882352941176471, 1, 16, 1.0, 0.0, 1.0, 36], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, 19, -15, 34, 1.1764705882352942, 2, 15, 2.0, 1.0, 1.0, 36], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, 19, -15, 34, 1.1764705882352942, 2, 15, 2.0, 1.0, 1.0, 36], after=[2, Bob, 30, 19, -15, 34, 1.1764705882352942, 2, 15, 2.0, 1.0, 1.0, 36], op=UPDATE, meta=()}',
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`col1` BIGINT,`col2` BIGINT,`col3` BIGINT,`col4` DOUBLE,`col5` INT,`col6` BIGINT,`col7` DOUBLE,`col8` DOUBLE,`col9` DOUBLE,`col10` INT}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student, 20, -14, 51, 1.7647058823529411, 0, 14, 2.0, 1.0, 2.0, 36], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student, 21, -13, 68, 2.3529411764705883, 1, 13, 3.0, 2.0, 2.0, 36], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, 21, -13, 68, 2.3529411764705883, 1, 13, 3.0, 2.0, 2.0, 36], after=[], op=DELETE, meta=()}',
-    ]),
-    ITCase('testBuiltinStringFunctions', "*, 'Dear ' || name AS col1, CHAR_LENGTH(name) AS col2, UPPER(name) AS col3, LOWER(name) AS col4, TRIM(name) AS col5, REGEXP_REPLACE(name, 'Al|Bo', '**') AS col6, SUBSTR(name, 1, 1) AS col7, SUBSTR(name, 2, 1) AS col8, SUBSTR(name, 3) AS col9, CONCAT(name, ' - ', CAST(id AS VARCHAR)) AS col10", None, [
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`name` STRING,`age` INT,`col1` STRING,`col2` INT,`col3` STRING,`col4` STRING,`col5` STRING,`col6` STRING,`col7` STRING,`col8` STRING,`col9` STRING,`col10` STRING}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, Dear Alice, 5, ALICE, alice, Alice, **ice, A, l, ice, Alice - 1], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, Dear Bob, 3, BOB, bob, Bob, **b, B, o, b, Bob - 2], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, Dear Bob, 3, BOB, bob, Bob, **b, B, o, b, Bob - 2], after=[2, Bob, 30, Dear Bob, 3, BOB, bob, Bob, **b, B, o, b, Bob - 2], op=UPDATE, meta=()}',
-        'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NULL,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`col1` STRING,`col2` INT,`col3` STRING,`col4` STRING,`col5` STRING,`col6` STRING,`col7` STRING,`col8` STRING,`col9` STRING,`col10` STRING}, primaryKeys=id, options=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, student, Dear Carol, 5, CAROL, carol, Carol, Carol, C, a, rol, Carol - 3], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, student, Dear Derrida, 7, DERRIDA, derrida, Derrida, Derrida, D, e, rrida, Derrida - 4], op=INSERT, meta=()}',
-        'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, Dear Derrida, 7, DERRIDA, derrida, Derrida, Derrida, D, e, rrida, Derrida - 4], after=[], op=DELETE, meta=()}',
-    ]),
+    ITCase('testCalculatedColumns',
+        '*, id || name AS uid, age * 2 AS double_age',
+        None,
+        [
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`'
+            'name` STRING,`age` INT,`uid` STRING,`double_age` INT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, 1Ali'
+            'ce, 36], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, 2Bob, '
+            '40], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, 2Bob, 40], after'
+            '=[2, Bob, 30, 2Bob, 60], op=UPDATE, meta=()}',
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NUL'
+            'L,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`uid` STRING,`double_age` INT}, primaryKeys=id'
+            ', options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, stud'
+            'ent, 3Carol, 30], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, st'
+            'udent, 4Derrida, 50], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, 4De'
+            'rrida, 50], after=[], op=DELETE, meta=()}',
+        ],),
+    ITCase('testMultipleReferencedColumnsInProjection',
+        '*, CAST(age * age * age AS INT) AS cubic_age',
+        None,
+        [
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`'
+            'name` STRING,`age` INT,`cubic_age` INT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, 5832'
+            '], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, 8000],'
+            ' op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, 8000], after=[2,'
+            ' Bob, 30, 27000], op=UPDATE, meta=()}',
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NUL'
+            'L,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`cubic_age` INT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, stud'
+            'ent, 3375], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, st'
+            'udent, 15625], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, 156'
+            '25], after=[], op=DELETE, meta=()}',
+        ],),
+    ITCase('testMultipleReferencedColumnsInFilter',
+        None,
+        'id > 2 AND id < 4',
+        [
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`'
+            'name` STRING,`age` INT}, primaryKeys=id, options=()}',
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NUL'
+            'L,`name` VARCHAR(255),`age` TINYINT,`description` STRING}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, stud'
+            'ent], op=INSERT, meta=()}',
+        ],),
+    ITCase('testFilteringRules',
+        None,
+        'CHAR_LENGTH(name) > 3',
+        [
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`'
+            'name` STRING,`age` INT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18], op='
+            'INSERT, meta=()}',
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NUL'
+            'L,`name` VARCHAR(255),`age` TINYINT,`description` STRING}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, stud'
+            'ent], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, st'
+            'udent], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student], af'
+            'ter=[], op=DELETE, meta=()}',
+        ],),
+    ITCase('testBuiltinComparisonFunctions',
+        "*, id = 2 AS col1, id <> 3 AS col2, id > 2 as col3, id >= 2 as col4, id < 3 as col5, id <= 4 as col6, name "
+        "IS NULL as col7, name IS NOT NULL as col8, id BETWEEN 1 AND 3 as col9, id NOT BETWEEN 2 AND 4 as col10, nam"
+        "e LIKE 'li' as col11, name LIKE 'ro' as col12, CAST(id AS INT) IN (1, 3, 5) as col13, name IN ('Bob', 'Derr"
+        "ida') AS col14",
+        None,
+        [
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`'
+            'name` STRING,`age` INT,`col1` BOOLEAN,`col2` BOOLEAN,`col3` BOOLEAN,`col4` BOOLEAN,`col5` BOOLEAN,`col6'
+            '` BOOLEAN,`col7` BOOLEAN,`col8` BOOLEAN,`col9` BOOLEAN,`col10` BOOLEAN,`col11` BOOLEAN,`col12` BOOLEAN,'
+            '`col13` BOOLEAN,`col14` BOOLEAN}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, fals'
+            'e, true, false, false, true, true, false, true, true, true, true, false, true, false], op=INSERT, meta='
+            '()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, true, '
+            'true, false, true, true, true, false, true, true, false, false, false, false, true], op=INSERT, meta=()'
+            '}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, true, true, fals'
+            'e, true, true, true, false, true, true, false, false, false, false, true], after=[2, Bob, 30, true, tru'
+            'e, false, true, true, true, false, true, true, false, false, false, false, true], op=UPDATE, meta=()}',
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NUL'
+            'L,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`col1` BOOLEAN,`col2` BOOLEAN,`col3` BOOLEAN,`'
+            'col4` BOOLEAN,`col5` BOOLEAN,`col6` BOOLEAN,`col7` BOOLEAN,`col8` BOOLEAN,`col9` BOOLEAN,`col10` BOOLEA'
+            'N,`col11` BOOLEAN,`col12` BOOLEAN,`col13` BOOLEAN,`col14` BOOLEAN}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, stud'
+            'ent, false, true, true, true, false, true, false, true, true, false, false, true, true, false], op=INSE'
+            'RT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, st'
+            'udent, false, true, true, true, false, true, false, true, false, false, false, false, false, true], op='
+            'INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, fal'
+            'se, true, true, true, false, true, false, true, false, false, false, false, false, true], after=[], op='
+            'DELETE, meta=()}',
+        ],
+        deviations=(('col2', NUMERIC_EQUALS), ('col11', LIKE_REGEX), ('col12', LIKE_REGEX))),
+    ITCase('testBuiltinLogicalFunctions',
+        "*, id = 2 OR true as col1, id <> 3 OR false as col2, name = 'Alice' AND true as col4, name <> 'Bob' AND fal"
+        "se as col5, NOT id = 1 as col6, id = 3 IS FALSE as col7, name = 'Derrida' IS TRUE as col8, name <> 'Carol' "
+        "IS NOT FALSE as col9, name <> 'Eve' IS NOT TRUE as col10",
+        None,
+        [
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`'
+            'name` STRING,`age` INT,`col1` BOOLEAN,`col2` BOOLEAN,`col4` BOOLEAN,`col5` BOOLEAN,`col6` BOOLEAN,`col7'
+            '` BOOLEAN,`col8` BOOLEAN,`col9` BOOLEAN,`col10` BOOLEAN}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, true'
+            ', true, true, false, false, true, false, true, false], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, true, '
+            'true, false, false, true, true, false, true, false], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, true, true, fals'
+            'e, false, true, true, false, true, false], after=[2, Bob, 30, true, true, false, false, true, true, fal'
+            'se, true, false], op=UPDATE, meta=()}',
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NUL'
+            'L,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`col1` BOOLEAN,`col2` BOOLEAN,`col4` BOOLEAN,`'
+            'col5` BOOLEAN,`col6` BOOLEAN,`col7` BOOLEAN,`col8` BOOLEAN,`col9` BOOLEAN,`col10` BOOLEAN}, primaryKeys'
+            '=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, stud'
+            'ent, true, true, false, false, true, true, false, false, false], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, st'
+            'udent, true, true, false, false, true, true, true, true, false], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, tru'
+            'e, true, false, false, true, true, true, true, false], after=[], op=DELETE, meta=()}',
+        ],
+        deviations=(('col2', NUMERIC_EQUALS), ('col7', NUMERIC_EQUALS))),
+    ITCase('testBuiltinArithmeticFunctions',
+        '*, id + 17 AS col1, id - 17 AS col2, id * 17 AS col3, CAST(id AS DOUBLE) / 1.7 AS col4, CAST(id AS INT) % 3'
+        ' AS col5, ABS(id - 17) AS col6, CEIL(CAST(id AS DOUBLE) / 1.7) AS col7, FLOOR(CAST(id AS DOUBLE) / 1.7) AS '
+        'col8, ROUND(CAST(id AS DOUBLE) / 1.7, 0) AS col9, CHAR_LENGTH(UUID()) AS col10',
+        None,
+        [
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`'
+            'name` STRING,`age` INT,`col1` INT,`col2` INT,`col3` INT,`col4` DOUBLE,`col5` INT,`col6` INT,`col7` DOUB'
+            'LE,`col8` DOUBLE,`col9` DOUBLE,`col10` INT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, 18, '
+            '-16, 17, 0.5882352941176471, 1, 16, 1.0, 0.0, 1.0, 36], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, 19, -1'
+            '5, 34, 1.1764705882352942, 2, 15, 2.0, 1.0, 1.0, 36], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, 19, -15, 34, 1.1'
+            '764705882352942, 2, 15, 2.0, 1.0, 1.0, 36], after=[2, Bob, 30, 19, -15, 34, 1.1764705882352942, 2, 15, '
+            '2.0, 1.0, 1.0, 36], op=UPDATE, meta=()}',
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NUL'
+            'L,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`col1` BIGINT,`col2` BIGINT,`col3` BIGINT,`col'
+            '4` DOUBLE,`col5` INT,`col6` BIGINT,`col7` DOUBLE,`col8` DOUBLE,`col9` DOUBLE,`col10` INT}, primaryKeys='
+            'id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, stud'
+            'ent, 20, -14, 51, 1.7647058823529411, 0, 14, 2.0, 1.0, 2.0, 36], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, st'
+            'udent, 21, -13, 68, 2.3529411764705883, 1, 13, 3.0, 2.0, 2.0, 36], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, 21,'
+            ' -13, 68, 2.3529411764705883, 1, 13, 3.0, 2.0, 2.0, 36], after=[], op=DELETE, meta=()}',
+        ],),
+    ITCase('testBuiltinStringFunctions',
+        "*, 'Dear ' || name AS col1, CHAR_LENGTH(name) AS col2, UPPER(name) AS col3, LOWER(name) AS col4, TRIM(name)"
+        " AS col5, REGEXP_REPLACE(name, 'Al|Bo', '**') AS col6, SUBSTR(name, 1, 1) AS col7, SUBSTR(name, 2, 1) AS co"
+        "l8, SUBSTR(name, 3) AS col9, CONCAT(name, ' - ', CAST(id AS VARCHAR)) AS col10",
+        None,
+        [
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`'
+            'name` STRING,`age` INT,`col1` STRING,`col2` INT,`col3` STRING,`col4` STRING,`col5` STRING,`col6` STRING'
+            ',`col7` STRING,`col8` STRING,`col9` STRING,`col10` STRING}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, Alice, 18, Dear'
+            ' Alice, 5, ALICE, alice, Alice, **ice, A, l, ice, Alice - 1], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, Bob, 20, Dear B'
+            'ob, 3, BOB, bob, Bob, **b, B, o, b, Bob - 2], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[2, Bob, 20, Dear Bob, 3, BOB'
+            ', bob, Bob, **b, B, o, b, Bob - 2], after=[2, Bob, 30, Dear Bob, 3, BOB, bob, Bob, **b, B, o, b, Bob - '
+            '2], op=UPDATE, meta=()}',
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable2, schema=columns={`id` BIGINT NOT NUL'
+            'L,`name` VARCHAR(255),`age` TINYINT,`description` STRING,`col1` STRING,`col2` INT,`col3` STRING,`col4` '
+            'STRING,`col5` STRING,`col6` STRING,`col7` STRING,`col8` STRING,`col9` STRING,`col10` STRING}, primaryKe'
+            'ys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[3, Carol, 15, stud'
+            'ent, Dear Carol, 5, CAROL, carol, Carol, Carol, C, a, rol, Carol - 3], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[], after=[4, Derrida, 25, st'
+            'udent, Dear Derrida, 7, DERRIDA, derrida, Derrida, Derrida, D, e, rrida, Derrida - 4], op=INSERT, meta='
+            '()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable2, before=[4, Derrida, 25, student, Dea'
+            'r Derrida, 7, DERRIDA, derrida, Derrida, Derrida, D, e, rrida, Derrida - 4], after=[], op=DELETE, meta='
+            '()}',
+        ],),
 ]
 
 IT_CASES += [
-    ITCase('testFloorCeilAndRoundFunction', '*, CEIL(tinyint_col)   AS ceil_tinyint,CEIL(smallint_col)  AS ceil_smallint,CEIL(int_col)       AS ceil_int,CEIL(bigint_col)    AS ceil_bigint,CEIL(float_col)     AS ceil_float,CEIL(double_col)    AS ceil_double,CEIL(decimal_col)   AS ceil_decimal,CEILING(tinyint_col)   AS ceiling_tinyint,CEILING(smallint_col)  AS ceiling_smallint,CEILING(int_col)       AS ceiling_int,CEILING(bigint_col)    AS ceiling_bigint,CEILING(float_col)     AS ceiling_float,CEILING(double_col)    AS ceiling_double,CEILING(decimal_col)   AS ceiling_decimal,FLOOR(tinyint_col)  AS floor_tinyint,FLOOR(smallint_col) AS floor_smallint,FLOOR(int_col)      AS floor_int,FLOOR(bigint_col)   AS floor_bigint,FLOOR(float_col)    AS floor_float,FLOOR(double_col)   AS floor_double,FLOOR(decimal_col)  AS floor_decimal,ROUND(tinyint_col, 2)  AS round_tinyint,ROUND(smallint_col, 2) AS round_smallint,ROUND(int_col, 2)      AS round_int,ROUND(bigint_col, 2)   AS round_bigint,ROUND(float_col, 2)    AS round_float,ROUND(double_col, 2)   AS round_double,ROUND(decimal_col, 2)  AS round_decimal,ROUND(tinyint_col, 0)  AS round_0_tinyint,ROUND(smallint_col, 0) AS round_0_smallint,ROUND(int_col, 0)      AS round_0_int,ROUND(bigint_col, 0)   AS round_0_bigint,ROUND(float_col, 0)    AS round_0_float,ROUND(double_col, 0)   AS round_0_double,ROUND(decimal_col, 0)  AS round_0_decimal', None, ['CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`tinyint_col` TINYINT,`smallint_col` SMALLINT,`int_col` INT,`bigint_col` BIGINT,`float_col` FLOAT,`double_col` DOUBLE,`decimal_col` DECIMAL(10, 3),`ceil_tinyint` TINYINT,`ceil_smallint` SMALLINT,`ceil_int` INT,`ceil_bigint` BIGINT,`ceil_float` FLOAT,`ceil_double` DOUBLE,`ceil_decimal` DECIMAL(10, 0),`ceiling_tinyint` TINYINT,`ceiling_smallint` SMALLINT,`ceiling_int` INT,`ceiling_bigint` BIGINT,`ceiling_float` FLOAT,`ceiling_double` DOUBLE,`ceiling_decimal` DECIMAL(10, 0),`floor_tinyint` TINYINT,`floor_smallint` SMALLINT,`floor_int` INT,`floor_bigint` BIGINT,`floor_float` FLOAT,`floor_double` DOUBLE,`floor_decimal` DECIMAL(10, 0),`round_tinyint` TINYINT,`round_smallint` SMALLINT,`round_int` INT,`round_bigint` BIGINT,`round_float` FLOAT,`round_double` DOUBLE,`round_decimal` DECIMAL(10, 2),`round_0_tinyint` TINYINT,`round_0_smallint` SMALLINT,`round_0_int` INT,`round_0_bigint` BIGINT,`round_0_float` FLOAT,`round_0_double` DOUBLE,`round_0_decimal` DECIMAL(8, 0)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, 1, 1, 1, 1, 1.1, 1.1, 1.100, 1, 1, 1, 1, 2.0, 2.0, 2, 1, 1, 1, 1, 2.0, 2.0, 2, 1, 1, 1, 1, 1.0, 1.0, 1, 1, 1, 1, 1, 1.1, 1.1, 1.10, 1, 1, 1, 1, 1.0, 1.0, 1], op=INSERT, meta=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[4, 4, 4, 4, 4, 4.44, 4.44, 4.440, 4, 4, 4, 4, 5.0, 5.0, 5, 4, 4, 4, 4, 5.0, 5.0, 5, 4, 4, 4, 4, 4.0, 4.0, 4, 4, 4, 4, 4, 4.44, 4.44, 4.44, 4, 4, 4, 4, 4.0, 4.0, 4], op=INSERT, meta=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[5, 5, 5, 5, 5, 5.555, 5.555, 5.555, 5, 5, 5, 5, 6.0, 6.0, 6, 5, 5, 5, 5, 6.0, 6.0, 6, 5, 5, 5, 5, 5.0, 5.0, 5, 5, 5, 5, 5, 5.56, 5.56, 5.56, 5, 5, 5, 5, 6.0, 6.0, 6], op=INSERT, meta=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[9, 9, 9, 9, 9, 1.0E7, 9999999.999, 9999999.999, 9, 9, 9, 9, 1.0E7, 1.0E7, 10000000, 9, 9, 9, 9, 1.0E7, 1.0E7, 10000000, 9, 9, 9, 9, 1.0E7, 9999999.0, 9999999, 9, 9, 9, 9, 1.0E7, 1.0E7, 10000000.00, 9, 9, 9, 9, 1.0E7, 1.0E7, 10000000], op=INSERT, meta=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[0, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='floor_ceil_round'),
-    ITCase('testAbsFunction', '*, ABS(tinyint_col)   AS abs_tinyint,ABS(smallint_col)  AS abs_smallint,ABS(int_col)       AS abs_int,ABS(bigint_col)    AS abs_bigint,ABS(float_col)     AS abs_float,ABS(double_col)    AS abs_double,ABS(decimal_col)   AS abs_decimal', None, ['CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`tinyint_col` TINYINT,`smallint_col` SMALLINT,`int_col` INT,`bigint_col` BIGINT,`float_col` FLOAT,`double_col` DOUBLE,`decimal_col` DECIMAL(10, 2),`abs_tinyint` TINYINT,`abs_smallint` SMALLINT,`abs_int` INT,`abs_bigint` BIGINT,`abs_float` FLOAT,`abs_double` DOUBLE,`abs_decimal` DECIMAL(10, 2)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, 1, 1, 1, 1, 1.1, 1.1, 1.10, 1, 1, 1, 1, 1.1, 1.1, 1.10], op=INSERT, meta=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[-4, -4, -4, -4, -4, -4.44, -4.44, -4.44, 4, 4, 4, 4, 4.44, 4.44, 4.44], op=INSERT, meta=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[-9, -9, -9, -9, -9, -1.0E8, -9.999999999E7, -99999999.99, 9, 9, 9, 9, 1.0E8, 9.999999999E7, 99999999.99], op=INSERT, meta=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[0, null, null, null, null, null, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='abs'),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', '*', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` TINYINT,`small_c` SMALLINT,`int_c` INT,`bigint_c` BIGINT,`float_c` FLOAT,`double_c` DOUBLE,`decimal_c` DECIMAL(10, 2),`valid_char_c` VARCHAR(17),`invalid_char_c` VARCHAR(17)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6.7, -8.9, -10.11, -12.13, foo], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0.0, 0.0, 0.00, 0, bar], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6.7, 8.9, 10.11, 12.13, baz], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='*', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', '*', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` TINYINT,`small_c` SMALLINT,`int_c` INT,`bigint_c` BIGINT,`float_c` FLOAT,`double_c` DOUBLE,`decimal_c` DECIMAL(10, 2),`valid_char_c` VARCHAR(17),`invalid_char_c` VARCHAR(17)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6.7, -8.9, -10.11, -12.13, foo], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0.0, 0.0, 0.00, 0, bar], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6.7, 8.9, 10.11, 12.13, baz], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='*', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS BOOLEAN) AS tiny_c, CAST(small_c AS BOOLEAN) AS small_c, CAST(int_c AS BOOLEAN) AS int_c, CAST(bigint_c AS BOOLEAN) AS bigint_c, CAST(float_c AS BOOLEAN) AS float_c, CAST(double_c AS BOOLEAN) AS double_c, CAST(decimal_c AS BOOLEAN) AS decimal_c, CAST(valid_char_c AS BOOLEAN) AS valid_char_c, CAST(invalid_char_c AS BOOLEAN) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` BOOLEAN,`small_c` BOOLEAN,`int_c` BOOLEAN,`bigint_c` BOOLEAN,`float_c` BOOLEAN,`double_c` BOOLEAN,`decimal_c` BOOLEAN,`valid_char_c` BOOLEAN,`invalid_char_c` BOOLEAN}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, true, true, true, true, true, true, true, false, false], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, false, false, false, false, false, false, false, false, false], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, true, true, true, true, true, true, true, false, false], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='BOOLEAN', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS BOOLEAN) AS tiny_c, CAST(small_c AS BOOLEAN) AS small_c, CAST(int_c AS BOOLEAN) AS int_c, CAST(bigint_c AS BOOLEAN) AS bigint_c, CAST(float_c AS BOOLEAN) AS float_c, CAST(double_c AS BOOLEAN) AS double_c, CAST(decimal_c AS BOOLEAN) AS decimal_c, CAST(valid_char_c AS BOOLEAN) AS valid_char_c, CAST(invalid_char_c AS BOOLEAN) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` BOOLEAN,`small_c` BOOLEAN,`int_c` BOOLEAN,`bigint_c` BOOLEAN,`float_c` BOOLEAN,`double_c` BOOLEAN,`decimal_c` BOOLEAN,`valid_char_c` BOOLEAN,`invalid_char_c` BOOLEAN}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, true, true, true, true, true, true, true, false, false], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, false, false, false, false, false, false, false, false, false], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, true, true, true, true, true, true, true, false, false], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='BOOLEAN', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS TINYINT) AS tiny_c, CAST(small_c AS TINYINT) AS small_c, CAST(int_c AS TINYINT) AS int_c, CAST(bigint_c AS TINYINT) AS bigint_c, CAST(float_c AS TINYINT) AS float_c, CAST(double_c AS TINYINT) AS double_c, CAST(decimal_c AS TINYINT) AS decimal_c, CAST(valid_char_c AS TINYINT) AS valid_char_c, CAST(invalid_char_c AS TINYINT) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` TINYINT,`small_c` TINYINT,`int_c` TINYINT,`bigint_c` TINYINT,`float_c` TINYINT,`double_c` TINYINT,`decimal_c` TINYINT,`valid_char_c` TINYINT,`invalid_char_c` TINYINT}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='TINYINT', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS TINYINT) AS tiny_c, CAST(small_c AS TINYINT) AS small_c, CAST(int_c AS TINYINT) AS int_c, CAST(bigint_c AS TINYINT) AS bigint_c, CAST(float_c AS TINYINT) AS float_c, CAST(double_c AS TINYINT) AS double_c, CAST(decimal_c AS TINYINT) AS decimal_c, CAST(valid_char_c AS TINYINT) AS valid_char_c, CAST(invalid_char_c AS TINYINT) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` TINYINT,`small_c` TINYINT,`int_c` TINYINT,`bigint_c` TINYINT,`float_c` TINYINT,`double_c` TINYINT,`decimal_c` TINYINT,`valid_char_c` TINYINT,`invalid_char_c` TINYINT}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='TINYINT', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS SMALLINT) AS tiny_c, CAST(small_c AS SMALLINT) AS small_c, CAST(int_c AS SMALLINT) AS int_c, CAST(bigint_c AS SMALLINT) AS bigint_c, CAST(float_c AS SMALLINT) AS float_c, CAST(double_c AS SMALLINT) AS double_c, CAST(decimal_c AS SMALLINT) AS decimal_c, CAST(valid_char_c AS SMALLINT) AS valid_char_c, CAST(invalid_char_c AS SMALLINT) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` SMALLINT,`small_c` SMALLINT,`int_c` SMALLINT,`bigint_c` SMALLINT,`float_c` SMALLINT,`double_c` SMALLINT,`decimal_c` SMALLINT,`valid_char_c` SMALLINT,`invalid_char_c` SMALLINT}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='SMALLINT', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS SMALLINT) AS tiny_c, CAST(small_c AS SMALLINT) AS small_c, CAST(int_c AS SMALLINT) AS int_c, CAST(bigint_c AS SMALLINT) AS bigint_c, CAST(float_c AS SMALLINT) AS float_c, CAST(double_c AS SMALLINT) AS double_c, CAST(decimal_c AS SMALLINT) AS decimal_c, CAST(valid_char_c AS SMALLINT) AS valid_char_c, CAST(invalid_char_c AS SMALLINT) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` SMALLINT,`small_c` SMALLINT,`int_c` SMALLINT,`bigint_c` SMALLINT,`float_c` SMALLINT,`double_c` SMALLINT,`decimal_c` SMALLINT,`valid_char_c` SMALLINT,`invalid_char_c` SMALLINT}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='SMALLINT', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS INT) AS tiny_c, CAST(small_c AS INT) AS small_c, CAST(int_c AS INT) AS int_c, CAST(bigint_c AS INT) AS bigint_c, CAST(float_c AS INT) AS float_c, CAST(double_c AS INT) AS double_c, CAST(decimal_c AS INT) AS decimal_c, CAST(valid_char_c AS INT) AS valid_char_c, CAST(invalid_char_c AS INT) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` INT,`small_c` INT,`int_c` INT,`bigint_c` INT,`float_c` INT,`double_c` INT,`decimal_c` INT,`valid_char_c` INT,`invalid_char_c` INT}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='INT', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS INT) AS tiny_c, CAST(small_c AS INT) AS small_c, CAST(int_c AS INT) AS int_c, CAST(bigint_c AS INT) AS bigint_c, CAST(float_c AS INT) AS float_c, CAST(double_c AS INT) AS double_c, CAST(decimal_c AS INT) AS decimal_c, CAST(valid_char_c AS INT) AS valid_char_c, CAST(invalid_char_c AS INT) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` INT,`small_c` INT,`int_c` INT,`bigint_c` INT,`float_c` INT,`double_c` INT,`decimal_c` INT,`valid_char_c` INT,`invalid_char_c` INT}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='INT', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS BIGINT) AS tiny_c, CAST(small_c AS BIGINT) AS small_c, CAST(int_c AS BIGINT) AS int_c, CAST(bigint_c AS BIGINT) AS bigint_c, CAST(float_c AS BIGINT) AS float_c, CAST(double_c AS BIGINT) AS double_c, CAST(decimal_c AS BIGINT) AS decimal_c, CAST(valid_char_c AS BIGINT) AS valid_char_c, CAST(invalid_char_c AS BIGINT) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` BIGINT,`small_c` BIGINT,`int_c` BIGINT,`bigint_c` BIGINT,`float_c` BIGINT,`double_c` BIGINT,`decimal_c` BIGINT,`valid_char_c` BIGINT,`invalid_char_c` BIGINT}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='BIGINT', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS BIGINT) AS tiny_c, CAST(small_c AS BIGINT) AS small_c, CAST(int_c AS BIGINT) AS int_c, CAST(bigint_c AS BIGINT) AS bigint_c, CAST(float_c AS BIGINT) AS float_c, CAST(double_c AS BIGINT) AS double_c, CAST(decimal_c AS BIGINT) AS decimal_c, CAST(valid_char_c AS BIGINT) AS valid_char_c, CAST(invalid_char_c AS BIGINT) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` BIGINT,`small_c` BIGINT,`int_c` BIGINT,`bigint_c` BIGINT,`float_c` BIGINT,`double_c` BIGINT,`decimal_c` BIGINT,`valid_char_c` BIGINT,`invalid_char_c` BIGINT}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='BIGINT', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS FLOAT) AS tiny_c, CAST(small_c AS FLOAT) AS small_c, CAST(int_c AS FLOAT) AS int_c, CAST(bigint_c AS FLOAT) AS bigint_c, CAST(float_c AS FLOAT) AS float_c, CAST(double_c AS FLOAT) AS double_c, CAST(decimal_c AS FLOAT) AS decimal_c, CAST(valid_char_c AS FLOAT) AS valid_char_c, CAST(invalid_char_c AS FLOAT) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` FLOAT,`small_c` FLOAT,`int_c` FLOAT,`bigint_c` FLOAT,`float_c` FLOAT,`double_c` FLOAT,`decimal_c` FLOAT,`valid_char_c` FLOAT,`invalid_char_c` FLOAT}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0, -3.0, -4.0, -5.0, -6.7, -8.9, -10.11, -12.13, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0, 3.0, 4.0, 5.0, 6.7, 8.9, 10.11, 12.13, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='FLOAT', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS FLOAT) AS tiny_c, CAST(small_c AS FLOAT) AS small_c, CAST(int_c AS FLOAT) AS int_c, CAST(bigint_c AS FLOAT) AS bigint_c, CAST(float_c AS FLOAT) AS float_c, CAST(double_c AS FLOAT) AS double_c, CAST(decimal_c AS FLOAT) AS decimal_c, CAST(valid_char_c AS FLOAT) AS valid_char_c, CAST(invalid_char_c AS FLOAT) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` FLOAT,`small_c` FLOAT,`int_c` FLOAT,`bigint_c` FLOAT,`float_c` FLOAT,`double_c` FLOAT,`decimal_c` FLOAT,`valid_char_c` FLOAT,`invalid_char_c` FLOAT}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0, -3.0, -4.0, -5.0, -6.7, -8.9, -10.11, -12.13, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0, 3.0, 4.0, 5.0, 6.7, 8.9, 10.11, 12.13, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='FLOAT', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS DOUBLE) AS tiny_c, CAST(small_c AS DOUBLE) AS small_c, CAST(int_c AS DOUBLE) AS int_c, CAST(bigint_c AS DOUBLE) AS bigint_c, CAST(float_c AS DOUBLE) AS float_c, CAST(double_c AS DOUBLE) AS double_c, CAST(decimal_c AS DOUBLE) AS decimal_c, CAST(valid_char_c AS DOUBLE) AS valid_char_c, CAST(invalid_char_c AS DOUBLE) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DOUBLE,`small_c` DOUBLE,`int_c` DOUBLE,`bigint_c` DOUBLE,`float_c` DOUBLE,`double_c` DOUBLE,`decimal_c` DOUBLE,`valid_char_c` DOUBLE,`invalid_char_c` DOUBLE}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0, -3.0, -4.0, -5.0, -6.699999809265137, -8.9, -10.11, -12.13, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0, 3.0, 4.0, 5.0, 6.699999809265137, 8.9, 10.11, 12.13, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DOUBLE', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS DOUBLE) AS tiny_c, CAST(small_c AS DOUBLE) AS small_c, CAST(int_c AS DOUBLE) AS int_c, CAST(bigint_c AS DOUBLE) AS bigint_c, CAST(float_c AS DOUBLE) AS float_c, CAST(double_c AS DOUBLE) AS double_c, CAST(decimal_c AS DOUBLE) AS decimal_c, CAST(valid_char_c AS DOUBLE) AS valid_char_c, CAST(invalid_char_c AS DOUBLE) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DOUBLE,`small_c` DOUBLE,`int_c` DOUBLE,`bigint_c` DOUBLE,`float_c` DOUBLE,`double_c` DOUBLE,`decimal_c` DOUBLE,`valid_char_c` DOUBLE,`invalid_char_c` DOUBLE}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0, -3.0, -4.0, -5.0, -6.699999809265137, -8.9, -10.11, -12.13, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0, 3.0, 4.0, 5.0, 6.699999809265137, 8.9, 10.11, 12.13, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DOUBLE', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS DECIMAL(1, 0)) AS tiny_c, CAST(small_c AS DECIMAL(1, 0)) AS small_c, CAST(int_c AS DECIMAL(1, 0)) AS int_c, CAST(bigint_c AS DECIMAL(1, 0)) AS bigint_c, CAST(float_c AS DECIMAL(1, 0)) AS float_c, CAST(double_c AS DECIMAL(1, 0)) AS double_c, CAST(decimal_c AS DECIMAL(1, 0)) AS decimal_c, CAST(valid_char_c AS DECIMAL(1, 0)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(1, 0)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(1, 0),`small_c` DECIMAL(1, 0),`int_c` DECIMAL(1, 0),`bigint_c` DECIMAL(1, 0),`float_c` DECIMAL(1, 0),`double_c` DECIMAL(1, 0),`decimal_c` DECIMAL(1, 0),`valid_char_c` DECIMAL(1, 0),`invalid_char_c` DECIMAL(1, 0)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -7, -9, null, null, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 7, 9, null, null, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(1, 0)', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS DECIMAL(1, 0)) AS tiny_c, CAST(small_c AS DECIMAL(1, 0)) AS small_c, CAST(int_c AS DECIMAL(1, 0)) AS int_c, CAST(bigint_c AS DECIMAL(1, 0)) AS bigint_c, CAST(float_c AS DECIMAL(1, 0)) AS float_c, CAST(double_c AS DECIMAL(1, 0)) AS double_c, CAST(decimal_c AS DECIMAL(1, 0)) AS decimal_c, CAST(valid_char_c AS DECIMAL(1, 0)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(1, 0)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(1, 0),`small_c` DECIMAL(1, 0),`int_c` DECIMAL(1, 0),`bigint_c` DECIMAL(1, 0),`float_c` DECIMAL(1, 0),`double_c` DECIMAL(1, 0),`decimal_c` DECIMAL(1, 0),`valid_char_c` DECIMAL(1, 0),`invalid_char_c` DECIMAL(1, 0)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -7, -9, null, null, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 7, 9, null, null, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(1, 0)', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS DECIMAL(2, 0)) AS tiny_c, CAST(small_c AS DECIMAL(2, 0)) AS small_c, CAST(int_c AS DECIMAL(2, 0)) AS int_c, CAST(bigint_c AS DECIMAL(2, 0)) AS bigint_c, CAST(float_c AS DECIMAL(2, 0)) AS float_c, CAST(double_c AS DECIMAL(2, 0)) AS double_c, CAST(decimal_c AS DECIMAL(2, 0)) AS decimal_c, CAST(valid_char_c AS DECIMAL(2, 0)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(2, 0)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(2, 0),`small_c` DECIMAL(2, 0),`int_c` DECIMAL(2, 0),`bigint_c` DECIMAL(2, 0),`float_c` DECIMAL(2, 0),`double_c` DECIMAL(2, 0),`decimal_c` DECIMAL(2, 0),`valid_char_c` DECIMAL(2, 0),`invalid_char_c` DECIMAL(2, 0)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -7, -9, -10, -12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 7, 9, 10, 12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(2, 0)', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS DECIMAL(2, 0)) AS tiny_c, CAST(small_c AS DECIMAL(2, 0)) AS small_c, CAST(int_c AS DECIMAL(2, 0)) AS int_c, CAST(bigint_c AS DECIMAL(2, 0)) AS bigint_c, CAST(float_c AS DECIMAL(2, 0)) AS float_c, CAST(double_c AS DECIMAL(2, 0)) AS double_c, CAST(decimal_c AS DECIMAL(2, 0)) AS decimal_c, CAST(valid_char_c AS DECIMAL(2, 0)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(2, 0)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(2, 0),`small_c` DECIMAL(2, 0),`int_c` DECIMAL(2, 0),`bigint_c` DECIMAL(2, 0),`float_c` DECIMAL(2, 0),`double_c` DECIMAL(2, 0),`decimal_c` DECIMAL(2, 0),`valid_char_c` DECIMAL(2, 0),`invalid_char_c` DECIMAL(2, 0)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -7, -9, -10, -12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 7, 9, 10, 12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(2, 0)', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS DECIMAL(3, 1)) AS tiny_c, CAST(small_c AS DECIMAL(3, 1)) AS small_c, CAST(int_c AS DECIMAL(3, 1)) AS int_c, CAST(bigint_c AS DECIMAL(3, 1)) AS bigint_c, CAST(float_c AS DECIMAL(3, 1)) AS float_c, CAST(double_c AS DECIMAL(3, 1)) AS double_c, CAST(decimal_c AS DECIMAL(3, 1)) AS decimal_c, CAST(valid_char_c AS DECIMAL(3, 1)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(3, 1)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(3, 1),`small_c` DECIMAL(3, 1),`int_c` DECIMAL(3, 1),`bigint_c` DECIMAL(3, 1),`float_c` DECIMAL(3, 1),`double_c` DECIMAL(3, 1),`decimal_c` DECIMAL(3, 1),`valid_char_c` DECIMAL(3, 1),`invalid_char_c` DECIMAL(3, 1)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0, -3.0, -4.0, -5.0, -6.7, -8.9, -10.1, -12.1, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0, 3.0, 4.0, 5.0, 6.7, 8.9, 10.1, 12.1, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(3, 1)', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS DECIMAL(3, 1)) AS tiny_c, CAST(small_c AS DECIMAL(3, 1)) AS small_c, CAST(int_c AS DECIMAL(3, 1)) AS int_c, CAST(bigint_c AS DECIMAL(3, 1)) AS bigint_c, CAST(float_c AS DECIMAL(3, 1)) AS float_c, CAST(double_c AS DECIMAL(3, 1)) AS double_c, CAST(decimal_c AS DECIMAL(3, 1)) AS decimal_c, CAST(valid_char_c AS DECIMAL(3, 1)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(3, 1)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(3, 1),`small_c` DECIMAL(3, 1),`int_c` DECIMAL(3, 1),`bigint_c` DECIMAL(3, 1),`float_c` DECIMAL(3, 1),`double_c` DECIMAL(3, 1),`decimal_c` DECIMAL(3, 1),`valid_char_c` DECIMAL(3, 1),`invalid_char_c` DECIMAL(3, 1)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0, -3.0, -4.0, -5.0, -6.7, -8.9, -10.1, -12.1, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0, 3.0, 4.0, 5.0, 6.7, 8.9, 10.1, 12.1, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(3, 1)', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS DECIMAL(19, 10)) AS tiny_c, CAST(small_c AS DECIMAL(19, 10)) AS small_c, CAST(int_c AS DECIMAL(19, 10)) AS int_c, CAST(bigint_c AS DECIMAL(19, 10)) AS bigint_c, CAST(float_c AS DECIMAL(19, 10)) AS float_c, CAST(double_c AS DECIMAL(19, 10)) AS double_c, CAST(decimal_c AS DECIMAL(19, 10)) AS decimal_c, CAST(valid_char_c AS DECIMAL(19, 10)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(19, 10)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(19, 10),`small_c` DECIMAL(19, 10),`int_c` DECIMAL(19, 10),`bigint_c` DECIMAL(19, 10),`float_c` DECIMAL(19, 10),`double_c` DECIMAL(19, 10),`decimal_c` DECIMAL(19, 10),`valid_char_c` DECIMAL(19, 10),`invalid_char_c` DECIMAL(19, 10)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0000000000, -3.0000000000, -4.0000000000, -5.0000000000, -6.7000000000, -8.9000000000, -10.1100000000, -12.1300000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0000000000, 3.0000000000, 4.0000000000, 5.0000000000, 6.7000000000, 8.9000000000, 10.1100000000, 12.1300000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(19, 10)', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS DECIMAL(19, 10)) AS tiny_c, CAST(small_c AS DECIMAL(19, 10)) AS small_c, CAST(int_c AS DECIMAL(19, 10)) AS int_c, CAST(bigint_c AS DECIMAL(19, 10)) AS bigint_c, CAST(float_c AS DECIMAL(19, 10)) AS float_c, CAST(double_c AS DECIMAL(19, 10)) AS double_c, CAST(decimal_c AS DECIMAL(19, 10)) AS decimal_c, CAST(valid_char_c AS DECIMAL(19, 10)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(19, 10)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(19, 10),`small_c` DECIMAL(19, 10),`int_c` DECIMAL(19, 10),`bigint_c` DECIMAL(19, 10),`float_c` DECIMAL(19, 10),`double_c` DECIMAL(19, 10),`decimal_c` DECIMAL(19, 10),`valid_char_c` DECIMAL(19, 10),`invalid_char_c` DECIMAL(19, 10)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0000000000, -3.0000000000, -4.0000000000, -5.0000000000, -6.7000000000, -8.9000000000, -10.1100000000, -12.1300000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0000000000, 3.0000000000, 4.0000000000, 5.0000000000, 6.7000000000, 8.9000000000, 10.1100000000, 12.1300000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(19, 10)', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS DECIMAL(38, 0)) AS tiny_c, CAST(small_c AS DECIMAL(38, 0)) AS small_c, CAST(int_c AS DECIMAL(38, 0)) AS int_c, CAST(bigint_c AS DECIMAL(38, 0)) AS bigint_c, CAST(float_c AS DECIMAL(38, 0)) AS float_c, CAST(double_c AS DECIMAL(38, 0)) AS double_c, CAST(decimal_c AS DECIMAL(38, 0)) AS decimal_c, CAST(valid_char_c AS DECIMAL(38, 0)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(38, 0)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(38, 0),`small_c` DECIMAL(38, 0),`int_c` DECIMAL(38, 0),`bigint_c` DECIMAL(38, 0),`float_c` DECIMAL(38, 0),`double_c` DECIMAL(38, 0),`decimal_c` DECIMAL(38, 0),`valid_char_c` DECIMAL(38, 0),`invalid_char_c` DECIMAL(38, 0)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -7, -9, -10, -12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 7, 9, 10, 12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(38, 0)', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS DECIMAL(38, 10)) AS tiny_c, CAST(small_c AS DECIMAL(38, 10)) AS small_c, CAST(int_c AS DECIMAL(38, 10)) AS int_c, CAST(bigint_c AS DECIMAL(38, 10)) AS bigint_c, CAST(float_c AS DECIMAL(38, 10)) AS float_c, CAST(double_c AS DECIMAL(38, 10)) AS double_c, CAST(decimal_c AS DECIMAL(38, 10)) AS decimal_c, CAST(valid_char_c AS DECIMAL(38, 10)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(38, 10)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(38, 10),`small_c` DECIMAL(38, 10),`int_c` DECIMAL(38, 10),`bigint_c` DECIMAL(38, 10),`float_c` DECIMAL(38, 10),`double_c` DECIMAL(38, 10),`decimal_c` DECIMAL(38, 10),`valid_char_c` DECIMAL(38, 10),`invalid_char_c` DECIMAL(38, 10)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0000000000, -3.0000000000, -4.0000000000, -5.0000000000, -6.7000000000, -8.9000000000, -10.1100000000, -12.1300000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0000000000, 3.0000000000, 4.0000000000, 5.0000000000, 6.7000000000, 8.9000000000, 10.1100000000, 12.1300000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(38, 10)', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_38]', 'id, CAST(tiny_c AS DECIMAL(38, 18)) AS tiny_c, CAST(small_c AS DECIMAL(38, 18)) AS small_c, CAST(int_c AS DECIMAL(38, 18)) AS int_c, CAST(bigint_c AS DECIMAL(38, 18)) AS bigint_c, CAST(float_c AS DECIMAL(38, 18)) AS float_c, CAST(double_c AS DECIMAL(38, 18)) AS double_c, CAST(decimal_c AS DECIMAL(38, 18)) AS decimal_c, CAST(valid_char_c AS DECIMAL(38, 18)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(38, 18)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(38, 18),`small_c` DECIMAL(38, 18),`int_c` DECIMAL(38, 18),`bigint_c` DECIMAL(38, 18),`float_c` DECIMAL(38, 18),`double_c` DECIMAL(38, 18),`decimal_c` DECIMAL(38, 18),`valid_char_c` DECIMAL(38, 18),`invalid_char_c` DECIMAL(38, 18)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.000000000000000000, -3.000000000000000000, -4.000000000000000000, -5.000000000000000000, -6.700000000000000000, -8.900000000000000000, -10.110000000000000000, -12.130000000000000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.000000000000000000, 3.000000000000000000, 4.000000000000000000, 5.000000000000000000, 6.700000000000000000, 8.900000000000000000, 10.110000000000000000, 12.130000000000000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(38, 18)', precision=38),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS DECIMAL(38, 0)) AS tiny_c, CAST(small_c AS DECIMAL(38, 0)) AS small_c, CAST(int_c AS DECIMAL(38, 0)) AS int_c, CAST(bigint_c AS DECIMAL(38, 0)) AS bigint_c, CAST(float_c AS DECIMAL(38, 0)) AS float_c, CAST(double_c AS DECIMAL(38, 0)) AS double_c, CAST(decimal_c AS DECIMAL(38, 0)) AS decimal_c, CAST(valid_char_c AS DECIMAL(38, 0)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(38, 0)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(19, 0),`small_c` DECIMAL(19, 0),`int_c` DECIMAL(19, 0),`bigint_c` DECIMAL(19, 0),`float_c` DECIMAL(19, 0),`double_c` DECIMAL(19, 0),`decimal_c` DECIMAL(19, 0),`valid_char_c` DECIMAL(19, 0),`invalid_char_c` DECIMAL(19, 0)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -7, -9, -10, -12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 7, 9, 10, 12, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(38, 0)', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS DECIMAL(38, 10)) AS tiny_c, CAST(small_c AS DECIMAL(38, 10)) AS small_c, CAST(int_c AS DECIMAL(38, 10)) AS int_c, CAST(bigint_c AS DECIMAL(38, 10)) AS bigint_c, CAST(float_c AS DECIMAL(38, 10)) AS float_c, CAST(double_c AS DECIMAL(38, 10)) AS double_c, CAST(decimal_c AS DECIMAL(38, 10)) AS decimal_c, CAST(valid_char_c AS DECIMAL(38, 10)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(38, 10)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(19, 10),`small_c` DECIMAL(19, 10),`int_c` DECIMAL(19, 10),`bigint_c` DECIMAL(19, 10),`float_c` DECIMAL(19, 10),`double_c` DECIMAL(19, 10),`decimal_c` DECIMAL(19, 10),`valid_char_c` DECIMAL(19, 10),`invalid_char_c` DECIMAL(19, 10)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0000000000, -3.0000000000, -4.0000000000, -5.0000000000, -6.7000000000, -8.9000000000, -10.1100000000, -12.1300000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0000000000, 3.0000000000, 4.0000000000, 5.0000000000, 6.7000000000, 8.9000000000, 10.1100000000, 12.1300000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(38, 10)', precision=19),
-    ITCase('testNumericCastingsWithTruncation[UP_TO_19]', 'id, CAST(tiny_c AS DECIMAL(38, 18)) AS tiny_c, CAST(small_c AS DECIMAL(38, 18)) AS small_c, CAST(int_c AS DECIMAL(38, 18)) AS int_c, CAST(bigint_c AS DECIMAL(38, 18)) AS bigint_c, CAST(float_c AS DECIMAL(38, 18)) AS float_c, CAST(double_c AS DECIMAL(38, 18)) AS double_c, CAST(decimal_c AS DECIMAL(38, 18)) AS decimal_c, CAST(valid_char_c AS DECIMAL(38, 18)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(38, 18)) AS invalid_char_c', None, ['CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(19, 18),`small_c` DECIMAL(19, 18),`int_c` DECIMAL(19, 18),`bigint_c` DECIMAL(19, 18),`float_c` DECIMAL(19, 18),`double_c` DECIMAL(19, 18),`decimal_c` DECIMAL(19, 18),`valid_char_c` DECIMAL(19, 18),`invalid_char_c` DECIMAL(19, 18)}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.000000000000000000, -3.000000000000000000, -4.000000000000000000, -5.000000000000000000, -6.700000000000000000, -8.900000000000000000, null, null, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.000000000000000000, 3.000000000000000000, 4.000000000000000000, 5.000000000000000000, 6.700000000000000000, 8.900000000000000000, null, null, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}'], sources='numeric_casting', label='DECIMAL(38, 18)', precision=19),
+    ITCase('testFloorCeilAndRoundFunction',
+        '*, CEIL(tinyint_col)   AS ceil_tinyint,CEIL(smallint_col)  AS ceil_smallint,CEIL(int_col)       AS ceil_int'
+        ',CEIL(bigint_col)    AS ceil_bigint,CEIL(float_col)     AS ceil_float,CEIL(double_col)    AS ceil_double,CE'
+        'IL(decimal_col)   AS ceil_decimal,CEILING(tinyint_col)   AS ceiling_tinyint,CEILING(smallint_col)  AS ceili'
+        'ng_smallint,CEILING(int_col)       AS ceiling_int,CEILING(bigint_col)    AS ceiling_bigint,CEILING(float_co'
+        'l)     AS ceiling_float,CEILING(double_col)    AS ceiling_double,CEILING(decimal_col)   AS ceiling_decimal,'
+        'FLOOR(tinyint_col)  AS floor_tinyint,FLOOR(smallint_col) AS floor_smallint,FLOOR(int_col)      AS floor_int'
+        ',FLOOR(bigint_col)   AS floor_bigint,FLOOR(float_col)    AS floor_float,FLOOR(double_col)   AS floor_double'
+        ',FLOOR(decimal_col)  AS floor_decimal,ROUND(tinyint_col, 2)  AS round_tinyint,ROUND(smallint_col, 2) AS rou'
+        'nd_smallint,ROUND(int_col, 2)      AS round_int,ROUND(bigint_col, 2)   AS round_bigint,ROUND(float_col, 2) '
+        '   AS round_float,ROUND(double_col, 2)   AS round_double,ROUND(decimal_col, 2)  AS round_decimal,ROUND(tiny'
+        'int_col, 0)  AS round_0_tinyint,ROUND(smallint_col, 0) AS round_0_smallint,ROUND(int_col, 0)      AS round_'
+        '0_int,ROUND(bigint_col, 0)   AS round_0_bigint,ROUND(float_col, 0)    AS round_0_float,ROUND(double_col, 0)'
+        '   AS round_0_double,ROUND(decimal_col, 0)  AS round_0_decimal',
+        None,
+        [
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`'
+            'tinyint_col` TINYINT,`smallint_col` SMALLINT,`int_col` INT,`bigint_col` BIGINT,`float_col` FLOAT,`doubl'
+            'e_col` DOUBLE,`decimal_col` DECIMAL(10, 3),`ceil_tinyint` TINYINT,`ceil_smallint` SMALLINT,`ceil_int` I'
+            'NT,`ceil_bigint` BIGINT,`ceil_float` FLOAT,`ceil_double` DOUBLE,`ceil_decimal` DECIMAL(10, 0),`ceiling_'
+            'tinyint` TINYINT,`ceiling_smallint` SMALLINT,`ceiling_int` INT,`ceiling_bigint` BIGINT,`ceiling_float` '
+            'FLOAT,`ceiling_double` DOUBLE,`ceiling_decimal` DECIMAL(10, 0),`floor_tinyint` TINYINT,`floor_smallint`'
+            ' SMALLINT,`floor_int` INT,`floor_bigint` BIGINT,`floor_float` FLOAT,`floor_double` DOUBLE,`floor_decima'
+            'l` DECIMAL(10, 0),`round_tinyint` TINYINT,`round_smallint` SMALLINT,`round_int` INT,`round_bigint` BIGI'
+            'NT,`round_float` FLOAT,`round_double` DOUBLE,`round_decimal` DECIMAL(10, 2),`round_0_tinyint` TINYINT,`'
+            'round_0_smallint` SMALLINT,`round_0_int` INT,`round_0_bigint` BIGINT,`round_0_float` FLOAT,`round_0_dou'
+            'ble` DOUBLE,`round_0_decimal` DECIMAL(8, 0)}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, 1, 1, 1, 1, 1.1'
+            ', 1.1, 1.100, 1, 1, 1, 1, 2.0, 2.0, 2, 1, 1, 1, 1, 2.0, 2.0, 2, 1, 1, 1, 1, 1.0, 1.0, 1, 1, 1, 1, 1, 1.'
+            '1, 1.1, 1.10, 1, 1, 1, 1, 1.0, 1.0, 1], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[4, 4, 4, 4, 4, 4.4'
+            '4, 4.44, 4.440, 4, 4, 4, 4, 5.0, 5.0, 5, 4, 4, 4, 4, 5.0, 5.0, 5, 4, 4, 4, 4, 4.0, 4.0, 4, 4, 4, 4, 4, '
+            '4.44, 4.44, 4.44, 4, 4, 4, 4, 4.0, 4.0, 4], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[5, 5, 5, 5, 5, 5.5'
+            '55, 5.555, 5.555, 5, 5, 5, 5, 6.0, 6.0, 6, 5, 5, 5, 5, 6.0, 6.0, 6, 5, 5, 5, 5, 5.0, 5.0, 5, 5, 5, 5, 5'
+            ', 5.56, 5.56, 5.56, 5, 5, 5, 5, 6.0, 6.0, 6], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[9, 9, 9, 9, 9, 1.0'
+            'E7, 9999999.999, 9999999.999, 9, 9, 9, 9, 1.0E7, 1.0E7, 10000000, 9, 9, 9, 9, 1.0E7, 1.0E7, 10000000, 9'
+            ', 9, 9, 9, 1.0E7, 9999999.0, 9999999, 9, 9, 9, 9, 1.0E7, 1.0E7, 10000000.00, 9, 9, 9, 9, 1.0E7, 1.0E7, '
+            '10000000], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[0, null, null, nul'
+            'l, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null'
+            ', null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null,'
+            ' null, null, null, null, null], op=INSERT, meta=()}',
+        ],
+        sources='floor_ceil_round'),
+    ITCase('testAbsFunction',
+        '*, ABS(tinyint_col)   AS abs_tinyint,ABS(smallint_col)  AS abs_smallint,ABS(int_col)       AS abs_int,ABS(b'
+        'igint_col)    AS abs_bigint,ABS(float_col)     AS abs_float,ABS(double_col)    AS abs_double,ABS(decimal_co'
+        'l)   AS abs_decimal',
+        None,
+        [
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`'
+            'tinyint_col` TINYINT,`smallint_col` SMALLINT,`int_col` INT,`bigint_col` BIGINT,`float_col` FLOAT,`doubl'
+            'e_col` DOUBLE,`decimal_col` DECIMAL(10, 2),`abs_tinyint` TINYINT,`abs_smallint` SMALLINT,`abs_int` INT,'
+            '`abs_bigint` BIGINT,`abs_float` FLOAT,`abs_double` DOUBLE,`abs_decimal` DECIMAL(10, 2)}, primaryKeys=id'
+            ', options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, 1, 1, 1, 1, 1.1'
+            ', 1.1, 1.10, 1, 1, 1, 1, 1.1, 1.1, 1.10], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[-4, -4, -4, -4, -4'
+            ', -4.44, -4.44, -4.44, 4, 4, 4, 4, 4.44, 4.44, 4.44], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[-9, -9, -9, -9, -9'
+            ', -1.0E8, -9.999999999E7, -99999999.99, 9, 9, 9, 9, 1.0E8, 9.999999999E7, 99999999.99], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[0, null, null, nul'
+            'l, null, null, null, null, null, null, null, null, null, null, null], op=INSERT, meta=()}',
+        ],
+        sources='abs'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        '*',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` TINYINT,`small_c` SM'
+            'ALLINT,`int_c` INT,`bigint_c` BIGINT,`float_c` FLOAT,`double_c` DOUBLE,`decimal_c` DECIMAL(10, 2),`vali'
+            'd_char_c` VARCHAR(17),`invalid_char_c` VARCHAR(17)}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6.7, -8.9, -10.11, -12.13, f'
+            'oo], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0.0, 0.0, 0.00, 0, bar], op=INSERT'
+            ', meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6.7, 8.9, 10.11, 12.13, baz], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='*'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        '*',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` TINYINT,`small_c` SM'
+            'ALLINT,`int_c` INT,`bigint_c` BIGINT,`float_c` FLOAT,`double_c` DOUBLE,`decimal_c` DECIMAL(10, 2),`vali'
+            'd_char_c` VARCHAR(17),`invalid_char_c` VARCHAR(17)}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6.7, -8.9, -10.11, -12.13, f'
+            'oo], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0.0, 0.0, 0.00, 0, bar], op=INSERT'
+            ', meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6.7, 8.9, 10.11, 12.13, baz], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='*'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS BOOLEAN) AS tiny_c, CAST(small_c AS BOOLEAN) AS small_c, CAST(int_c AS BOOLEAN) AS int_c'
+        ', CAST(bigint_c AS BOOLEAN) AS bigint_c, CAST(float_c AS BOOLEAN) AS float_c, CAST(double_c AS BOOLEAN) AS '
+        'double_c, CAST(decimal_c AS BOOLEAN) AS decimal_c, CAST(valid_char_c AS BOOLEAN) AS valid_char_c, CAST(inva'
+        'lid_char_c AS BOOLEAN) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` BOOLEAN,`small_c` BO'
+            'OLEAN,`int_c` BOOLEAN,`bigint_c` BOOLEAN,`float_c` BOOLEAN,`double_c` BOOLEAN,`decimal_c` BOOLEAN,`vali'
+            'd_char_c` BOOLEAN,`invalid_char_c` BOOLEAN}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, true, true, true, true, true, true, true, fal'
+            'se, false], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, false, false, false, false, false, false, fals'
+            'e, false, false], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, true, true, true, true, true, true, true, fals'
+            'e, false], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='BOOLEAN'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS BOOLEAN) AS tiny_c, CAST(small_c AS BOOLEAN) AS small_c, CAST(int_c AS BOOLEAN) AS int_c'
+        ', CAST(bigint_c AS BOOLEAN) AS bigint_c, CAST(float_c AS BOOLEAN) AS float_c, CAST(double_c AS BOOLEAN) AS '
+        'double_c, CAST(decimal_c AS BOOLEAN) AS decimal_c, CAST(valid_char_c AS BOOLEAN) AS valid_char_c, CAST(inva'
+        'lid_char_c AS BOOLEAN) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` BOOLEAN,`small_c` BO'
+            'OLEAN,`int_c` BOOLEAN,`bigint_c` BOOLEAN,`float_c` BOOLEAN,`double_c` BOOLEAN,`decimal_c` BOOLEAN,`vali'
+            'd_char_c` BOOLEAN,`invalid_char_c` BOOLEAN}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, true, true, true, true, true, true, true, fal'
+            'se, false], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, false, false, false, false, false, false, fals'
+            'e, false, false], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, true, true, true, true, true, true, true, fals'
+            'e, false], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='BOOLEAN'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS TINYINT) AS tiny_c, CAST(small_c AS TINYINT) AS small_c, CAST(int_c AS TINYINT) AS int_c'
+        ', CAST(bigint_c AS TINYINT) AS bigint_c, CAST(float_c AS TINYINT) AS float_c, CAST(double_c AS TINYINT) AS '
+        'double_c, CAST(decimal_c AS TINYINT) AS decimal_c, CAST(valid_char_c AS TINYINT) AS valid_char_c, CAST(inva'
+        'lid_char_c AS TINYINT) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` TINYINT,`small_c` TI'
+            'NYINT,`int_c` TINYINT,`bigint_c` TINYINT,`float_c` TINYINT,`double_c` TINYINT,`decimal_c` TINYINT,`vali'
+            'd_char_c` TINYINT,`invalid_char_c` TINYINT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, me'
+            'ta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='TINYINT'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS TINYINT) AS tiny_c, CAST(small_c AS TINYINT) AS small_c, CAST(int_c AS TINYINT) AS int_c'
+        ', CAST(bigint_c AS TINYINT) AS bigint_c, CAST(float_c AS TINYINT) AS float_c, CAST(double_c AS TINYINT) AS '
+        'double_c, CAST(decimal_c AS TINYINT) AS decimal_c, CAST(valid_char_c AS TINYINT) AS valid_char_c, CAST(inva'
+        'lid_char_c AS TINYINT) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` TINYINT,`small_c` TI'
+            'NYINT,`int_c` TINYINT,`bigint_c` TINYINT,`float_c` TINYINT,`double_c` TINYINT,`decimal_c` TINYINT,`vali'
+            'd_char_c` TINYINT,`invalid_char_c` TINYINT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, me'
+            'ta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='TINYINT'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS SMALLINT) AS tiny_c, CAST(small_c AS SMALLINT) AS small_c, CAST(int_c AS SMALLINT) AS in'
+        't_c, CAST(bigint_c AS SMALLINT) AS bigint_c, CAST(float_c AS SMALLINT) AS float_c, CAST(double_c AS SMALLIN'
+        'T) AS double_c, CAST(decimal_c AS SMALLINT) AS decimal_c, CAST(valid_char_c AS SMALLINT) AS valid_char_c, C'
+        'AST(invalid_char_c AS SMALLINT) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` SMALLINT,`small_c` S'
+            'MALLINT,`int_c` SMALLINT,`bigint_c` SMALLINT,`float_c` SMALLINT,`double_c` SMALLINT,`decimal_c` SMALLIN'
+            'T,`valid_char_c` SMALLINT,`invalid_char_c` SMALLINT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, me'
+            'ta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='SMALLINT'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS SMALLINT) AS tiny_c, CAST(small_c AS SMALLINT) AS small_c, CAST(int_c AS SMALLINT) AS in'
+        't_c, CAST(bigint_c AS SMALLINT) AS bigint_c, CAST(float_c AS SMALLINT) AS float_c, CAST(double_c AS SMALLIN'
+        'T) AS double_c, CAST(decimal_c AS SMALLINT) AS decimal_c, CAST(valid_char_c AS SMALLINT) AS valid_char_c, C'
+        'AST(invalid_char_c AS SMALLINT) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` SMALLINT,`small_c` S'
+            'MALLINT,`int_c` SMALLINT,`bigint_c` SMALLINT,`float_c` SMALLINT,`double_c` SMALLINT,`decimal_c` SMALLIN'
+            'T,`valid_char_c` SMALLINT,`invalid_char_c` SMALLINT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, me'
+            'ta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='SMALLINT'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS INT) AS tiny_c, CAST(small_c AS INT) AS small_c, CAST(int_c AS INT) AS int_c, CAST(bigin'
+        't_c AS INT) AS bigint_c, CAST(float_c AS INT) AS float_c, CAST(double_c AS INT) AS double_c, CAST(decimal_c'
+        ' AS INT) AS decimal_c, CAST(valid_char_c AS INT) AS valid_char_c, CAST(invalid_char_c AS INT) AS invalid_ch'
+        'ar_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` INT,`small_c` INT,`i'
+            'nt_c` INT,`bigint_c` INT,`float_c` INT,`double_c` INT,`decimal_c` INT,`valid_char_c` INT,`invalid_char_'
+            'c` INT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, me'
+            'ta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='INT'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS INT) AS tiny_c, CAST(small_c AS INT) AS small_c, CAST(int_c AS INT) AS int_c, CAST(bigin'
+        't_c AS INT) AS bigint_c, CAST(float_c AS INT) AS float_c, CAST(double_c AS INT) AS double_c, CAST(decimal_c'
+        ' AS INT) AS decimal_c, CAST(valid_char_c AS INT) AS valid_char_c, CAST(invalid_char_c AS INT) AS invalid_ch'
+        'ar_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` INT,`small_c` INT,`i'
+            'nt_c` INT,`bigint_c` INT,`float_c` INT,`double_c` INT,`decimal_c` INT,`valid_char_c` INT,`invalid_char_'
+            'c` INT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, me'
+            'ta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='INT'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS BIGINT) AS tiny_c, CAST(small_c AS BIGINT) AS small_c, CAST(int_c AS BIGINT) AS int_c, C'
+        'AST(bigint_c AS BIGINT) AS bigint_c, CAST(float_c AS BIGINT) AS float_c, CAST(double_c AS BIGINT) AS double'
+        '_c, CAST(decimal_c AS BIGINT) AS decimal_c, CAST(valid_char_c AS BIGINT) AS valid_char_c, CAST(invalid_char'
+        '_c AS BIGINT) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` BIGINT,`small_c` BIG'
+            'INT,`int_c` BIGINT,`bigint_c` BIGINT,`float_c` BIGINT,`double_c` BIGINT,`decimal_c` BIGINT,`valid_char_'
+            'c` BIGINT,`invalid_char_c` BIGINT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, me'
+            'ta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='BIGINT'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS BIGINT) AS tiny_c, CAST(small_c AS BIGINT) AS small_c, CAST(int_c AS BIGINT) AS int_c, C'
+        'AST(bigint_c AS BIGINT) AS bigint_c, CAST(float_c AS BIGINT) AS float_c, CAST(double_c AS BIGINT) AS double'
+        '_c, CAST(decimal_c AS BIGINT) AS decimal_c, CAST(valid_char_c AS BIGINT) AS valid_char_c, CAST(invalid_char'
+        '_c AS BIGINT) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` BIGINT,`small_c` BIG'
+            'INT,`int_c` BIGINT,`bigint_c` BIGINT,`float_c` BIGINT,`double_c` BIGINT,`decimal_c` BIGINT,`valid_char_'
+            'c` BIGINT,`invalid_char_c` BIGINT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -6, -8, -10, -12, null], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 6, 8, 10, 12, null], op=INSERT, me'
+            'ta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='BIGINT'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS FLOAT) AS tiny_c, CAST(small_c AS FLOAT) AS small_c, CAST(int_c AS FLOAT) AS int_c, CAST'
+        '(bigint_c AS FLOAT) AS bigint_c, CAST(float_c AS FLOAT) AS float_c, CAST(double_c AS FLOAT) AS double_c, CA'
+        'ST(decimal_c AS FLOAT) AS decimal_c, CAST(valid_char_c AS FLOAT) AS valid_char_c, CAST(invalid_char_c AS FL'
+        'OAT) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` FLOAT,`small_c` FLOA'
+            'T,`int_c` FLOAT,`bigint_c` FLOAT,`float_c` FLOAT,`double_c` FLOAT,`decimal_c` FLOAT,`valid_char_c` FLOA'
+            'T,`invalid_char_c` FLOAT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0, -3.0, -4.0, -5.0, -6.7, -8.9, -10.11, -'
+            '12.13, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, null],'
+            ' op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0, 3.0, 4.0, 5.0, 6.7, 8.9, 10.11, 12.13, nu'
+            'll], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='FLOAT'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS FLOAT) AS tiny_c, CAST(small_c AS FLOAT) AS small_c, CAST(int_c AS FLOAT) AS int_c, CAST'
+        '(bigint_c AS FLOAT) AS bigint_c, CAST(float_c AS FLOAT) AS float_c, CAST(double_c AS FLOAT) AS double_c, CA'
+        'ST(decimal_c AS FLOAT) AS decimal_c, CAST(valid_char_c AS FLOAT) AS valid_char_c, CAST(invalid_char_c AS FL'
+        'OAT) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` FLOAT,`small_c` FLOA'
+            'T,`int_c` FLOAT,`bigint_c` FLOAT,`float_c` FLOAT,`double_c` FLOAT,`decimal_c` FLOAT,`valid_char_c` FLOA'
+            'T,`invalid_char_c` FLOAT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0, -3.0, -4.0, -5.0, -6.7, -8.9, -10.11, -'
+            '12.13, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, null],'
+            ' op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0, 3.0, 4.0, 5.0, 6.7, 8.9, 10.11, 12.13, nu'
+            'll], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='FLOAT'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS DOUBLE) AS tiny_c, CAST(small_c AS DOUBLE) AS small_c, CAST(int_c AS DOUBLE) AS int_c, C'
+        'AST(bigint_c AS DOUBLE) AS bigint_c, CAST(float_c AS DOUBLE) AS float_c, CAST(double_c AS DOUBLE) AS double'
+        '_c, CAST(decimal_c AS DOUBLE) AS decimal_c, CAST(valid_char_c AS DOUBLE) AS valid_char_c, CAST(invalid_char'
+        '_c AS DOUBLE) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DOUBLE,`small_c` DOU'
+            'BLE,`int_c` DOUBLE,`bigint_c` DOUBLE,`float_c` DOUBLE,`double_c` DOUBLE,`decimal_c` DOUBLE,`valid_char_'
+            'c` DOUBLE,`invalid_char_c` DOUBLE}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0, -3.0, -4.0, -5.0, -6.699999809265137, -'
+            '8.9, -10.11, -12.13, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, null],'
+            ' op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0, 3.0, 4.0, 5.0, 6.699999809265137, 8.9, 10'
+            '.11, 12.13, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='DOUBLE'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS DOUBLE) AS tiny_c, CAST(small_c AS DOUBLE) AS small_c, CAST(int_c AS DOUBLE) AS int_c, C'
+        'AST(bigint_c AS DOUBLE) AS bigint_c, CAST(float_c AS DOUBLE) AS float_c, CAST(double_c AS DOUBLE) AS double'
+        '_c, CAST(decimal_c AS DOUBLE) AS decimal_c, CAST(valid_char_c AS DOUBLE) AS valid_char_c, CAST(invalid_char'
+        '_c AS DOUBLE) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DOUBLE,`small_c` DOU'
+            'BLE,`int_c` DOUBLE,`bigint_c` DOUBLE,`float_c` DOUBLE,`double_c` DOUBLE,`decimal_c` DOUBLE,`valid_char_'
+            'c` DOUBLE,`invalid_char_c` DOUBLE}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0, -3.0, -4.0, -5.0, -6.699999809265137, -'
+            '8.9, -10.11, -12.13, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, null],'
+            ' op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0, 3.0, 4.0, 5.0, 6.699999809265137, 8.9, 10'
+            '.11, 12.13, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='DOUBLE'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS DECIMAL(1, 0)) AS tiny_c, CAST(small_c AS DECIMAL(1, 0)) AS small_c, CAST(int_c AS DECIM'
+        'AL(1, 0)) AS int_c, CAST(bigint_c AS DECIMAL(1, 0)) AS bigint_c, CAST(float_c AS DECIMAL(1, 0)) AS float_c,'
+        ' CAST(double_c AS DECIMAL(1, 0)) AS double_c, CAST(decimal_c AS DECIMAL(1, 0)) AS decimal_c, CAST(valid_cha'
+        'r_c AS DECIMAL(1, 0)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(1, 0)) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(1, 0),`small'
+            '_c` DECIMAL(1, 0),`int_c` DECIMAL(1, 0),`bigint_c` DECIMAL(1, 0),`float_c` DECIMAL(1, 0),`double_c` DEC'
+            'IMAL(1, 0),`decimal_c` DECIMAL(1, 0),`valid_char_c` DECIMAL(1, 0),`invalid_char_c` DECIMAL(1, 0)}, prim'
+            'aryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -7, -9, null, null, null], op'
+            '=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 7, 9, null, null, null], op=INSERT'
+            ', meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='DECIMAL(1, 0)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS DECIMAL(1, 0)) AS tiny_c, CAST(small_c AS DECIMAL(1, 0)) AS small_c, CAST(int_c AS DECIM'
+        'AL(1, 0)) AS int_c, CAST(bigint_c AS DECIMAL(1, 0)) AS bigint_c, CAST(float_c AS DECIMAL(1, 0)) AS float_c,'
+        ' CAST(double_c AS DECIMAL(1, 0)) AS double_c, CAST(decimal_c AS DECIMAL(1, 0)) AS decimal_c, CAST(valid_cha'
+        'r_c AS DECIMAL(1, 0)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(1, 0)) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(1, 0),`small'
+            '_c` DECIMAL(1, 0),`int_c` DECIMAL(1, 0),`bigint_c` DECIMAL(1, 0),`float_c` DECIMAL(1, 0),`double_c` DEC'
+            'IMAL(1, 0),`decimal_c` DECIMAL(1, 0),`valid_char_c` DECIMAL(1, 0),`invalid_char_c` DECIMAL(1, 0)}, prim'
+            'aryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -7, -9, null, null, null], op'
+            '=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 7, 9, null, null, null], op=INSERT'
+            ', meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='DECIMAL(1, 0)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS DECIMAL(2, 0)) AS tiny_c, CAST(small_c AS DECIMAL(2, 0)) AS small_c, CAST(int_c AS DECIM'
+        'AL(2, 0)) AS int_c, CAST(bigint_c AS DECIMAL(2, 0)) AS bigint_c, CAST(float_c AS DECIMAL(2, 0)) AS float_c,'
+        ' CAST(double_c AS DECIMAL(2, 0)) AS double_c, CAST(decimal_c AS DECIMAL(2, 0)) AS decimal_c, CAST(valid_cha'
+        'r_c AS DECIMAL(2, 0)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(2, 0)) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(2, 0),`small'
+            '_c` DECIMAL(2, 0),`int_c` DECIMAL(2, 0),`bigint_c` DECIMAL(2, 0),`float_c` DECIMAL(2, 0),`double_c` DEC'
+            'IMAL(2, 0),`decimal_c` DECIMAL(2, 0),`valid_char_c` DECIMAL(2, 0),`invalid_char_c` DECIMAL(2, 0)}, prim'
+            'aryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -7, -9, -10, -12, null], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 7, 9, 10, 12, null], op=INSERT, me'
+            'ta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='DECIMAL(2, 0)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS DECIMAL(2, 0)) AS tiny_c, CAST(small_c AS DECIMAL(2, 0)) AS small_c, CAST(int_c AS DECIM'
+        'AL(2, 0)) AS int_c, CAST(bigint_c AS DECIMAL(2, 0)) AS bigint_c, CAST(float_c AS DECIMAL(2, 0)) AS float_c,'
+        ' CAST(double_c AS DECIMAL(2, 0)) AS double_c, CAST(decimal_c AS DECIMAL(2, 0)) AS decimal_c, CAST(valid_cha'
+        'r_c AS DECIMAL(2, 0)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(2, 0)) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(2, 0),`small'
+            '_c` DECIMAL(2, 0),`int_c` DECIMAL(2, 0),`bigint_c` DECIMAL(2, 0),`float_c` DECIMAL(2, 0),`double_c` DEC'
+            'IMAL(2, 0),`decimal_c` DECIMAL(2, 0),`valid_char_c` DECIMAL(2, 0),`invalid_char_c` DECIMAL(2, 0)}, prim'
+            'aryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -7, -9, -10, -12, null], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 7, 9, 10, 12, null], op=INSERT, me'
+            'ta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='DECIMAL(2, 0)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS DECIMAL(3, 1)) AS tiny_c, CAST(small_c AS DECIMAL(3, 1)) AS small_c, CAST(int_c AS DECIM'
+        'AL(3, 1)) AS int_c, CAST(bigint_c AS DECIMAL(3, 1)) AS bigint_c, CAST(float_c AS DECIMAL(3, 1)) AS float_c,'
+        ' CAST(double_c AS DECIMAL(3, 1)) AS double_c, CAST(decimal_c AS DECIMAL(3, 1)) AS decimal_c, CAST(valid_cha'
+        'r_c AS DECIMAL(3, 1)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(3, 1)) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(3, 1),`small'
+            '_c` DECIMAL(3, 1),`int_c` DECIMAL(3, 1),`bigint_c` DECIMAL(3, 1),`float_c` DECIMAL(3, 1),`double_c` DEC'
+            'IMAL(3, 1),`decimal_c` DECIMAL(3, 1),`valid_char_c` DECIMAL(3, 1),`invalid_char_c` DECIMAL(3, 1)}, prim'
+            'aryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0, -3.0, -4.0, -5.0, -6.7, -8.9, -10.1, -1'
+            '2.1, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, null],'
+            ' op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0, 3.0, 4.0, 5.0, 6.7, 8.9, 10.1, 12.1, null'
+            '], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='DECIMAL(3, 1)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS DECIMAL(3, 1)) AS tiny_c, CAST(small_c AS DECIMAL(3, 1)) AS small_c, CAST(int_c AS DECIM'
+        'AL(3, 1)) AS int_c, CAST(bigint_c AS DECIMAL(3, 1)) AS bigint_c, CAST(float_c AS DECIMAL(3, 1)) AS float_c,'
+        ' CAST(double_c AS DECIMAL(3, 1)) AS double_c, CAST(decimal_c AS DECIMAL(3, 1)) AS decimal_c, CAST(valid_cha'
+        'r_c AS DECIMAL(3, 1)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(3, 1)) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(3, 1),`small'
+            '_c` DECIMAL(3, 1),`int_c` DECIMAL(3, 1),`bigint_c` DECIMAL(3, 1),`float_c` DECIMAL(3, 1),`double_c` DEC'
+            'IMAL(3, 1),`decimal_c` DECIMAL(3, 1),`valid_char_c` DECIMAL(3, 1),`invalid_char_c` DECIMAL(3, 1)}, prim'
+            'aryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0, -3.0, -4.0, -5.0, -6.7, -8.9, -10.1, -1'
+            '2.1, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, null],'
+            ' op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0, 3.0, 4.0, 5.0, 6.7, 8.9, 10.1, 12.1, null'
+            '], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='DECIMAL(3, 1)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS DECIMAL(19, 10)) AS tiny_c, CAST(small_c AS DECIMAL(19, 10)) AS small_c, CAST(int_c AS D'
+        'ECIMAL(19, 10)) AS int_c, CAST(bigint_c AS DECIMAL(19, 10)) AS bigint_c, CAST(float_c AS DECIMAL(19, 10)) A'
+        'S float_c, CAST(double_c AS DECIMAL(19, 10)) AS double_c, CAST(decimal_c AS DECIMAL(19, 10)) AS decimal_c, '
+        'CAST(valid_char_c AS DECIMAL(19, 10)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(19, 10)) AS invalid_c'
+        'har_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(19, 10),`sma'
+            'll_c` DECIMAL(19, 10),`int_c` DECIMAL(19, 10),`bigint_c` DECIMAL(19, 10),`float_c` DECIMAL(19, 10),`dou'
+            'ble_c` DECIMAL(19, 10),`decimal_c` DECIMAL(19, 10),`valid_char_c` DECIMAL(19, 10),`invalid_char_c` DECI'
+            'MAL(19, 10)}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0000000000, -3.0000000000, -4.0000000000, '
+            '-5.0000000000, -6.7000000000, -8.9000000000, -10.1100000000, -12.1300000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0000000000, 0.0000000000, 0.0000000000, 0.00'
+            '00000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0000000000, 3.0000000000, 4.0000000000, 5.00'
+            '00000000, 6.7000000000, 8.9000000000, 10.1100000000, 12.1300000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='DECIMAL(19, 10)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS DECIMAL(19, 10)) AS tiny_c, CAST(small_c AS DECIMAL(19, 10)) AS small_c, CAST(int_c AS D'
+        'ECIMAL(19, 10)) AS int_c, CAST(bigint_c AS DECIMAL(19, 10)) AS bigint_c, CAST(float_c AS DECIMAL(19, 10)) A'
+        'S float_c, CAST(double_c AS DECIMAL(19, 10)) AS double_c, CAST(decimal_c AS DECIMAL(19, 10)) AS decimal_c, '
+        'CAST(valid_char_c AS DECIMAL(19, 10)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(19, 10)) AS invalid_c'
+        'har_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(19, 10),`sma'
+            'll_c` DECIMAL(19, 10),`int_c` DECIMAL(19, 10),`bigint_c` DECIMAL(19, 10),`float_c` DECIMAL(19, 10),`dou'
+            'ble_c` DECIMAL(19, 10),`decimal_c` DECIMAL(19, 10),`valid_char_c` DECIMAL(19, 10),`invalid_char_c` DECI'
+            'MAL(19, 10)}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0000000000, -3.0000000000, -4.0000000000, '
+            '-5.0000000000, -6.7000000000, -8.9000000000, -10.1100000000, -12.1300000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0000000000, 0.0000000000, 0.0000000000, 0.00'
+            '00000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0000000000, 3.0000000000, 4.0000000000, 5.00'
+            '00000000, 6.7000000000, 8.9000000000, 10.1100000000, 12.1300000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='DECIMAL(19, 10)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS DECIMAL(38, 0)) AS tiny_c, CAST(small_c AS DECIMAL(38, 0)) AS small_c, CAST(int_c AS DEC'
+        'IMAL(38, 0)) AS int_c, CAST(bigint_c AS DECIMAL(38, 0)) AS bigint_c, CAST(float_c AS DECIMAL(38, 0)) AS flo'
+        'at_c, CAST(double_c AS DECIMAL(38, 0)) AS double_c, CAST(decimal_c AS DECIMAL(38, 0)) AS decimal_c, CAST(va'
+        'lid_char_c AS DECIMAL(38, 0)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(38, 0)) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(38, 0),`smal'
+            'l_c` DECIMAL(38, 0),`int_c` DECIMAL(38, 0),`bigint_c` DECIMAL(38, 0),`float_c` DECIMAL(38, 0),`double_c'
+            '` DECIMAL(38, 0),`decimal_c` DECIMAL(38, 0),`valid_char_c` DECIMAL(38, 0),`invalid_char_c` DECIMAL(38, '
+            '0)}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -7, -9, -10, -12, null], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 7, 9, 10, 12, null], op=INSERT, me'
+            'ta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='DECIMAL(38, 0)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS DECIMAL(38, 10)) AS tiny_c, CAST(small_c AS DECIMAL(38, 10)) AS small_c, CAST(int_c AS D'
+        'ECIMAL(38, 10)) AS int_c, CAST(bigint_c AS DECIMAL(38, 10)) AS bigint_c, CAST(float_c AS DECIMAL(38, 10)) A'
+        'S float_c, CAST(double_c AS DECIMAL(38, 10)) AS double_c, CAST(decimal_c AS DECIMAL(38, 10)) AS decimal_c, '
+        'CAST(valid_char_c AS DECIMAL(38, 10)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(38, 10)) AS invalid_c'
+        'har_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(38, 10),`sma'
+            'll_c` DECIMAL(38, 10),`int_c` DECIMAL(38, 10),`bigint_c` DECIMAL(38, 10),`float_c` DECIMAL(38, 10),`dou'
+            'ble_c` DECIMAL(38, 10),`decimal_c` DECIMAL(38, 10),`valid_char_c` DECIMAL(38, 10),`invalid_char_c` DECI'
+            'MAL(38, 10)}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0000000000, -3.0000000000, -4.0000000000, '
+            '-5.0000000000, -6.7000000000, -8.9000000000, -10.1100000000, -12.1300000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0000000000, 0.0000000000, 0.0000000000, 0.00'
+            '00000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0000000000, 3.0000000000, 4.0000000000, 5.00'
+            '00000000, 6.7000000000, 8.9000000000, 10.1100000000, 12.1300000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='DECIMAL(38, 10)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_38]',
+        'id, CAST(tiny_c AS DECIMAL(38, 18)) AS tiny_c, CAST(small_c AS DECIMAL(38, 18)) AS small_c, CAST(int_c AS D'
+        'ECIMAL(38, 18)) AS int_c, CAST(bigint_c AS DECIMAL(38, 18)) AS bigint_c, CAST(float_c AS DECIMAL(38, 18)) A'
+        'S float_c, CAST(double_c AS DECIMAL(38, 18)) AS double_c, CAST(decimal_c AS DECIMAL(38, 18)) AS decimal_c, '
+        'CAST(valid_char_c AS DECIMAL(38, 18)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(38, 18)) AS invalid_c'
+        'har_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(38, 18),`sma'
+            'll_c` DECIMAL(38, 18),`int_c` DECIMAL(38, 18),`bigint_c` DECIMAL(38, 18),`float_c` DECIMAL(38, 18),`dou'
+            'ble_c` DECIMAL(38, 18),`decimal_c` DECIMAL(38, 18),`valid_char_c` DECIMAL(38, 18),`invalid_char_c` DECI'
+            'MAL(38, 18)}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.000000000000000000, -3.000000000000000000,'
+            ' -4.000000000000000000, -5.000000000000000000, -6.700000000000000000, -8.900000000000000000, -10.110000'
+            '000000000000, -12.130000000000000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.000000000000000000, 0.000000000000000000, 0.'
+            '000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000'
+            '000, 0.000000000000000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.000000000000000000, 3.000000000000000000, 4.'
+            '000000000000000000, 5.000000000000000000, 6.700000000000000000, 8.900000000000000000, 10.11000000000000'
+            '0000, 12.130000000000000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', precision=38, label='DECIMAL(38, 18)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS DECIMAL(38, 0)) AS tiny_c, CAST(small_c AS DECIMAL(38, 0)) AS small_c, CAST(int_c AS DEC'
+        'IMAL(38, 0)) AS int_c, CAST(bigint_c AS DECIMAL(38, 0)) AS bigint_c, CAST(float_c AS DECIMAL(38, 0)) AS flo'
+        'at_c, CAST(double_c AS DECIMAL(38, 0)) AS double_c, CAST(decimal_c AS DECIMAL(38, 0)) AS decimal_c, CAST(va'
+        'lid_char_c AS DECIMAL(38, 0)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(38, 0)) AS invalid_char_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(19, 0),`smal'
+            'l_c` DECIMAL(19, 0),`int_c` DECIMAL(19, 0),`bigint_c` DECIMAL(19, 0),`float_c` DECIMAL(19, 0),`double_c'
+            '` DECIMAL(19, 0),`decimal_c` DECIMAL(19, 0),`valid_char_c` DECIMAL(19, 0),`invalid_char_c` DECIMAL(19, '
+            '0)}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2, -3, -4, -5, -7, -9, -10, -12, null], op=I'
+            'NSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0, 0, 0, 0, 0, 0, 0, 0, null], op=INSERT, meta'
+            '=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2, 3, 4, 5, 7, 9, 10, 12, null], op=INSERT, me'
+            'ta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='DECIMAL(38, 0)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS DECIMAL(38, 10)) AS tiny_c, CAST(small_c AS DECIMAL(38, 10)) AS small_c, CAST(int_c AS D'
+        'ECIMAL(38, 10)) AS int_c, CAST(bigint_c AS DECIMAL(38, 10)) AS bigint_c, CAST(float_c AS DECIMAL(38, 10)) A'
+        'S float_c, CAST(double_c AS DECIMAL(38, 10)) AS double_c, CAST(decimal_c AS DECIMAL(38, 10)) AS decimal_c, '
+        'CAST(valid_char_c AS DECIMAL(38, 10)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(38, 10)) AS invalid_c'
+        'har_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(19, 10),`sma'
+            'll_c` DECIMAL(19, 10),`int_c` DECIMAL(19, 10),`bigint_c` DECIMAL(19, 10),`float_c` DECIMAL(19, 10),`dou'
+            'ble_c` DECIMAL(19, 10),`decimal_c` DECIMAL(19, 10),`valid_char_c` DECIMAL(19, 10),`invalid_char_c` DECI'
+            'MAL(19, 10)}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.0000000000, -3.0000000000, -4.0000000000, '
+            '-5.0000000000, -6.7000000000, -8.9000000000, -10.1100000000, -12.1300000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.0000000000, 0.0000000000, 0.0000000000, 0.00'
+            '00000000, 0.0000000000, 0.0000000000, 0.0000000000, 0.0000000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.0000000000, 3.0000000000, 4.0000000000, 5.00'
+            '00000000, 6.7000000000, 8.9000000000, 10.1100000000, 12.1300000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='DECIMAL(38, 10)'),
+    ITCase('testNumericCastingsWithTruncation[UP_TO_19]',
+        'id, CAST(tiny_c AS DECIMAL(38, 18)) AS tiny_c, CAST(small_c AS DECIMAL(38, 18)) AS small_c, CAST(int_c AS D'
+        'ECIMAL(38, 18)) AS int_c, CAST(bigint_c AS DECIMAL(38, 18)) AS bigint_c, CAST(float_c AS DECIMAL(38, 18)) A'
+        'S float_c, CAST(double_c AS DECIMAL(38, 18)) AS double_c, CAST(decimal_c AS DECIMAL(38, 18)) AS decimal_c, '
+        'CAST(valid_char_c AS DECIMAL(38, 18)) AS valid_char_c, CAST(invalid_char_c AS DECIMAL(38, 18)) AS invalid_c'
+        'har_c',
+        None,
+        [
+            'CreateTableEvent{tableId=ns.scm.tbl, schema=columns={`id` BIGINT NOT NULL,`tiny_c` DECIMAL(19, 18),`sma'
+            'll_c` DECIMAL(19, 18),`int_c` DECIMAL(19, 18),`bigint_c` DECIMAL(19, 18),`float_c` DECIMAL(19, 18),`dou'
+            'ble_c` DECIMAL(19, 18),`decimal_c` DECIMAL(19, 18),`valid_char_c` DECIMAL(19, 18),`invalid_char_c` DECI'
+            'MAL(19, 18)}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[-1, -2.000000000000000000, -3.000000000000000000,'
+            ' -4.000000000000000000, -5.000000000000000000, -6.700000000000000000, -8.900000000000000000, null, null'
+            ', null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[0, 0.000000000000000000, 0.000000000000000000, 0.'
+            '000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000000, 0.000000000000000'
+            '000, 0.000000000000000000, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[1, 2.000000000000000000, 3.000000000000000000, 4.'
+            '000000000000000000, 5.000000000000000000, 6.700000000000000000, 8.900000000000000000, null, null, null]'
+            ', op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=ns.scm.tbl, before=[], after=[2, null, null, null, null, null, null, null, null'
+            ', null], op=INSERT, meta=()}',
+        ],
+        sources='numeric_casting', label='DECIMAL(38, 18)'),
 ]
 
 IT_CASES += [
@@ -1259,7 +2032,8 @@ IT_CASES += [
 IT_CASES += [
     ITCase("testTransformWithTimestamps",
            "id, DATE_FORMAT(ts, 'yyyy~MM~dd') AS df1, DATE_FORMAT(ts_ltz, 'yyyy~MM~dd') AS df2, "
-           "DATE_FORMAT(ts, 'yyyy->MM->dd / HH->mm->ss') AS df3, DATE_FORMAT(ts_ltz, 'yyyy->MM->dd / HH->mm->ss') AS df4, "
+           "DATE_FORMAT(ts, 'yyyy->MM->dd / HH->mm->ss') AS df3, "
+           "DATE_FORMAT(ts_ltz, 'yyyy->MM->dd / HH->mm->ss') AS df4, "
            "DATE_FORMAT(TIMESTAMPADD(SECOND, 17, ts), 'yyyy->MM->dd / HH->mm->ss') AS df5, "
            "DATE_FORMAT(TIMESTAMPADD(SECOND, 17, ts_ltz), 'yyyy->MM->dd / HH->mm->ss') AS df6", None, [
                "CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,"
@@ -1278,9 +2052,49 @@ IT_CASES += [
 ]
 
 IT_CASES += [
-    ITCase("testTransformWithVariantFunctions", 'id, parse_json(message) as variantVal, parse_json(duplicatedMessage, true) as duplicatedVariantVal, try_parse_json(message) as variantVal2, try_parse_json(duplicatedMessage, true) as duplicatedVariantVal2, try_parse_json(invalidMessage) as invalidVariantVal', None, ['CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`variantVal` VARIANT,`duplicatedVariantVal` VARIANT,`variantVal2` VARIANT,`duplicatedVariantVal2` VARIANT,`invalidVariantVal` VARIANT}, primaryKeys=id, options=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":30,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Bob"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":30,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Bob"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":30,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Bob"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":30,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Bob"}, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":40,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Mark"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":40,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Mark"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":40,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Mark"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":40,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Mark"}, null], op=INSERT, meta=()}', 'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[3, null, null, null, null, null], op=INSERT, meta=()}'], sources="variant"),
+    ITCase('testTransformWithVariantFunctions',
+        'id, parse_json(message) as variantVal, parse_json(duplicatedMessage, true) as duplicatedVariantVal, try_par'
+        'se_json(message) as variantVal2, try_parse_json(duplicatedMessage, true) as duplicatedVariantVal2, try_pars'
+        'e_json(invalidMessage) as invalidVariantVal',
+        None,
+        [
+            'CreateTableEvent{tableId=default_namespace.default_schema.mytable1, schema=columns={`id` INT NOT NULL,`'
+            'variantVal` VARIANT,`duplicatedVariantVal` VARIANT,`variantVal2` VARIANT,`duplicatedVariantVal2` VARIAN'
+            'T,`invalidVariantVal` VARIANT}, primaryKeys=id, options=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[1, {"address":{"ci'
+            'ty":"Beijing","street":"MainSt","zip":"100000"},"age":30,"email":"zhangsan@example.com","hobbies":["rea'
+            'ding","coding","traveling"],"is_active":true,"name":"Bob"}, {"address":{"city":"Beijing","street":"Main'
+            'St","zip":"100000"},"age":30,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],'
+            '"is_active":true,"name":"Bob"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":30'
+            ',"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Bob'
+            '"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":30,"email":"zhangsan@example.c'
+            'om","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Bob"}, null], op=INSERT, meta=('
+            ')}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[2, {"address":{"ci'
+            'ty":"Beijing","street":"MainSt","zip":"100000"},"age":40,"email":"lisi@example.com","hobbies":["reading'
+            '","coding","traveling"],"is_active":true,"name":"Mark"}, {"address":{"city":"Beijing","street":"MainSt"'
+            ',"zip":"100000"},"age":40,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"is_act'
+            'ive":true,"name":"Mark"}, {"address":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":40,"emai'
+            'l":"lisi@example.com","hobbies":["reading","coding","traveling"],"is_active":true,"name":"Mark"}, {"add'
+            'ress":{"city":"Beijing","street":"MainSt","zip":"100000"},"age":40,"email":"lisi@example.com","hobbies"'
+            ':["reading","coding","traveling"],"is_active":true,"name":"Mark"}, null], op=INSERT, meta=()}',
+            'DataChangeEvent{tableId=default_namespace.default_schema.mytable1, before=[], after=[3, null, null, nul'
+            'l, null, null], op=INSERT, meta=()}',
+        ],
+        sources='variant'),
 ]
-VARIANT_MESSAGES = ['{"name":"Bob","age":30,"is_active":true,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}', '{"name":"Bob","name":"Bob","age":30,"is_active":true,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling"],"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}', 'invalidJson', '{"name":"Mark","age":40,"is_active":true,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}', '{"name":"Mark","name":"Mark","age":40,"is_active":true,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}', 'invalidJson']
+VARIANT_MESSAGES = [
+    '{"name":"Bob","age":30,"is_active":true,"email":"zhangsan@example.com","hobbies":["reading","coding","traveling'
+    '"],"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}',
+    '{"name":"Bob","name":"Bob","age":30,"is_active":true,"email":"zhangsan@example.com","hobbies":["reading","codin'
+    'g","traveling"],"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}',
+    'invalidJson',
+    '{"name":"Mark","age":40,"is_active":true,"email":"lisi@example.com","hobbies":["reading","coding","traveling"],'
+    '"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}',
+    '{"name":"Mark","name":"Mark","age":40,"is_active":true,"email":"lisi@example.com","hobbies":["reading","coding"'
+    ',"traveling"],"address":{"street":"MainSt","city":"Beijing","zip":"100000"}}',
+    'invalidJson',
+]
 
 SOURCES["variant"] = {"mytable1": _values_table(  # testTransformWithVariantFunctions's mytable1
     "mytable1", [("id", "int", pa.int32()), ("message", "longtext", pa.string()),
