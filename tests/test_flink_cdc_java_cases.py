@@ -2103,3 +2103,100 @@ SOURCES["variant"] = {"mytable1": _values_table(  # testTransformWithVariantFunc
 
 IT_PARAMS = it_params()
 test_it_case = pytest.mark.parametrize("case, column", IT_PARAMS)(test_it_case)
+
+
+# -------------------------------------------------------------------------- UnifiedTransformOperatorTest
+#
+# operators/transform/UnifiedTransformOperatorTest.java: a projection and filter over a stream of change events;
+# Flink CDC's expected post-transform schema and events (an UPDATE whose new image fails the filter becomes a DELETE
+# of the old one). Events are (op, values): +I, -U/+U (an update), -D.
+
+UNIFIED = "operators/transform/UnifiedTransformOperatorTest.java"
+PEOPLE = [("id", "int", pa.int32(), True), ("name", "longtext", pa.string(), True), ("age", "int", pa.int32(), True)]
+PEOPLE_EVENTS = [("+I", (1000, "Alice", 17)), ("+I", (2000, "Bob", 18)),
+                 ("-U", (2000, "Bob", 18)), ("+U", (2000, "Barcarolle", 16)),
+                 ("+I", (50, "Carol", 19)), ("-D", (1000, "Alice", 17))]
+REFERENCES = [("id", "longtext", pa.string(), False), ("name", "longtext", pa.string(), False),
+              ("age", "int", pa.int32(), False), ("ref1", "longtext", pa.string(), True),
+              ("ref2", "int", pa.int32(), True)]
+
+
+@dataclass(frozen=True)
+class EventCase:
+    method: str
+    projection: str
+    filter: str | None
+    columns: list[tuple[str, str, pa.DataType, bool]]  # name, MySQL type, Arrow type, nullable; the first is the key
+    events: list[tuple[str, tuple]]
+    schema: list[tuple[str, str]]  # Flink CDC's post-transform columns
+    expected: list[tuple[str, tuple]]
+
+
+EVENT_CASES = [
+    EventCase("testDataChangeEventTransform", "id, age, id + age as computed", "id > 100", PEOPLE, PEOPLE_EVENTS,
+              [("id", "INT NOT NULL"), ("age", "INT"), ("computed", "INT")],
+              [("+I", (1000, 17, 1017)), ("+I", (2000, 18, 2018)), ("-U", (2000, 18, 2018)), ("+U", (2000, 16, 2016)),
+               ("-D", (1000, 17, 1017))]),
+    EventCase("testSchemaNullabilityTransform", "id, name, age, id + age as computed", "id > 100",
+              [PEOPLE[0], ("name", "longtext", pa.string(), False), ("age", "int", pa.int32(), False)],
+              PEOPLE_EVENTS,
+              [("id", "INT NOT NULL"), ("name", "STRING NOT NULL"), ("age", "INT NOT NULL"), ("computed", "INT")],
+              [("+I", (1000, "Alice", 17, 1017)), ("+I", (2000, "Bob", 18, 2018)), ("-U", (2000, "Bob", 18, 2018)),
+               ("+U", (2000, "Barcarolle", 16, 2016)), ("-D", (1000, "Alice", 17, 1017))]),
+    EventCase("testReduceColumnsTransform", "id, upper(id) as uid, age + 1 as newage, lower(ref1) as lowerref",
+              "newage > 17 and ref2 > 17", REFERENCES,
+              [("+I", ("id001", "Alice", 17, "Reference001", 2021)), ("+I", ("id002", "Bob", 15, "Reference002", 2017)),
+               ("+I", ("id003", "Bill", 18, "Reference003", 0)), ("+I", ("id004", "Carol", 18, "Reference004", 2018)),
+               ("-U", ("id004", "Carol", 18, "Reference004", 2018)),
+               ("+U", ("id004", "Colin", 18, "NeoReference004", 2018)),
+               ("-U", ("id004", "Colin", 18, "NeoReference004", 2018)),
+               ("+U", ("id004", "Colin", 10, "NeoReference004", 2018)),
+               ("-D", ("id001", "Alice", 17, "Reference001", 2021))],
+              [("id", "STRING NOT NULL"), ("uid", "STRING"), ("newage", "INT"), ("lowerref", "STRING")],
+              [("+I", ("id001", "ID001", 18, "reference001")), ("+I", ("id004", "ID004", 19, "reference004")),
+               ("-U", ("id004", "ID004", 19, "reference004")), ("+U", ("id004", "ID004", 19, "neoreference004")),
+               ("-D", ("id004", "ID004", 19, "neoreference004")), ("-D", ("id001", "ID001", 18, "reference001"))]),
+    EventCase("testWildcardTransform", "*, id + age as computed", "id > 100", PEOPLE, PEOPLE_EVENTS,
+              [("id", "INT NOT NULL"), ("name", "STRING"), ("age", "INT"), ("computed", "INT")],
+              [("+I", (1000, "Alice", 17, 1017)), ("+I", (2000, "Bob", 18, 2018)), ("-U", (2000, "Bob", 18, 2018)),
+               ("+U", (2000, "Barcarolle", 16, 2016)), ("-D", (1000, "Alice", 17, 1017))]),
+    EventCase("testWildcardTransform", "id + age as computed, *", "id > 100", PEOPLE, PEOPLE_EVENTS,
+              [("computed", "INT"), ("id", "INT NOT NULL"), ("name", "STRING"), ("age", "INT")],
+              [("+I", (1017, 1000, "Alice", 17)), ("+I", (2018, 2000, "Bob", 18)), ("-U", (2018, 2000, "Bob", 18)),
+               ("+U", (2016, 2000, "Barcarolle", 16)), ("-D", (1017, 1000, "Alice", 17))]),
+    EventCase("testTransformWithCast",
+              "id, age + 1 as newage, CAST(CAST(id AS INT) + age AS BIGINT) as longevity, CAST(age AS VARCHAR) as "
+              "string_age", "newage > 17 and ref2 > 17", REFERENCES,
+              [("+I", ("1001", "Alice", 17, "Reference001", 2021)), ("+I", ("1002", "Bob", 15, "Reference002", 2017)),
+               ("+I", ("1003", "Bill", 18, "Reference003", 0)), ("+I", ("1004", "Carol", 18, "Reference004", 2018)),
+               ("-U", ("1004", "Carol", 18, "Reference004", 2018)),
+               ("+U", ("1004", "Colin", 19, "NeoReference004", 2018)),
+               ("-U", ("1004", "Colin", 19, "NeoReference004", 2018)),
+               ("+U", ("1004", "Colin", 10, "NeoReference004", 2018)),
+               ("-D", ("1001", "Alice", 17, "Reference001", 2021))],
+              [("id", "STRING NOT NULL"), ("newage", "INT"), ("longevity", "BIGINT"), ("string_age", "STRING")],
+              [("+I", ("1001", 18, 1018, "17")), ("+I", ("1004", 19, 1022, "18")), ("-U", ("1004", 19, 1022, "18")),
+               ("+U", ("1004", 20, 1023, "19")), ("-D", ("1004", 20, 1023, "19")), ("-D", ("1001", 18, 1018, "17"))]),
+]
+
+
+@pytest.mark.parametrize("case", EVENT_CASES, ids=[f"{c.method}: {c.projection}" for c in EVENT_CASES])
+def test_event_case(case: EventCase):
+    from lakecdc.model import OP_COLUMN, OP_TS_COLUMN
+
+    src = SourceTable(TableId("my_branch", "t"), tuple(SourceColumn(n, mysql, arrow, nullable)
+                                                      for n, mysql, arrow, nullable in case.columns),
+                      primary_keys=(case.columns[0][0],))
+    rule = TransformRuleConfig(index=0, source_table="my_branch.t", projection=case.projection, filter=case.filter)
+    compiled = compile_transform(rule, src, TransformContext())
+    arrays = [pa.array([values[k] for _, values in case.events], arrow)
+              for k, (_, _, arrow, _) in enumerate(case.columns)]
+    arrays += [pa.array([op for op, _ in case.events]), pa.array([0] * len(case.events), pa.int64())]
+    out = compiled.apply(ChangeBatch(src, pa.Table.from_arrays(arrays, schema=src.change_schema())))
+    declared = [(f.name, type_name(f) + ("" if f.nullable else " NOT NULL")) for f in compiled.output_schema]
+    assert declared == case.schema, f"{UNIFIED}#{case.method}: schema {declared}"
+    names = [f.name for f in compiled.output_schema]
+    rows = [(op, tuple(out.column(n)[r].as_py() for n in names))
+            for r, op in enumerate(out.column(OP_COLUMN).to_pylist())]
+    assert OP_TS_COLUMN not in names
+    assert rows == case.expected, f"{UNIFIED}#{case.method}: events {rows}"
