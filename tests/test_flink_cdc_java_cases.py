@@ -123,6 +123,14 @@ COLUMNS = [
     # TransformParserTest.testStringFunctionArgumentValidation's binary columns
     ("binary_value", "varbinary(16)", pa.binary(), b"\x01\x02\x03\x04"),
     ("binary_part", "binary(2)", pa.binary(2), b"\x02\x03"),
+    # PostTransformOperatorTest's binary_string_functions, binary_overlay_position_base64 and regexp_table
+    ("value_", "varbinary(16)", pa.binary(), b"\x01\x02\x03\x04"),
+    ("prefix_", "varbinary(4)", pa.binary(), b"\x01\x02"),
+    ("suffix_", "varbinary(4)", pa.binary(), b"\x03\x04"),
+    ("replacement_", "varbinary(4)", pa.binary(), b"\x08\x09"),
+    ("needle_", "varbinary(4)", pa.binary(), b"\x02\x03"),
+    ("encoded_", "longtext", pa.string(), "wyg="),
+    ("text_value", "longtext", pa.string(), "100-200, 300-400"),
 ]
 NOT_NULL = {"not_null_int"}
 
@@ -704,7 +712,19 @@ POST_CAST_CASES = [
     ("cast('1970-01-01T00:00:01.234' as TIMESTAMP(3))", ms(1234), "TIMESTAMP(3)"),
 ])
 POST_DATA_CASES = (
-    cases(f"{POST}#testNullCastTransform", [
+    cases(f"{POST}#testBinaryStartsWithAndEndsWithTransform", [
+        {"expr": "STARTSWITH(value_, prefix_) AND ENDSWITH(value_, suffix_)", "condition": True},
+    ])
+    + cases(f"{POST}#testBinaryOverlayPositionAndBase64Transform", [
+        ("OVERLAY(value_ PLACING replacement_ FROM 2 FOR 2)", b"\x01\x08\x09\x04", "VARBINARY(20)"),
+        ("POSITION(needle_ IN value_)", 2, "INT"),
+        ("TO_BASE64(value_)", "AQIDBA==", "STRING"),
+        ("FROM_BASE64_BINARY(encoded_)", b"\xc3\x28", "VARBINARY(65536)"),
+    ])
+    + cases(f"{POST}#testRegexpExtractAllProjection", [
+        ("REGEXP_EXTRACT_ALL(text_value, '([0-9]+)-([0-9]+)')", ["100", "300"], "ARRAY<STRING>"),
+    ])
+    + cases(f"{POST}#testNullCastTransform", [
         (f"cast(ns as {t})", N) for t in ["int", "boolean", "tinyint", "smallint", "bigint", "float", "double",
                                           "char", "varchar", "DECIMAL(4,2)", "TIMESTAMP(3)"]
     ])
@@ -2159,6 +2179,8 @@ class EventCase:
     events: list[tuple[str, tuple]]
     schema: list[tuple[str, str]]  # Flink CDC's post-transform columns
     expected: list[tuple[str, tuple]]
+    source: str = UNIFIED
+    keyless: bool = False  # no primary key (else the first column)
 
 
 EVENT_CASES = [
@@ -2206,6 +2228,17 @@ EVENT_CASES = [
               [("id", "STRING NOT NULL"), ("newage", "INT"), ("longevity", "BIGINT"), ("string_age", "STRING")],
               [("+I", ("1001", 18, 1018, "17")), ("+I", ("1004", 19, 1022, "18")), ("-U", ("1004", 19, 1022, "18")),
                ("+U", ("1004", 20, 1023, "19")), ("-D", ("1004", 20, 1023, "19")), ("-D", ("1001", 18, 1018, "17"))]),
+    # PostTransformOperatorTest: unquoted foo-bar is foo - bar; f0..f2 replace the source's columns in place
+    EventCase("testColumnNameMapping", "*, class, foo-bar AS f0, bar-foo AS f1, `foo-bar`-`bar-foo` AS f2",
+              "`foo-bar`-`bar-foo` <> 0",
+              [(n, "int", pa.int32(), True) for n in ("foo", "bar", "foo-bar", "bar-foo")]
+              + [("class", "longtext", pa.string(), True)] + [(n, "int", pa.int32(), True) for n in ("f0", "f1", "f2")],
+              [("+I", (1, 2, 3, 4, "class0", None, None, None)), ("-U", (1, 2, 3, 4, "class0", None, None, None)),
+               ("+U", (2, 4, 6, 8, "class1", None, None, None))],
+              [(n, "INT") for n in ("foo", "bar", "foo-bar", "bar-foo")] + [("class", "STRING")]
+              + [(n, "INT") for n in ("f0", "f1", "f2")],
+              [("+I", (1, 2, 3, 4, "class0", -1, 1, -1)), ("-U", (1, 2, 3, 4, "class0", -1, 1, -1)),
+               ("+U", (2, 4, 6, 8, "class1", -2, 2, -2))], source=POST, keyless=True),
 ]
 
 
@@ -2215,7 +2248,7 @@ def test_event_case(case: EventCase):
 
     src = SourceTable(TableId("my_branch", "t"), tuple(SourceColumn(n, mysql, arrow, nullable)
                                                       for n, mysql, arrow, nullable in case.columns),
-                      primary_keys=(case.columns[0][0],))
+                      primary_keys=() if case.keyless else (case.columns[0][0],))
     rule = TransformRuleConfig(index=0, source_table="my_branch.t", projection=case.projection, filter=case.filter)
     compiled = compile_transform(rule, src, TransformContext())
     arrays = [pa.array([values[k] for _, values in case.events], arrow)
@@ -2223,9 +2256,9 @@ def test_event_case(case: EventCase):
     arrays += [pa.array([op for op, _ in case.events]), pa.array([0] * len(case.events), pa.int64())]
     out = compiled.apply(ChangeBatch(src, pa.Table.from_arrays(arrays, schema=src.change_schema())))
     declared = [(f.name, type_name(f) + ("" if f.nullable else " NOT NULL")) for f in compiled.output_schema]
-    assert declared == case.schema, f"{UNIFIED}#{case.method}: schema {declared}"
+    assert declared == case.schema, f"{case.source}#{case.method}: schema {declared}"
     names = [f.name for f in compiled.output_schema]
     rows = [(op, tuple(out.column(n)[r].as_py() for n in names))
             for r, op in enumerate(out.column(OP_COLUMN).to_pylist())]
     assert OP_TS_COLUMN not in names
-    assert rows == case.expected, f"{UNIFIED}#{case.method}: events {rows}"
+    assert rows == case.expected, f"{case.source}#{case.method}: events {rows}"
