@@ -2170,6 +2170,15 @@ REFERENCES = [("id", "longtext", pa.string(), False), ("name", "longtext", pa.st
               ("ref2", "int", pa.int32(), True)]
 
 
+SQUARES = [("col1", "int", pa.int32(), False), ("col2", "int", pa.int32(), True),
+           ("square_col2", "int", pa.int32(), True)]  # PostTransformOperatorTest's COLUMN_SQUARE_SCHEMA
+SQUARES_SCHEMA = [("col1", "INT NOT NULL"), ("col2", "INT"), ("square_col2", "INT")]
+SQUARE_UPDATES = [("-U", (1, 1, None)), ("+U", (1, 6, None)),  # both images pass the filter
+                  ("-U", (2, 1, None)), ("+U", (2, 4, None)),  # the old one only: a DELETE
+                  ("-U", (3, 4, None)), ("+U", (3, 6, None)),  # the new one only: an INSERT
+                  ("-U", (4, 4, None)), ("+U", (4, 5, None))]  # neither
+
+
 @dataclass(frozen=True)
 class EventCase:
     method: str
@@ -2239,6 +2248,23 @@ EVENT_CASES = [
               + [(n, "INT") for n in ("f0", "f1", "f2")],
               [("+I", (1, 2, 3, 4, "class0", -1, 1, -1)), ("-U", (1, 2, 3, 4, "class0", -1, 1, -1)),
                ("+U", (2, 4, 6, 8, "class1", -2, 2, -2))], source=POST, keyless=True),
+    EventCase("testDataChangeEventTransform", "*, concat(col1,col2) col12", "col1 = '1'",
+              [("col1", "longtext", pa.string(), False), ("col2", "longtext", pa.string(), True),
+               ("col12", "longtext", pa.string(), True)],
+              [("+I", ("1", "2", None)), ("+I", ("2", "2", None)), ("-U", ("1", "2", None)), ("+U", ("1", "3", None))],
+              [("col1", "STRING NOT NULL"), ("col2", "STRING"), ("col12", "STRING")],
+              [("+I", ("1", "2", "12")), ("-U", ("1", "2", "12")), ("+U", ("1", "3", "13"))], source=POST),
+    EventCase("testDataChangeEventTransformWithDuplicateColumns", "col1, col2, col2 * col2 as square_col2",
+              "col2 < 3 OR col2 > 5", SQUARES, [("+I", (1, 1, None)), ("+I", (6, 6, None)), ("+I", (4, 4, None))],
+              SQUARES_SCHEMA, [("+I", (1, 1, 1)), ("+I", (6, 6, 36))], source=POST),
+    EventCase("testUpdateEventFilterOpTypeConversion", "col1, col2, col2 * col2 as square_col2",
+              "col2 < 3 OR col2 > 5", SQUARES, SQUARE_UPDATES, SQUARES_SCHEMA,
+              [("-U", (1, 1, 1)), ("+U", (1, 6, 36)), ("-D", (2, 1, 1)), ("+I", (3, 6, 36))], source=POST),
+    EventCase("testUpdateEventFilterOpTypeConversionWithDataEventType",
+              "col1, col2, col2 * col2 as square_col2, __data_event_type__ as event_type",
+              "col2 < 3 OR col2 > 5", SQUARES, SQUARE_UPDATES, SQUARES_SCHEMA + [("event_type", "STRING NOT NULL")],
+              [("-U", (1, 1, 1, "-U")), ("+U", (1, 6, 36, "+U")), ("-D", (2, 1, 1, "-U")), ("+I", (3, 6, 36, "+U"))],
+              source=POST),
 ]
 
 
