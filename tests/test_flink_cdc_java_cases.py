@@ -2190,6 +2190,7 @@ class EventCase:
     expected: list[tuple[str, tuple]]
     source: str = UNIFIED
     keyless: bool = False  # no primary key (else the first column)
+    table: str = "t"  # the source table's name (database my_branch)
 
 
 EVENT_CASES = [
@@ -2265,6 +2266,20 @@ EVENT_CASES = [
               "col2 < 3 OR col2 > 5", SQUARES, SQUARE_UPDATES, SQUARES_SCHEMA + [("event_type", "STRING NOT NULL")],
               [("-U", (1, 1, 1, "-U")), ("+U", (1, 6, 36, "+U")), ("-D", (2, 1, 1, "-U")), ("+I", (3, 6, 36, "+U"))],
               source=POST),
+    # (testMetadataTransform and testSoftDeleteTransform print the namespace my_company, which MySQL has not)
+    EventCase("testMetadataASTransform",
+              "sid, name, UPPER(name) as name_upper, __table_name__ as tbname, concat(__table_name__,'_',sid) as "
+              "tbname_sid, concat(sid,'_',__table_name__) as sid_tbname,concat(__table_name__,'_',name) as "
+              "tbname_name, concat(name,'_',__table_name__) as name_tbname", "sid < 3",
+              [("sid", "int", pa.int32(), False), ("name", "longtext", pa.string(), True)]
+              + [(n, "longtext", pa.string(), True) for n in ("name_upper", "tbname", "tbname_sid", "sid_tbname",
+                                                               "tbname_name", "name_tbname")],
+              [("+I", (1, "abc", None, None, None, None, None, None))],
+              [("sid", "INT NOT NULL"), ("name", "STRING"), ("name_upper", "STRING"), ("tbname", "STRING NOT NULL"),
+               ("tbname_sid", "STRING"), ("sid_tbname", "STRING"), ("tbname_name", "STRING"),
+               ("name_tbname", "STRING")],
+              [("+I", (1, "abc", "ABC", "metadata_as_table", "metadata_as_table_1", "1_metadata_as_table",
+                       "metadata_as_table_abc", "abc_metadata_as_table"))], source=POST, table="metadata_as_table"),
 ]
 
 
@@ -2272,10 +2287,11 @@ EVENT_CASES = [
 def test_event_case(case: EventCase):
     from lakecdc.model import OP_COLUMN, OP_TS_COLUMN
 
-    src = SourceTable(TableId("my_branch", "t"), tuple(SourceColumn(n, mysql, arrow, nullable)
+    src = SourceTable(TableId("my_branch", case.table), tuple(SourceColumn(n, mysql, arrow, nullable)
                                                       for n, mysql, arrow, nullable in case.columns),
                       primary_keys=() if case.keyless else (case.columns[0][0],))
-    rule = TransformRuleConfig(index=0, source_table="my_branch.t", projection=case.projection, filter=case.filter)
+    rule = TransformRuleConfig(index=0, source_table=f"my_branch.{case.table}", projection=case.projection,
+                               filter=case.filter)
     compiled = compile_transform(rule, src, TransformContext())
     arrays = [pa.array([values[k] for _, values in case.events], arrow)
               for k, (_, _, arrow, _) in enumerate(case.columns)]
