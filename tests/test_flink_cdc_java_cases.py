@@ -843,6 +843,15 @@ JANINO_CASES = (
     ])
 )
 
+IT = "composer/flink/FlinkPipelineTransformITCase.java"
+IT_LITERALS = cases(f"{IT}#testTransformWithLargeLiterals", [  # its CreateTableEvent and every row
+    ("2147483647", 2147483647, "INT"),
+    ("2147483648", 2147483648, "BIGINT"),
+    ("-2147483648", -2147483648, "INT"),
+    ("-2147483649", -2147483649, "BIGINT"),
+    ("CAST(1234567890123456789 AS DECIMAL(19, 0))", D("1234567890123456789"), "DECIMAL(19, 0)"),
+])
+
 PARSER = "parser/TransformParserTest.java"
 PARSER_CASES = (
     cases(f"{PARSER}#testGenerateDatePartFunctionProjectionColumns", [
@@ -926,7 +935,8 @@ PARSER_CASES = (
 )
 
 CASES: list[JavaCase] = (STRING_CASES + COMPARISON_CASES + LOGICAL_CASES + CASTING_CASES + TEMPORAL_CASES
-                         + STRUCT_CASES + POST_CASES + POST_DATA_CASES + JANINO_CASES + PARSER_CASES)
+                         + STRUCT_CASES + POST_CASES + POST_DATA_CASES + JANINO_CASES + PARSER_CASES
+                         + IT_LITERALS)
 
 
 # --------------------------------------------------------------------------------------------- evaluation
@@ -997,7 +1007,6 @@ def test_case_count():
 # declared type (CreateTableEvent) and its value in every emitted row (DataChangeEvent ``after``, INSERT and UPDATE;
 # a DELETE repeats an earlier row).
 
-IT = "composer/flink/FlinkPipelineTransformITCase.java"
 VALUES_TABLES = {  # ValuesDataSourceHelper's TRANSFORM_TABLE: mytable1 with its UPDATE's after image as a third row
     "mytable1": (SourceTable(TableId("default_schema", "mytable1"), (
         SourceColumn("id", "int", pa.int32(), False), SourceColumn("name", "longtext", pa.string()),
