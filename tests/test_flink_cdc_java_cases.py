@@ -773,6 +773,16 @@ POST_DATA_CASES = (
                       ["UNIX_TIMESTAMP(date_time_str)", "UNIX_TIMESTAMP(date_time_str, unix_timestamp_format)"],
                       [{"date_time_str": text, "unix_timestamp_format": fmt} for text, fmt in rows], expected,
                       ["BIGINT", "BIGINT"], tz=tz)]
+    + cases(f"{POST}#testTimestampAddTransform", [
+        (f"DATE_FORMAT(TIMESTAMPADD({unit}, {n}, TO_TIMESTAMP('2024-10-01 00:00:00')), 'yyyy-MM-dd HH:mm:ss')", text)
+        for unit, n, text in [
+            ("SECOND", 1, "2024-10-01 00:00:01"), ("MINUTE", 1, "2024-10-01 00:01:00"),
+            ("HOUR", 1, "2024-10-01 01:00:00"), ("DAY", 1, "2024-10-02 00:00:00"),
+            ("MONTH", 1, "2024-11-01 00:00:00"), ("YEAR", 1, "2025-10-01 00:00:00"),
+            ("SECOND", -1, "2024-09-30 23:59:59"), ("MINUTE", -1, "2024-09-30 23:59:00"),
+            ("HOUR", -1, "2024-09-30 23:00:00"), ("DAY", -1, "2024-09-30 00:00:00"),
+            ("MONTH", -1, "2024-09-01 00:00:00"), ("YEAR", -1, "2023-10-01 00:00:00")]
+    ])
     + cases(f"{POST}#testTimezoneTransform", [
         ("DATE_FORMAT(TO_TIMESTAMP('2024-08-01 00:00:00'), 'yyyy-MM-dd HH:mm:ss')", "2024-08-01 00:00:00", "STRING"),
     ])
@@ -2274,6 +2284,25 @@ EVENT_CASES = [
               "col1, col2, col2 * col2 as square_col2, __data_event_type__ as event_type",
               "col2 < 3 OR col2 > 5", SQUARES, SQUARE_UPDATES, SQUARES_SCHEMA + [("event_type", "STRING NOT NULL")],
               [("-U", (1, 1, 1, "-U")), ("+U", (1, 6, 36, "+U")), ("-D", (2, 1, 1, "-U")), ("+I", (3, 6, 36, "+U"))],
+              source=POST),
+    EventCase("testReduceSchemaTransform",
+              "id, upper(id) as uid, age + 1 as newage, lower(ref1) as ref1, 17 as seventeen",
+              "newage > 17 and ref2 > 17",
+              [("id", "longtext", pa.string(), False), ("age", "int", pa.int32(), True),
+               ("ref1", "longtext", pa.string(), True), ("ref2", "int", pa.int32(), True)],
+              [("+I", ("id001", 17, "Reference", 42)), ("-U", ("id001", 17, "Reference", 42)),
+               ("+U", ("id001", 18, "UpdatedReference", 41))],
+              [("id", "STRING NOT NULL"), ("uid", "STRING"), ("newage", "INT"), ("ref1", "STRING"),
+               ("seventeen", "INT")],
+              [("+I", ("id001", "ID001", 18, "reference", 17)), ("-U", ("id001", "ID001", 18, "reference", 17)),
+               ("+U", ("id001", "ID001", 19, "updatedreference", 17))], source=POST),
+    EventCase("testWildcardSchemaTransform", "*, age + 1 as newage", "newage > 17",
+              [("id", "longtext", pa.string(), False), ("age", "int", pa.int32(), True),
+               ("name", "longtext", pa.string(), True)],
+              [("+I", ("id001", 17, "Alice")), ("-U", ("id001", 17, "Alice")), ("+U", ("id001", 18, "Arisu"))],
+              [("id", "STRING NOT NULL"), ("age", "INT"), ("name", "STRING"), ("newage", "INT")],
+              [("+I", ("id001", 17, "Alice", 18)), ("-U", ("id001", 17, "Alice", 18)),
+               ("+U", ("id001", 18, "Arisu", 19))],
               source=POST),
     # (testMetadataTransform and testSoftDeleteTransform print the namespace my_company, which MySQL has not)
     EventCase("testMetadataASTransform",
