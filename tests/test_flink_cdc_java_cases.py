@@ -854,6 +854,18 @@ JANINO_CASES = (
 )
 
 IT = "composer/flink/FlinkPipelineTransformITCase.java"
+# testTransformWithTemporalFunction (local-time-zone America/Los_Angeles): its verifyDataRecord's relations
+IT_TEMPORAL = cases(f"{IT}#testTransformWithTemporalFunction", [
+    {"expr": "LOCALTIME = CURRENT_TIME", "condition": True},
+    {"expr": "CAST(CURRENT_TIMESTAMP AS TIMESTAMP) = CAST(NOW() AS TIMESTAMP)", "condition": True},
+    {"expr": "CAST(NOW() AS TIMESTAMP) = LOCALTIMESTAMP", "condition": True},
+    # LOCALTIME is the time of day of LOCALTIMESTAMP, milliseconds included; CURRENT_DATE its date
+    {"expr": "CAST(LOCALTIME AS STRING) = SUBSTR(CAST(LOCALTIMESTAMP AS STRING), 12)", "condition": True},
+    {"expr": "CURRENT_DATE = TO_DATE(LOCALTIMESTAMP)", "condition": True},
+    {"expr": "LOCALTIME", "expected": ANY, "dtype": "TIME(0)"},
+    {"expr": "CURRENT_DATE", "expected": ANY, "dtype": "DATE"},
+    {"expr": "LOCALTIMESTAMP", "expected": ANY, "dtype": "TIMESTAMP(3)"},
+], tz="America/Los_Angeles")
 IT_LITERALS = cases(f"{IT}#testTransformWithLargeLiterals", [  # its CreateTableEvent and every row
     ("2147483647", 2147483647, "INT"),
     ("2147483648", 2147483648, "BIGINT"),
@@ -946,7 +958,7 @@ PARSER_CASES = (
 
 CASES: list[JavaCase] = (STRING_CASES + COMPARISON_CASES + LOGICAL_CASES + CASTING_CASES + TEMPORAL_CASES
                          + STRUCT_CASES + POST_CASES + POST_DATA_CASES + JANINO_CASES + PARSER_CASES
-                         + IT_LITERALS)
+                         + IT_TEMPORAL + IT_LITERALS)
 
 
 # --------------------------------------------------------------------------------------------- evaluation
