@@ -23,7 +23,6 @@ docs/functions.md, or a missing feature). Those are strict xfails: a case that s
 
 from __future__ import annotations
 
-import base64
 import os
 import datetime as dt
 import re
@@ -32,15 +31,14 @@ from decimal import Decimal as D
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 import yaml
 
 from lakecdc.errors import ExpressionError, PipelineConfigError
 from lakecdc.model import OP_COLUMN, ChangeBatch, SourceColumn, SourceTable, TableId
 from lakecdc.transform import TransformContext, TransformRuleConfig, compile_transform
-from lakecdc.transform.types import (VARIANT, VariantType, flink_name, is_variant_field, java_to_string, type_name,
-                                    variant_array, variant_from_storage)
+from lakecdc.transform.types import VARIANT, is_variant_field, type_name, variant_array, variant_from_storage
+from tests.flink_printing import render
 
 SPECS_ENV = "LAKECDC_FLINK_CDC_SPECS"
 SPEC_DIR = Path(os.environ.get(SPECS_ENV, ""))
@@ -133,36 +131,6 @@ def input_batch(non_null: bool) -> ChangeBatch:
 
 
 # --------------------------------------------------------------------------------------------- rendering
-
-def render(arr: pa.Array) -> list[str]:
-    """Each value as Flink CDC's values sink prints it (BinaryRecordData fields through their toString)."""
-    t = arr.type
-    nulls = arr.is_null().to_pylist()
-    if pa.types.is_null(t):
-        return ["null"] * len(arr)
-    if isinstance(t, VariantType):
-        texts = arr.storage.to_pylist()
-    elif pa.types.is_binary(t):
-        texts = [None if v is None else base64.b64encode(v).decode() for v in arr.to_pylist()]
-    elif pa.types.is_map(t):
-        keys, items = render(arr.keys), render(arr.items)
-        offsets = arr.offsets.to_pylist()
-        texts = ["{" + ", ".join(f"{keys[i]} -> {items[i]}" for i in range(offsets[r], offsets[r + 1])) + "}"
-                 for r in range(len(arr))]
-    elif pa.types.is_list(t):
-        values = render(arr.values)
-        offsets = arr.offsets.to_pylist()
-        texts = ["[" + ", ".join(values[offsets[r]:offsets[r + 1]]) + "]" for r in range(len(arr))]
-    elif pa.types.is_struct(t):
-        fields = [render(pc.struct_field(arr, [i])) for i in range(t.num_fields)]
-        texts = ["{" + ", ".join(f"{t.field(i).name}: {flink_name(t.field(i).type)} -> {fields[i][r]}"
-                                 for i in range(t.num_fields)) + "}" for r in range(len(arr))]
-    elif pa.types.is_decimal(t):
-        texts = [None if v is None else format(v, "f") for v in arr.to_pylist()]
-    else:
-        texts = java_to_string(arr).to_pylist()
-    return ["null" if n else v for n, v in zip(nulls, texts)]
-
 
 def _values(table: pa.Table, name: str) -> pa.Array:
     """An output column's values; a VARIANT column (Paimon's Variant encoding) decoded to its JSON text."""

@@ -89,6 +89,8 @@ RESULT_TYPES: list[tuple[str, str]] = [
     ("CASE WHEN bl THEN 1 ELSE 2.5 END", "DECIMAL(11, 1)"), ("CASE WHEN bl THEN t0 ELSE t6 END", "TIMESTAMP(3)"),
     ("CASE WHEN bl THEN ti * ti ELSE ti END", "TINYINT"), ("IF(bl, 'a', 'b')", "STRING"),
     ("-(ti * ti)", "TINYINT"), ("ABS(si * si)", "SMALLINT"), ("CEIL(ti * ti)", "TINYINT"),
+    ("ARRAY[ti * ti]", "ARRAY<TINYINT>"), ("MAP['a', si * si]", "MAP<STRING, SMALLINT>"),
+    ("ROW(ti * ti)", "ROW<f0 TINYINT>"),
     # IF: NUMERIC_FROM_ARG1_DEFAULT1, the least restrictive type of two numbers, else the first branch's type
     ("IF(bl, t0, t6)", "TIMESTAMP(0)"), ("IF(bl, b, vb)", "BINARY(50)"), ("IF(bl, vb, b)", "VARBINARY(50)"),
     ("IF(bl, i, 1.5)", "DECIMAL(11, 1)"), ("COALESCE(t0, t0)", "TIMESTAMP(0)"),
@@ -124,6 +126,9 @@ RESULT_TYPES: list[tuple[str, str]] = [
     ("ROW(i, s)", "ROW<f0 INT, f1 STRING>"), ("ARRAY[1, 2][1]", "INT"), ("CARDINALITY(ARRAY[1])", "INT"),
     ("ARRAY_CONTAINS(ARRAY[1], 1)", "BOOLEAN"), ("ARRAY_POSITION(ARRAY[1], 1)", "INT"),
     ("CAST(PARSE_JSON(s) AS VARCHAR)", "STRING"),
+    # PARSE_JSON and TRY_PARSE_JSON are typed ReturnTypes.explicit(VARIANT): NOT NULL whatever the operand
+    ("PARSE_JSON(s)", "VARIANT"), ("IFNULL(PARSE_JSON(s), PARSE_JSON('{}'))", "VARIANT NOT NULL"),
+    ("IFNULL(TRY_PARSE_JSON(s), PARSE_JSON(s))", "VARIANT NOT NULL"),
 ]
 
 

@@ -214,7 +214,7 @@ class CompiledTransform:
         n = data.num_rows
         table_id = batch.table.table_id
         ops = data.column(OP_COLUMN).combine_chunks().cast(pa.string())
-        source = {name: data.column(name).combine_chunks() for name in data.column_names
+        source = {name: _time_of_day_millis(data.column(name).combine_chunks()) for name in data.column_names
                   if name not in (OP_COLUMN, OP_TS_COLUMN)}
         metadata: dict[str, Callable[[], pa.Array]] = {
             NAMESPACE_NAME: lambda: pa.nulls(n, pa.string()),
@@ -453,14 +453,24 @@ def _source_ref(c: SourceColumn) -> ColumnRef:
     return ref
 
 
+def _time_of_day_millis(arr: pa.Array) -> pa.Array:
+    """A TIME column's values as Flink CDC holds them: its TimeData keeps milliseconds of day (fromNanoOfDay and
+    fromMicroOfDay floor), so a TIME(6) value's microseconds never reach an expression (``CAST(time_6 AS
+    VARCHAR)`` is ``21:48:25.123``, FlinkPipelineTransformITCase.testDateAndTimeCastingFunctions); Paimon stores
+    TIME as milliseconds of day too."""
+    if not pa.types.is_time64(arr.type):
+        return arr
+    return arr.cast(pa.time32("ms"), safe=False).cast(arr.type)
+
+
 def _output_field(item: ProjectionItem, node: Node) -> pa.Field:
     """Flink CDC's projection types: bare references keep type and nullability; computed columns are nullable (IFNULL
     excepted), of Calcite's type (a capped TIMESTAMP(3) precision, VARBINARY(n) lengths: the declared type travels
     as field metadata to the Paimon column, the values keep their digits as Flink CDC's do); CHAR/VARCHAR results
     are STRING; an untyped NULL becomes a nullable STRING."""
     kind = family(node.dtype)
-    if kind == "variant":
-        return variant_field(item.output_name)
+    if kind == "variant":  # NOT NULL as IFNULL declares it (IFNULL(v, PARSE_JSON('{}')), an explicit VARIANT)
+        return variant_field(item.output_name, nullable=not node.declares_nullability or node.nullable)
     if kind == "interval":
         raise ExpressionError(f"column {item.alias!r} is an INTERVAL ({node.sql}); add it to a date or time")
     dtype = pa.string() if pa.types.is_null(node.dtype) else node.dtype

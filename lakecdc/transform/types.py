@@ -61,9 +61,9 @@ VARIANT_STORAGE = pa.struct([pa.field("value", pa.binary(), nullable=False),
                              pa.field("metadata", pa.binary(), nullable=False)])
 
 
-def variant_field(name: str) -> pa.Field:
-    """A nullable VARIANT output column (its declared type says VARIANT; pypaimon recognises the struct)."""
-    return pa.field(name, VARIANT_STORAGE, nullable=True, metadata={DECLARED_TYPE_KEY: b"VARIANT"})
+def variant_field(name: str, nullable: bool = True) -> pa.Field:
+    """A VARIANT output column (its declared type says VARIANT; pypaimon recognises the struct)."""
+    return pa.field(name, VARIANT_STORAGE, nullable=nullable, metadata={DECLARED_TYPE_KEY: b"VARIANT"})
 
 
 def is_variant_field(f: pa.Field) -> bool:
@@ -296,6 +296,19 @@ def common_decl(operands: list[tuple[pa.DataType, str | None]], result: pa.DataT
             if widest != result:
                 return flink_name(widest)
     return None
+
+
+def declared_element(operands: list[tuple[pa.DataType, str | None]], element: pa.DataType) -> pa.DataType:
+    """The Arrow type of an ARRAY/MAP/ROW constructor's integer elements: the declared (least restrictive) integer
+    type of the operands, narrower than their values' when an operand is a TINYINT/SMALLINT product computed as a
+    Java int (``ARRAY[tinyint * tinyint]`` is ARRAY<TINYINT>, Calcite's type). Flink CDC's generated code passes
+    such an Integer into the array unconverted (its type root is the element's, JaninoCompiler
+    .generateImplicitTypeConvertMethod), and its output converter then refuses it ("Cannot convert ... to
+    TINYINT"); lakecdc narrows it as Java's cast does, as it narrows a TINYINT product in an output column."""
+    if not pa.types.is_integer(element):
+        return element
+    text = common_decl(operands, element)
+    return _INT_DECL.get(text or "", element)
 
 
 def element_decl(operands: list[tuple[pa.DataType, str | None]], element: pa.DataType) -> str | None:

@@ -80,11 +80,12 @@ NOT_NULL_WITH_OPERANDS = frozenset({
     "REGEXP_REPLACE", "YEAR", "QUARTER", "MONTH", "WEEK", "DAYOFYEAR", "DAYOFMONTH", "DAYOFWEEK", "HOUR", "MINUTE",
     "SECOND", "UNIX_TIMESTAMP", "TIMESTAMPADD", "IF", "COALESCE", "CARDINALITY", "ARRAY_CONTAINS",
     "ARRAY_POSITION"})
-# never NULL (BOOLEAN_NOT_NULL, explicit types, value constructors):
+# NOT NULL whatever the operands (BOOLEAN_NOT_NULL, explicit types: ReturnTypes.explicit(VARIANT) of PARSE_JSON and
+# TRY_PARSE_JSON, value constructors); a declaration, not a promise: PARSE_JSON(NULL) still gives NULL:
 NEVER_NULL = frozenset({
     "IS NULL", "IS NOT NULL", "IS TRUE", "IS NOT TRUE", "IS FALSE", "IS NOT FALSE", "IS DISTINCT FROM",
     "IS NOT DISTINCT FROM", "UUID", "LOCALTIMESTAMP", "CURRENT_TIMESTAMP", "NOW", "CURRENT_TIME", "LOCALTIME",
-    "CURRENT_DATE", "ARRAY", "MAP", "ROW"})
+    "CURRENT_DATE", "ARRAY", "MAP", "ROW", "PARSE_JSON", "TRY_PARSE_JSON"})
 # Every other built-in (REGEXP_EXTRACT, SUBSTR, TO_TIMESTAMP, DATE_FORMAT, TIMESTAMPDIFF, NULLIF, TRY_CAST, ELEMENT,
 # subscripts: FORCE_NULLABLE) stays nullable; CAST, IFNULL and CASE decide their own.
 
@@ -238,7 +239,13 @@ def _groupable(arr: pa.Array) -> pa.Array:
             or pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_decimal(t) \
             or pa.types.is_temporal(t):
         return arr
-    return pc.cast(arr, pa.string()) if not isinstance(t, pa.ExtensionType) else arr.storage
+    if isinstance(t, pa.ExtensionType):
+        return arr.storage
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t) or pa.types.is_struct(t):
+        # Arrow casts no nested type to text: the values' repr, per row (nested keys, such as an ARRAY_CONTAINS
+        # needle of arrays, are rare)
+        return pa.array([None if v is None else repr(v) for v in arr.to_pylist()], pa.string())
+    return pc.cast(arr, pa.string())
 
 
 def _as_type(result, dtype: pa.DataType, n: int) -> pa.Array:

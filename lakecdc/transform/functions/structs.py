@@ -8,6 +8,7 @@ written to Paimon in the Variant binary encoding (lakecdc.transform.types.varian
 
 from __future__ import annotations
 
+import decimal
 import json
 
 import numpy as np
@@ -19,9 +20,9 @@ from lakecdc.transform.functions.base import (Site, as_string, data_error, fam, 
                                               is_null_literal, null_of, require, where_null, with_scalars)
 from lakecdc.transform.functions.comparison import comparable, comparison_type
 from lakecdc.transform.nodes import Call, Node
-from lakecdc.transform.types import (VARIANT, calcite_type, common_numeric, common_type, conform, element_decl,
-                                     family, flink_name, java_to_string, json_fraction, nested_decl, nested_decls,
-                                     variant_array, variant_json)
+from lakecdc.transform.types import (VARIANT, calcite_type, common_numeric, common_type, conform, declared_element,
+                                     element_decl, family, flink_name, java_to_string, json_fraction, nested_decl,
+                                     nested_decls, variant_array, variant_json)
 
 
 # ------------------------------------------------------------------------------------------- constructors
@@ -30,6 +31,7 @@ from lakecdc.transform.types import (VARIANT, calcite_type, common_numeric, comm
 def _array(args, site):
     # NULL only while validating without a schema
     element = common_type([a.dtype for a in args], "ARRAY", site.max_precision)
+    element = declared_element([(a.dtype, a.decl) for a in args], element)
     out = pa.list_(element)
     decl = element_decl([(a.dtype, a.decl) for a in args], element)
 
@@ -60,8 +62,10 @@ def _map(args, site):
         keys = [next(k for k in keys if k.const == key) for key in last]
         values = list(last.values())
         args = [x for pair in zip(keys, values) for x in pair]
-    key_type = common_type([k.dtype for k in keys], "MAP keys", site.max_precision)
-    value_type = common_type([v.dtype for v in values], "MAP values", site.max_precision)
+    key_type = declared_element([(k.dtype, k.decl) for k in keys],
+                                common_type([k.dtype for k in keys], "MAP keys", site.max_precision))
+    value_type = declared_element([(v.dtype, v.decl) for v in values],
+                                  common_type([v.dtype for v in values], "MAP values", site.max_precision))
     out = pa.map_(pa.string() if pa.types.is_null(key_type) else key_type, value_type)
 
     def run(env, xs):
@@ -85,8 +89,8 @@ def _map(args, site):
 @function("ROW", min_args=1, max_args=None)
 def _row(args, site):
     """ROW(a, b, ...) with fields f0, f1, ..."""
-    fields = [pa.field(f"f{i}", calcite_type(a.dtype, site.max_precision) if not pa.types.is_null(a.dtype)
-                       else pa.string()) for i, a in enumerate(args)]
+    fields = [pa.field(f"f{i}", declared_element([(a.dtype, a.decl)], calcite_type(a.dtype, site.max_precision))
+                       if not pa.types.is_null(a.dtype) else pa.string()) for i, a in enumerate(args)]
     out = pa.struct(fields)
 
     def run(env, xs):
@@ -198,10 +202,37 @@ def _cardinality(args, site):
     return Call(run, args, pa.int32(), site.sql)
 
 
+_NESTED = ("array", "map", "row")
+
+
+def _java_value_equals(left, right) -> bool:
+    """Flink CDC's StructFunctions.valueEquals on Python values of ARRAY/MAP/ROW elements: numbers by value
+    (numberEquals), lists and rows element by element, maps by entries whatever their order."""
+    if left is None or right is None:
+        return left is None and right is None
+    if isinstance(left, (int, float, decimal.Decimal)) and not isinstance(left, bool) and \
+            isinstance(right, (int, float, decimal.Decimal)) and not isinstance(right, bool):
+        if isinstance(left, float) or isinstance(right, float):
+            return float(left) == float(right) or (left != left and right != right)
+        return decimal.Decimal(left) == decimal.Decimal(right)
+    if isinstance(left, dict) and isinstance(right, dict):  # a ROW
+        left, right = list(left.values()), list(right.values())
+    if isinstance(left, list) and isinstance(right, list):
+        if left and isinstance(left[0], tuple) or right and isinstance(right[0], tuple):  # MAP entries
+            return len(left) == len(right) and all(
+                any(_java_value_equals(k, k2) and _java_value_equals(v, v2) for k2, v2 in right) for k, v in left)
+        return len(left) == len(right) and all(_java_value_equals(a, b) for a, b in zip(left, right))
+    return type(left) is type(right) and left == right
+
+
 def _element_equal(arr: pa.Array, needle) -> pa.Array:
     """Per list element: equals the needle (NULL elements never match)."""
     values = pc.list_flatten(arr)
     parents = pc.list_parent_indices(arr)
+    if family(values.type) in _NESTED:
+        # nested elements compare recursively (valueEquals); per element, as ARRAY_CONTAINS of arrays is rare
+        hits = pa.array([v is not None and _java_value_equals(v, needle) for v in values.to_pylist()], pa.bool_())
+        return values, parents, hits
     if family(values.type) == "numeric" and not isinstance(needle, (str, bytes, bool)):
         # by value, as the comparisons: 1.5 is not the INT 1, 3000000000 is no INT at all
         needles = pa.array([needle] * len(values))
@@ -211,11 +242,24 @@ def _element_equal(arr: pa.Array, needle) -> pa.Array:
     return values, parents, hits
 
 
+def _check_needle(args: list[Node], name: str) -> None:
+    """The needle must be comparable with the elements: an ARRAY, MAP or ROW element with a value of the same kind
+    (compared recursively at run time), any other element as the comparisons require."""
+    if fam(args[0]) != "array" or pa.types.is_null(args[0].dtype.value_type):
+        return
+    element = _typed(args[0].dtype.value_type)
+    if fam(element) in _NESTED or fam(args[1]) in _NESTED:
+        if fam(args[1]) not in (fam(element), "null"):
+            raise ExpressionError(f"cannot compare {flink_name(element.dtype)} with {flink_name(args[1].dtype)} in "
+                                  f"{name}({args[0].sql}, {args[1].sql})")
+        return
+    comparison_type(element, args[1], name)
+
+
 @function("ARRAY_CONTAINS", min_args=2, max_args=2)
 def _array_contains(args, site):
     require(args[0], ("array",), "ARRAY_CONTAINS")
-    if fam(args[0]) == "array" and not pa.types.is_null(args[0].dtype.value_type):
-        comparison_type(_typed(args[0].dtype.value_type), args[1], "ARRAY_CONTAINS")
+    _check_needle(args, "ARRAY_CONTAINS")
 
     def run(env, xs, values):
         arr = xs[0]
@@ -235,6 +279,7 @@ def _array_contains(args, site):
 def _array_position(args, site):
     """1-based position of the first equal element, 0 when absent."""
     require(args[0], ("array",), "ARRAY_POSITION")
+    _check_needle(args, "ARRAY_POSITION")
 
     def run(env, xs, values):
         arr = xs[0]

@@ -46,8 +46,12 @@ def _localtimestamp(args, site):
 
 @function("LOCALTIME", "CURRENT_TIME", min_args=0, max_args=0)
 def _localtime(args, site):
-    out = pa.time32("s")
-    return Call(lambda env, xs: timestamp_as_time(_now_wall(env), "s"), [], out, site.sql)
+    """Declared TIME(0) (Calcite), the value the wall clock's time of day with its milliseconds: Flink CDC's
+    localtime() is LOCALTIMESTAMP's toLocalTime(), kept as milliseconds of day
+    (FlinkPipelineTransformITCase.testTransformWithTemporalFunction: LOCALTIME is the LOCALTIMESTAMP's time)."""
+    call = Call(lambda env, xs: timestamp_as_time(_now_wall(env), "ms"), [], pa.time32("ms"), site.sql)
+    call.decl = "TIME(0)"
+    return call
 
 
 @function("CURRENT_DATE", min_args=0, max_args=0)
