@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ORDERS = TableId("inventory", "orders")
 ORDERS_KEY = dg.AssetKey(["paimon", "inventory", "orders"])
 MYSQL_ORDERS = dg.AssetKey(["mysql", "inventory", "orders"])
+OP = "enrich_mysql_orders_with_soft_deletes_tables"  # the tutorial pipeline's one op
 CREATE_ORDERS = """CREATE TABLE inventory.orders (id BIGINT NOT NULL, product VARCHAR(100) NOT NULL,
   price DECIMAL(10, 2) NOT NULL, created_at DATETIME(3) NOT NULL, PRIMARY KEY (id))"""
 
@@ -187,7 +188,7 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         # binlog's back is updated, the checkpoint moves.
         without_binlog(mariadb, "UPDATE inventory.orders SET price = 31.00 WHERE id = 101")
         result, metadata, checks = materialize(
-            defs, instance, run_config={"ops": {"paimon__inventory__orders": {"config": {"resnapshot": True}}}})
+            defs, instance, run_config={"ops": {OP: {"config": {"resnapshot": True}}}})
         assert result.success and all(c.passed for c in checks.values()), \
             {n: c.description for n, c in checks.items()}
         whole_meta = metadata[ORDERS_KEY]
@@ -341,7 +342,7 @@ def test_partition_resnapshot_is_refused_for_bad_partitions(mariadb, tutorial, t
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         assert materialize(defs, instance)[0].success
         result, _, _ = materialize(defs, instance, run_config={
-            "ops": {"paimon__inventory__orders": {"config": {"resnapshot": True, "partition": "day=1"}}}})
+            "ops": {OP: {"config": {"resnapshot": True, "partition": "day=1"}}}})
         assert not result.success
         failure = result.get_step_failure_events()[0].event_specific_data.error.message
         assert "order_day=<value>" in failure
