@@ -1,7 +1,8 @@
-"""A whole database through Dagster: one run of many tables reads the binlog once, plans once, and opens a fixed
-number of MySQL connections whatever the number of tables (the same for ``lakecdc check``); each table keeps its own
-materialisation, checks and failure; a table another writer holds is left to its own step, which retries and fails
-alone.
+"""A whole database through Dagster: the pipeline is one op (a subsettable multi-asset); one run of many tables
+reads the binlog once, plans once, and opens a fixed number of MySQL connections whatever the number of tables (the
+same for ``lakecdc check``); each table keeps its own materialisation, checks and failure: a table another writer
+holds, or one that fails with its own error, is reported failed to materialise while the others commit; a run of
+some of the tables materialises exactly those.
 
 Connections are what the server counts (``SHOW GLOBAL STATUS LIKE 'Connections'``), so every path that opens one
 is counted, not only those lakecdc knows about.
@@ -19,6 +20,7 @@ from lakecdc.dagster import build_definitions
 from lakecdc.model import TableId
 from lakecdc.runtime import check_pipeline, run_micro_batch
 from lakecdc.sink import PaimonSink
+from lakecdc.sink.evolution import DROP, ColumnChange, apply_column_changes
 from bench.wholedb_bench import PIPELINE, connections
 from tests.crosscheck import assert_same_rows
 
@@ -42,15 +44,23 @@ def change_every_table(mariadb, db: str, tables: int) -> None:
         mariadb.execute(f"DELETE FROM t{i} WHERE id = 20", database=db)
 
 
-def materialize_all(mariadb, pipelines: Path) -> tuple[dg.ExecuteInProcessResult, int, int]:
-    """Every table asset of the pipeline in one run: (result, MySQL connections it opened, binlog reads logged)."""
+def materialize_all(mariadb, pipelines: Path, selection=None) -> tuple[dg.ExecuteInProcessResult, int, int]:
+    """Every table asset of the pipeline (or ``selection``) in one run: (result, MySQL connections it opened,
+    binlog reads logged). ``result.unmaterialized``: the tables the run planned and did not materialise."""
     defs = build_definitions(pipelines)
     assets = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
     with dg.instance_for_test() as instance:
         before = connections(mariadb)
-        result = dg.materialize(assets, instance=instance, resources=defs.resources, raise_on_error=False)
+        result = dg.materialize(assets, instance=instance, resources=defs.resources, raise_on_error=False,
+                                selection=selection)
         opened = connections(mariadb) - before - 1  # the count's own connection
-        reads = sum(1 for record in instance.all_logs(result.run_id) if "binlog from " in record.user_message)
+        logs = instance.all_logs(result.run_id)
+        reads = sum(1 for record in logs if "binlog from " in record.user_message)
+        # Dagster OSS 1.13 records no ASSET_FAILED_TO_MATERIALIZE event: a table the failed run planned and did not
+        # materialise is what the UI shows as failed
+        planned = {r.dagster_event.asset_key.path[-1] for r in logs if r.dagster_event is not None
+                   and r.dagster_event.event_type_value == "ASSET_MATERIALIZATION_PLANNED"}
+    result.unmaterialized = planned - {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
     return result, opened, reads
 
 
@@ -89,18 +99,65 @@ def test_a_table_held_by_another_writer_fails_alone_and_the_others_commit(mariad
     with sink.lock(held, owner="a test holding the table"):
         result, _, reads = materialize_all(mariadb, pipelines)
     assert not result.success
+    # another writer is transient: the op is retried once (lakecdc.retry.max-retries: 1), then fails
     retried = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
-    assert [e.step_key for e in retried] == [failed_key := f"paimon__{fresh_db}__t1"]  # another writer: waited
+    assert len(retried) == 1
     failed = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    assert [e.step_key for e in failed] == [failed_key]
+    assert len(failed) == 1
     assert f"table {held} is being written by another writer" in str(failed[0].event_specific_data.error)
-    assert reads == 1  # the others in one read; the held table's own step stops at its lock, before reading
+    assert result.unmaterialized == {"t1"}
+    materialized = {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
+    assert materialized == {"t0", "t2"}  # in the first attempt; the retry finds nothing new for them
+    # one read for the others (the retry finds them at the head: nothing to read); the held table, tried alone,
+    # stops at its lock before reading
+    assert reads == 1
     for table in ("t0", "t2"):
         assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, table)
     # the next run catches the held table up
     result, _, _ = materialize_all(mariadb, pipelines)
     assert result.success
     assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, "t1")
+
+
+def test_a_table_that_fails_fails_alone_and_the_others_commit(mariadb, fresh_db, tmp_path):
+    """The micro-batch of the run fails as a whole (one table's Paimon schema lost a column the pipeline
+    produces); each table then runs alone: that table fails with its own error, named in the run's failure and
+    recorded as failed to materialise; the others commit and are materialised."""
+    pipelines = create_database(mariadb, fresh_db, 3, tmp_path)
+    change_every_table(mariadb, fresh_db, 3)
+    config = load_pipeline(pipelines / "whole.yaml")
+    broken = TableId(fresh_db, "t1")
+    apply_column_changes(PaimonSink(config.sink.catalog_options), broken, [ColumnChange(DROP, "amount")])
+    result, _, _ = materialize_all(mariadb, pipelines)
+    assert not result.success
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # not transient
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    message = str(failure.event_specific_data.error)
+    assert f"{broken}" in message and "no column 'amount'" in message, message
+    assert result.unmaterialized == {"t1"}
+    materialized = {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
+    assert materialized == {"t0", "t2"}
+    checks = result.get_asset_check_evaluations()
+    assert {c.asset_key.path[-1] for c in checks} == {"t0", "t2"} and all(c.passed for c in checks)
+    for table in ("t0", "t2"):
+        assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, table)
+
+
+def test_a_run_of_some_tables_materialises_exactly_those(mariadb, fresh_db, tmp_path):
+    pipelines = create_database(mariadb, fresh_db, 4, tmp_path)
+    change_every_table(mariadb, fresh_db, 4)
+    config = load_pipeline(pipelines / "whole.yaml")
+    sink = PaimonSink(config.sink.catalog_options)
+    before = {f"t{i}": sink.latest_snapshot_id(TableId(fresh_db, f"t{i}")) for i in range(4)}
+    selection = [dg.AssetKey(["paimon", fresh_db, name]) for name in ("t1", "t3")]
+    result, _, reads = materialize_all(mariadb, pipelines, selection=selection)
+    assert result.success and reads == 1
+    assert {e.asset_key for e in result.get_asset_materialization_events()} == set(selection)
+    assert {c.asset_key for c in result.get_asset_check_evaluations()} == set(selection)
+    for name in ("t1", "t3"):
+        assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, name)
+    for name in ("t0", "t2"):  # not selected: not written
+        assert sink.latest_snapshot_id(TableId(fresh_db, name)) == before[name]
 
 
 def test_check_opens_a_fixed_number_of_connections(mariadb, tmp_path):
