@@ -17,6 +17,7 @@ import pytest
 
 from lakecdc.config import load_pipeline
 from lakecdc.dagster import build_definitions
+from lakecdc.dagster.assets import pipeline_op_name
 from lakecdc.model import TableId
 from lakecdc.runtime import check_pipeline, run_micro_batch
 from lakecdc.sink import PaimonSink
@@ -44,7 +45,8 @@ def change_every_table(mariadb, db: str, tables: int) -> None:
         mariadb.execute(f"DELETE FROM t{i} WHERE id = 20", database=db)
 
 
-def materialize_all(mariadb, pipelines: Path, selection=None) -> tuple[dg.ExecuteInProcessResult, int, int]:
+def materialize_all(mariadb, pipelines: Path, selection=None, run_config=None
+                    ) -> tuple[dg.ExecuteInProcessResult, int, int]:
     """Every table asset of the pipeline (or ``selection``) in one run: (result, MySQL connections it opened,
     binlog reads logged). ``result.unmaterialized``: the tables the run planned and did not materialise."""
     defs = build_definitions(pipelines)
@@ -52,7 +54,7 @@ def materialize_all(mariadb, pipelines: Path, selection=None) -> tuple[dg.Execut
     with dg.instance_for_test() as instance:
         before = connections(mariadb)
         result = dg.materialize(assets, instance=instance, resources=defs.resources, raise_on_error=False,
-                                selection=selection)
+                                selection=selection, run_config=run_config)
         opened = connections(mariadb) - before - 1  # the count's own connection
         logs = instance.all_logs(result.run_id)
         reads = sum(1 for record in logs if "binlog from " in record.user_message)
@@ -174,3 +176,33 @@ def test_check_opens_a_fixed_number_of_connections(mariadb, tmp_path):
         finally:
             mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
     assert opened[6] == opened[2] == 1, f"MySQL connections of `lakecdc check` by tables: {opened}"
+
+
+def test_run_config_resnapshots_every_selected_table_and_a_partition_needs_one_table(mariadb, fresh_db, tmp_path):
+    pipelines = create_database(mariadb, fresh_db, 3, tmp_path)
+    config = load_pipeline(pipelines / "whole.yaml")
+    sink = PaimonSink(config.sink.catalog_options)
+    op = pipeline_op_name(config)
+    selection = [dg.AssetKey(["paimon", fresh_db, name]) for name in ("t0", "t2")]
+    before = {name: sink.latest_snapshot_id(TableId(fresh_db, name)) for name in ("t0", "t1", "t2")}
+
+    # a partition with two tables selected: refused before anything is written, not retried
+    result, _, _ = materialize_all(mariadb, pipelines, selection=selection, run_config={
+        "ops": {op: {"config": {"resnapshot": True, "partition": "amount=1"}}}})
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert "select exactly one table" in str(failure.event_specific_data.error)
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    assert {n: sink.latest_snapshot_id(TableId(fresh_db, n)) for n in before} == before
+
+    # resnapshot: every selected table, each in one commit; the others untouched
+    mariadb.execute("UPDATE t0 SET amount = 0 WHERE id = 1", database=fresh_db)
+    result, _, _ = materialize_all(mariadb, pipelines, selection=selection, run_config={
+        "ops": {op: {"config": {"resnapshot": True}}}})
+    assert result.success
+    phases = {e.asset_key.path[-1]: e.materialization.metadata["lakecdc/phase"].value
+              for e in result.get_asset_materialization_events()}
+    assert phases == {"t0": "resnapshot", "t2": "resnapshot"}
+    assert sink.checkpoint(TableId(fresh_db, "t0"))["lakecdc.phase"] == "resnapshot"
+    assert sink.latest_snapshot_id(TableId(fresh_db, "t1")) == before["t1"]
+    for name in ("t0", "t2"):
+        assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, name)
