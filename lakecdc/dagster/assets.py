@@ -40,7 +40,7 @@ from lakecdc.model import TableId
 from lakecdc.runtime.connect import open_source, shared_source
 from lakecdc.runtime.plan import build_plan, captured_tables
 from lakecdc.runtime.table_runs import TableRuns, resnapshot_tables, run_tables
-from lakecdc.runtime.verify import expected_types, plan_at_checkpoint, soft_delete_column
+from lakecdc.runtime.verify import ROW_COUNT, expected_types, plan_at_checkpoint, share_tally, soft_delete_column
 from lakecdc.selectors import TableSelector
 from lakecdc.transform.rules import select_rule
 from lakecdc.transform.routes import Router
@@ -200,14 +200,15 @@ def tables_failure(errors: dict[TableId, BaseException]) -> dg.Failure:
 
 
 def report(context, config: PipelineConfig, target: TableId, committed, *, with_checks: set[str],
-           expect_materialization: bool, keys: Optional[AssetKeys] = None):
+           expect_materialization: bool, keys: Optional[AssetKeys] = None, state: Optional[TableState] = None):
     """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the check results.
-    ``keys``: the pipeline's asset keys (default: the default translator's). Only this table is planned, and MySQL
-    is queried through the process's shared connection (:func:`shared_source`)."""
+    ``keys``: the pipeline's asset keys (default: the default translator's); ``state``: the table's state when the
+    caller loaded it. Only this table is planned, and MySQL is queried through the process's shared connection
+    (:func:`shared_source`)."""
     keys = keys or AssetKeys.default([target])
     key = keys.paimon[target]
     source = shared_source(config)
-    state = TableState.load(config, target, key, source=source)
+    state = state or TableState.load(config, target, key, source=source)
     if committed is not None:
         marker = soft_delete_column(config, state.plan) if state.plan is not None else None
         event = commit_event(committed, committed_plan(config, target, state, source), config.sink.catalog_options,
@@ -249,6 +250,20 @@ def register_partitions(instance, target: TableId, committed, key: dg.AssetKey) 
         instance.add_dynamic_partitions(name, new)
 
 
+def table_states(config: PipelineConfig, targets: list[TableId], keys: AssetKeys,
+                 failed: dict[TableId, BaseException]) -> dict[TableId, TableState]:
+    """Each table's state (plan, stored table, checkpoint) for its report; a table whose state cannot be read is
+    added to ``failed``."""
+    source = shared_source(config)
+    states = {}
+    for target in targets:
+        try:
+            states[target] = TableState.load(config, target, keys.paimon[target], source=source)
+        except Exception as exc:  # noqa: BLE001 - this table alone
+            failed[target] = ReportingError(f"{target}: reading the table to report it failed: {exc}")
+    return states
+
+
 class ReportingError(LakeCdcError):
     """Reporting a table failed after its commit (not transient: a retry would not re-report the commit)."""
 
@@ -260,14 +275,15 @@ def materialize_tables(context, config: PipelineConfig, targets: list[TableId], 
     materialisation: "Execute check"). A table that failed is not reported; after every other table, one Failure
     names each failed table with its error (Dagster records those as failed to materialise)."""
     runs = run_tables_of_run(context, config, targets, resnapshot, partition)
-    failed = dict(runs.errors)
-    for target in sorted(set(targets) | set(checks)):
-        if target in failed:
-            continue
+    failed: dict[TableId, BaseException] = dict(runs.errors)
+    states = table_states(config, [t for t in sorted(set(targets) | set(checks)) if t not in failed], keys, failed)
+    # the row-count checks of tables whose checkpoint is behind the head reconcile from one binlog read
+    share_tally(shared_source(config), [s.state for t, s in states.items() if ROW_COUNT in checks.get(t, ())])
+    for target, state in states.items():
         try:
             yield from report(context, config, target, runs.committed.get(target),
                               with_checks=checks.get(target, set()), expect_materialization=target in targets,
-                              keys=keys)
+                              keys=keys, state=state)
         except Exception as exc:  # noqa: BLE001 - reporting after a commit fails this table alone, never retried
             failed[target] = ReportingError(f"{target}: reporting the commit failed: {exc}")
     if failed:
