@@ -17,7 +17,7 @@ import pytest
 from lakecdc.config import load_pipeline, parse_pipeline
 from lakecdc.dagster import (DagsterLakeCdcTranslator, MySqlResource, PaimonCatalogResource, PaimonTableProps,
                              build_definitions, build_pipeline_definitions)
-from lakecdc.dagster.assets import partitions_name
+from lakecdc.dagster.assets import partitions_name, pool_name
 from lakecdc.dagster.invalid import VALIDATION_ENV
 from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import BinlogOffset, TableId
@@ -440,6 +440,12 @@ def test_invalid_automation_keys_name_the_key():
         parse_pipeline(base.replace("max-retries: 2", "max-retries: -1"))
     with pytest.raises(PipelineConfigError, match=r"invalid cron schedule"):
         build_pipeline_definitions(parse_pipeline(base.replace('"15 3 * * *"', '"99 3 * * *"')))
+    # the pools of the one op per table are gone with it: said so, not silently reinterpreted
+    delay = "lakecdc.retry.delay: 50ms"
+    with pytest.raises(PipelineConfigError, match=r"pipeline.lakecdc.pool.*`per-table` is gone"):
+        parse_pipeline(base.replace(delay, f"{delay}\n  lakecdc.pool: per-table"))
+    named = parse_pipeline(base.replace(delay, f"{delay}\n  lakecdc.pool: cdc"))
+    assert pool_name(named) == "cdc" and pool_name(parse_pipeline(base)) == f"lakecdc/{parse_pipeline(base).slug}"
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):
