@@ -9,9 +9,9 @@ row count, column schema, column lineage and the partitions it changed (an obser
 moved, the commit of a crashed earlier run when Dagster never recorded it), followed by its selected checks. Checks
 selected alone ("Execute check") run without a micro-batch. Failures stay per table: when the micro-batch fails as a
 whole each table runs alone, and a table that fails (its own error, or held by another writer until the end) is not
-reported; after every other table, one Failure names each failed table, and Dagster records those as failed to
-materialise while the others keep their materialisations. The specs are skippable: a table the run does not yield
-skips only what is downstream of it.
+reported; after every other table, one Failure names each failed table, and Dagster shows those failed (planned in
+a failed run, not materialised) while the others keep their materialisations. The specs are skippable: a table the
+run does not yield skips only what is downstream of it.
 
 Run config (``Materialize`` → launchpad, ``ops: {<slug>_tables: {config: ...}}``): ``resnapshot: true`` re-snapshots
 every selected table, each in one commit, and with ``partition: k=v`` (exactly one table selected) only that Paimon
@@ -273,7 +273,8 @@ def materialize_tables(context, config: PipelineConfig, targets: list[TableId], 
     """The body of a pipeline's op: one micro-batch (or re-snapshot) of the selected ``targets``, then table by
     table its materialisation and its selected ``checks`` (a table may have checks selected and no
     materialisation: "Execute check"). A table that failed is not reported; after every other table, one Failure
-    names each failed table with its error (Dagster records those as failed to materialise)."""
+    names each failed table with its error (Dagster shows those failed: planned in a failed run, not
+    materialised)."""
     runs = run_tables_of_run(context, config, targets, resnapshot, partition)
     failed: dict[TableId, BaseException] = dict(runs.errors)
     states = table_states(config, [t for t in sorted(set(targets) | set(checks)) if t not in failed], keys, failed)
