@@ -10,6 +10,7 @@ is counted, not only those lakecdc knows about.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import dagster as dg
@@ -37,6 +38,18 @@ def create_database(mariadb, db: str, tables: int, tmp_path: Path) -> Path:
                                     retries=1))
     run_micro_batch(load_pipeline(path))
     return pipelines
+
+
+@contextlib.contextmanager
+def database_of(mariadb, prefix: str, tables: int, tmp_path: Path):
+    """A database of ``tables`` tables and its pipeline (:func:`create_database`): (name, pipelines directory);
+    dropped afterwards."""
+    db = f"{prefix}_{tables}_{tmp_path.name[-6:]}".replace("-", "_")
+    mariadb.execute(f"CREATE DATABASE `{db}`")
+    try:
+        yield db, create_database(mariadb, db, tables, tmp_path)
+    finally:
+        mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
 
 
 def change_every_table(mariadb, db: str, tables: int) -> None:
@@ -71,10 +84,7 @@ def test_one_run_reads_the_binlog_once_with_connections_independent_of_the_table
                                                                                   tables):
     opened = {}
     for n in (tables, tables * 3):
-        db = f"whole_{n}_{tmp_path.name[-6:]}".replace("-", "_")
-        mariadb.execute(f"CREATE DATABASE `{db}`")
-        try:
-            pipelines = create_database(mariadb, db, n, tmp_path)
+        with database_of(mariadb, "whole", n, tmp_path) as (db, pipelines):
             change_every_table(mariadb, db, n)
             result, opened[n], reads = materialize_all(mariadb, pipelines)
             assert result.success
@@ -87,8 +97,6 @@ def test_one_run_reads_the_binlog_once_with_connections_independent_of_the_table
             config = load_pipeline(pipelines / "whole.yaml")
             for i in range(n):
                 assert assert_same_rows(mariadb, config.sink.catalog_options, db, f"t{i}") == 19
-        finally:
-            mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
     assert opened[tables * 3] == opened[tables], f"MySQL connections per run by tables: {opened}"
 
 
@@ -174,10 +182,7 @@ def lag_behind_the_head(mariadb, db: str, pipelines: Path) -> None:
 def test_check_opens_a_fixed_number_of_connections(mariadb, tmp_path):
     opened, lagging = {}, {}
     for n in (2, 6):
-        db = f"check_{n}_{tmp_path.name[-6:]}".replace("-", "_")
-        mariadb.execute(f"CREATE DATABASE `{db}`")
-        try:
-            pipelines = create_database(mariadb, db, n, tmp_path)
+        with database_of(mariadb, "check", n, tmp_path) as (db, pipelines):
             config = load_pipeline(pipelines / "whole.yaml")
             before = connections(mariadb)
             results = check_pipeline(config)
@@ -191,8 +196,6 @@ def test_check_opens_a_fixed_number_of_connections(mariadb, tmp_path):
             assert all(r.passed for r in results), [r.description for r in results if not r.passed]
             counts = {str(r.target): r.metadata for r in results if r.check == "row_count_matches_source"}
             assert counts[f"{db}.t1"]["net_inserts_since_checkpoint"] == -1  # the delete after the checkpoint
-        finally:
-            mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
     assert opened[6] == opened[2] == 1, f"MySQL connections of `lakecdc check` by tables: {opened}"
     assert lagging[6] == lagging[2] <= 3, f"... with checkpoints behind the head: {lagging}"
 
@@ -202,10 +205,7 @@ def test_a_run_of_idle_tables_opens_a_fixed_number_of_connections(mariadb, tmp_p
     from one shared binlog read, not one read (two connections) per table."""
     opened = {}
     for n in (3, 9):
-        db = f"idle_{n}_{tmp_path.name[-6:]}".replace("-", "_")
-        mariadb.execute(f"CREATE DATABASE `{db}`")
-        try:
-            pipelines = create_database(mariadb, db, n, tmp_path)
+        with database_of(mariadb, "idle", n, tmp_path) as (db, pipelines):
             lag_behind_the_head(mariadb, db, pipelines)
             result, opened[n], _ = materialize_all(mariadb, pipelines)
             assert result.success
@@ -215,8 +215,6 @@ def test_a_run_of_idle_tables_opens_a_fixed_number_of_connections(mariadb, tmp_p
             assert fresh == {"t1"}
             checks = result.get_asset_check_evaluations()
             assert len(checks) == 3 * n and all(c.passed for c in checks)
-        finally:
-            mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
     assert opened[9] == opened[3], f"MySQL connections per run by tables: {opened}"
 
 
