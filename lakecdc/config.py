@@ -123,6 +123,15 @@ class RouteConfig:
     description: str | None = None
 
 
+def _pool(pool: str) -> str | None:
+    if any(c.isspace() for c in pool):
+        return f"a pool name cannot contain spaces, got {pool!r}"
+    if pool == "per-table":
+        return ("`per-table` is gone: a pipeline's tables are one Dagster op now, in one pool; use `per-pipeline` "
+                "(the default, `lakecdc/<slug>`) or a pool name (see docs/dagster.md)")
+    return None
+
+
 @dataclass
 class AutomationConfig:
     """lakecdc's own Dagster settings (``pipeline.lakecdc.*``): schedule, retries, pool, resource keys, alerts."""
@@ -136,11 +145,10 @@ class AutomationConfig:
                               doc="retries of transient source errors (exponential backoff); others fail at once")
     retry_delay_seconds: float = option("lakecdc.retry.delay", DURATION, 10.0, default_doc="`10s`",
                                         doc="delay before the first retry")
-    # "per-table" = one Dagster pool per Paimon table, else one named pool
-    pool: str = option("lakecdc.pool", STRING, "per-table",
-                       check=lambda pool: f"a pool name cannot contain spaces, got {pool!r}"
-                       if any(c.isspace() for c in pool) else None,
-                       doc="Dagster concurrency pool: `per-table` (`lakecdc/<db>.<table>`) or one shared name")
+    # "per-pipeline" = the pipeline's own Dagster pool (lakecdc/<slug>), else this named pool
+    pool: str = option("lakecdc.pool", STRING, "per-pipeline", check=_pool,
+                       doc="Dagster concurrency pool of the pipeline's op (and its re-snapshot and upkeep ops): "
+                           "`per-pipeline` (`lakecdc/<slug>`) or a name")
     mysql_resource: str = option("lakecdc.resource.mysql", STRING, "mysql", check=_resource_key,
                                  doc="Dagster resource key that overrides the `source:` connection")
     paimon_resource: str = option("lakecdc.resource.paimon", STRING, "paimon", check=_resource_key,

@@ -17,7 +17,7 @@ import pytest
 from lakecdc.config import load_pipeline, parse_pipeline
 from lakecdc.dagster import (DagsterLakeCdcTranslator, MySqlResource, PaimonCatalogResource, PaimonTableProps,
                              build_definitions, build_pipeline_definitions)
-from lakecdc.dagster.assets import partitions_name
+from lakecdc.dagster.assets import partitions_name, pool_name
 from lakecdc.dagster.invalid import VALIDATION_ENV
 from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import BinlogOffset, TableId
@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ORDERS = TableId("inventory", "orders")
 ORDERS_KEY = dg.AssetKey(["paimon", "inventory", "orders"])
 MYSQL_ORDERS = dg.AssetKey(["mysql", "inventory", "orders"])
+OP = "enrich_mysql_orders_with_soft_deletes_tables"  # the tutorial pipeline's one op
 CREATE_ORDERS = """CREATE TABLE inventory.orders (id BIGINT NOT NULL, product VARCHAR(100) NOT NULL,
   price DECIMAL(10, 2) NOT NULL, created_at DATETIME(3) NOT NULL, PRIMARY KEY (id))"""
 
@@ -187,7 +188,7 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         # binlog's back is updated, the checkpoint moves.
         without_binlog(mariadb, "UPDATE inventory.orders SET price = 31.00 WHERE id = 101")
         result, metadata, checks = materialize(
-            defs, instance, run_config={"ops": {"paimon__inventory__orders": {"config": {"resnapshot": True}}}})
+            defs, instance, run_config={"ops": {OP: {"config": {"resnapshot": True}}}})
         assert result.success and all(c.passed for c in checks.values()), \
             {n: c.description for n, c in checks.items()}
         whole_meta = metadata[ORDERS_KEY]
@@ -341,7 +342,7 @@ def test_partition_resnapshot_is_refused_for_bad_partitions(mariadb, tutorial, t
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         assert materialize(defs, instance)[0].success
         result, _, _ = materialize(defs, instance, run_config={
-            "ops": {"paimon__inventory__orders": {"config": {"resnapshot": True, "partition": "day=1"}}}})
+            "ops": {OP: {"config": {"resnapshot": True, "partition": "day=1"}}}})
         assert not result.success
         failure = result.get_step_failure_events()[0].event_specific_data.error.message
         assert "order_day=<value>" in failure
@@ -439,6 +440,12 @@ def test_invalid_automation_keys_name_the_key():
         parse_pipeline(base.replace("max-retries: 2", "max-retries: -1"))
     with pytest.raises(PipelineConfigError, match=r"invalid cron schedule"):
         build_pipeline_definitions(parse_pipeline(base.replace('"15 3 * * *"', '"99 3 * * *"')))
+    # the pools of the one op per table are gone with it: said so, not silently reinterpreted
+    delay = "lakecdc.retry.delay: 50ms"
+    with pytest.raises(PipelineConfigError, match=r"pipeline.lakecdc.pool.*`per-table` is gone"):
+        parse_pipeline(base.replace(delay, f"{delay}\n  lakecdc.pool: per-table"))
+    named = parse_pipeline(base.replace(delay, f"{delay}\n  lakecdc.pool: cdc"))
+    assert pool_name(named) == "cdc" and pool_name(parse_pipeline(base)) == f"lakecdc/{parse_pipeline(base).slug}"
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):

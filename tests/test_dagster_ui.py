@@ -249,7 +249,7 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     assert [k["path"] for k in orders["dependencyKeys"]] == [["mysql", "inventory", "orders"]]
     assert [k["path"] for k in source["dependedByKeys"]] == [ORDERS_PATH]
     assert orders["kinds"] == ["paimon"] and source["kinds"] == ["mysql"]
-    assert orders["pools"] == ["lakecdc/inventory.orders"] and orders["opVersion"]
+    assert orders["pools"] == [f"lakecdc/{SLUG}"] and orders["opVersion"]  # the pipeline's pool
     assert orders["groupName"] == SLUG and source["groupName"] == "mysql"
 
     # Each asset names the table where it lives (two different tables, not one "linked" table).

@@ -492,7 +492,7 @@ import dagster as dg
 
 from lakecdc.dagster import build_definitions
 
-# lakecdc's definitions with Dagster's multiprocess executor: each table's op runs in its own process
+# lakecdc's definitions with Dagster's multiprocess executor: the pipeline's op runs in its own step process
 def _with_multiprocess_executor(base: dg.Definitions) -> dg.Definitions:
     return dg.Definitions(assets=base.assets, jobs=base.jobs, sensors=base.sensors, schedules=base.schedules,
                           resources=base.resources, executor=dg.multiprocess_executor)
@@ -503,9 +503,11 @@ defs = _with_multiprocess_executor(build_definitions(os.environ["LAKECDC_PIPELIN
 
 
 def test_tables_of_a_run_on_s3_in_separate_processes(mariadb, s3_pipeline, tmp_path, monkeypatch):
-    """Dagster's multiprocess executor writes the two tables of a run in two step processes on one s3://
-    warehouse; snapshot and binlog runs give tables equal to MySQL."""
+    """Dagster's multiprocess executor writes the two tables of a run in the pipeline op's step process (one per run,
+    not the launching process) on one s3:// warehouse; snapshot and binlog runs give tables equal to MySQL."""
     import dagster as dg
+
+    from lakecdc.dagster.assets import pipeline_op_name
 
     config, path, db = s3_pipeline
     (tmp_path / "lakecdc_mp_defs.py").write_text(MULTIPROCESS_DEFS)
@@ -526,8 +528,8 @@ def test_tables_of_a_run_on_s3_in_separate_processes(mariadb, s3_pipeline, tmp_p
         for record in instance.all_logs(runs[0].run_id):
             if record.dagster_event is not None and record.dagster_event.event_type_value == "STEP_START":
                 pids[record.step_key] = record.dagster_event.pid
-        assert len(pids) == 2 and len(set(pids.values())) == 2, pids  # two steps, two processes
-        assert os.getpid() not in pids.values(), pids  # neither in the launching process
+        assert list(pids) == [pipeline_op_name(config)], pids  # one op for both tables
+        assert os.getpid() not in pids.values(), pids  # not in the launching process
 
 
 CELERY_DEFS = MULTIPROCESS_DEFS.replace("multiprocess", "celery").replace(
@@ -540,8 +542,11 @@ CELERY_DEFS = MULTIPROCESS_DEFS.replace("multiprocess", "celery").replace(
 @pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is already registered")
 def test_tables_of_a_run_on_s3_on_two_celery_workers(mariadb, s3_pipeline, tmp_path, monkeypatch):
     """Dagster's celery executor (dagster-celery, a private redis-server as broker) writes the two tables of a run
-    on two celery worker processes on one s3:// warehouse; snapshot and binlog runs give tables equal to MySQL."""
+    in a celery worker's pool process (the pipeline's one op) on one s3:// warehouse; snapshot and binlog runs give
+    tables equal to MySQL."""
     import dagster as dg
+
+    from lakecdc.dagster.assets import pipeline_op_name
     from tests.s3_server import free_port
 
     config, path, db = s3_pipeline
@@ -585,7 +590,8 @@ def test_tables_of_a_run_on_s3_on_two_celery_workers(mariadb, s3_pipeline, tmp_p
                 for record in instance.all_logs(run.run_id):
                     if record.dagster_event is not None and record.dagster_event.event_type_value == "STEP_START":
                         pids[record.step_key] = record.dagster_event.pid
-                assert len(pids) == 2 and set(pids.values()) <= worker_pids, (pids, worker_pids)
+                assert list(pids) == [pipeline_op_name(config)] and set(pids.values()) <= worker_pids, \
+                    (pids, worker_pids)
         assert len(worker_pids) == 2
     finally:
         for server in reversed(servers):

@@ -1,7 +1,8 @@
-"""A whole database through Dagster: one run of many tables reads the binlog once, plans once, and opens a fixed
-number of MySQL connections whatever the number of tables (the same for ``lakecdc check``); each table keeps its own
-materialisation, checks and failure; a table another writer holds is left to its own step, which retries and fails
-alone.
+"""A whole database through Dagster: the pipeline is one op (a subsettable multi-asset); one run of many tables
+reads the binlog once, plans once, and opens a fixed number of MySQL connections whatever the number of tables (the
+same for ``lakecdc check``); each table keeps its own materialisation, checks and failure: a table another writer
+holds, or one that fails with its own error, is reported failed to materialise while the others commit; a run of
+some of the tables materialises exactly those.
 
 Connections are what the server counts (``SHOW GLOBAL STATUS LIKE 'Connections'``), so every path that opens one
 is counted, not only those lakecdc knows about.
@@ -9,6 +10,7 @@ is counted, not only those lakecdc knows about.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import dagster as dg
@@ -16,9 +18,11 @@ import pytest
 
 from lakecdc.config import load_pipeline
 from lakecdc.dagster import build_definitions
+from lakecdc.dagster.assets import pipeline_op_name
 from lakecdc.model import TableId
 from lakecdc.runtime import check_pipeline, run_micro_batch
 from lakecdc.sink import PaimonSink
+from lakecdc.sink.evolution import DROP, ColumnChange, apply_column_changes
 from bench.wholedb_bench import PIPELINE, connections
 from tests.crosscheck import assert_same_rows
 
@@ -36,21 +40,42 @@ def create_database(mariadb, db: str, tables: int, tmp_path: Path) -> Path:
     return pipelines
 
 
+@contextlib.contextmanager
+def database_of(mariadb, prefix: str, tables: int, tmp_path: Path):
+    """A database of ``tables`` tables and its pipeline (:func:`create_database`): (name, pipelines directory);
+    dropped afterwards."""
+    db = f"{prefix}_{tables}_{tmp_path.name[-6:]}".replace("-", "_")
+    mariadb.execute(f"CREATE DATABASE `{db}`")
+    try:
+        yield db, create_database(mariadb, db, tables, tmp_path)
+    finally:
+        mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
+
+
 def change_every_table(mariadb, db: str, tables: int) -> None:
     for i in range(tables):
         mariadb.execute(f"UPDATE t{i} SET amount = amount + 1 WHERE id <= 3", database=db)
         mariadb.execute(f"DELETE FROM t{i} WHERE id = 20", database=db)
 
 
-def materialize_all(mariadb, pipelines: Path) -> tuple[dg.ExecuteInProcessResult, int, int]:
-    """Every table asset of the pipeline in one run: (result, MySQL connections it opened, binlog reads logged)."""
+def materialize_all(mariadb, pipelines: Path, selection=None, run_config=None
+                    ) -> tuple[dg.ExecuteInProcessResult, int, int]:
+    """Every table asset of the pipeline (or ``selection``) in one run: (result, MySQL connections it opened,
+    binlog reads logged). ``result.unmaterialized``: the tables the run planned and did not materialise."""
     defs = build_definitions(pipelines)
     assets = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
     with dg.instance_for_test() as instance:
         before = connections(mariadb)
-        result = dg.materialize(assets, instance=instance, resources=defs.resources, raise_on_error=False)
+        result = dg.materialize(assets, instance=instance, resources=defs.resources, raise_on_error=False,
+                                selection=selection, run_config=run_config)
         opened = connections(mariadb) - before - 1  # the count's own connection
-        reads = sum(1 for record in instance.all_logs(result.run_id) if "binlog from " in record.user_message)
+        logs = instance.all_logs(result.run_id)
+        reads = sum(1 for record in logs if "binlog from " in record.user_message)
+        # Dagster OSS 1.13 records no ASSET_FAILED_TO_MATERIALIZE event: a table the failed run planned and did not
+        # materialise is what the UI shows as failed
+        planned = {r.dagster_event.asset_key.path[-1] for r in logs if r.dagster_event is not None
+                   and r.dagster_event.event_type_value == "ASSET_MATERIALIZATION_PLANNED"}
+    result.unmaterialized = planned - {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
     return result, opened, reads
 
 
@@ -59,10 +84,7 @@ def test_one_run_reads_the_binlog_once_with_connections_independent_of_the_table
                                                                                   tables):
     opened = {}
     for n in (tables, tables * 3):
-        db = f"whole_{n}_{tmp_path.name[-6:]}".replace("-", "_")
-        mariadb.execute(f"CREATE DATABASE `{db}`")
-        try:
-            pipelines = create_database(mariadb, db, n, tmp_path)
+        with database_of(mariadb, "whole", n, tmp_path) as (db, pipelines):
             change_every_table(mariadb, db, n)
             result, opened[n], reads = materialize_all(mariadb, pipelines)
             assert result.success
@@ -75,8 +97,6 @@ def test_one_run_reads_the_binlog_once_with_connections_independent_of_the_table
             config = load_pipeline(pipelines / "whole.yaml")
             for i in range(n):
                 assert assert_same_rows(mariadb, config.sink.catalog_options, db, f"t{i}") == 19
-        finally:
-            mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
     assert opened[tables * 3] == opened[tables], f"MySQL connections per run by tables: {opened}"
 
 
@@ -89,12 +109,18 @@ def test_a_table_held_by_another_writer_fails_alone_and_the_others_commit(mariad
     with sink.lock(held, owner="a test holding the table"):
         result, _, reads = materialize_all(mariadb, pipelines)
     assert not result.success
+    # another writer is transient: the op is retried once (lakecdc.retry.max-retries: 1), then fails
     retried = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
-    assert [e.step_key for e in retried] == [failed_key := f"paimon__{fresh_db}__t1"]  # another writer: waited
+    assert len(retried) == 1
     failed = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    assert [e.step_key for e in failed] == [failed_key]
+    assert len(failed) == 1
     assert f"table {held} is being written by another writer" in str(failed[0].event_specific_data.error)
-    assert reads == 1  # the others in one read; the held table's own step stops at its lock, before reading
+    assert result.unmaterialized == {"t1"}
+    materialized = {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
+    assert materialized == {"t0", "t2"}  # in the first attempt; the retry finds nothing new for them
+    # one read for the others (the retry finds them at the head: nothing to read); the held table, tried alone,
+    # stops at its lock before reading
+    assert reads == 1
     for table in ("t0", "t2"):
         assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, table)
     # the next run catches the held table up
@@ -103,17 +129,120 @@ def test_a_table_held_by_another_writer_fails_alone_and_the_others_commit(mariad
     assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, "t1")
 
 
+def test_a_table_that_fails_fails_alone_and_the_others_commit(mariadb, fresh_db, tmp_path):
+    """The micro-batch of the run fails as a whole (one table's Paimon schema lost a column the pipeline
+    produces); each table then runs alone: that table fails with its own error, named in the run's failure and
+    recorded as failed to materialise; the others commit and are materialised."""
+    pipelines = create_database(mariadb, fresh_db, 3, tmp_path)
+    change_every_table(mariadb, fresh_db, 3)
+    config = load_pipeline(pipelines / "whole.yaml")
+    broken = TableId(fresh_db, "t1")
+    apply_column_changes(PaimonSink(config.sink.catalog_options), broken, [ColumnChange(DROP, "amount")])
+    result, _, _ = materialize_all(mariadb, pipelines)
+    assert not result.success
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # not transient
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    message = str(failure.event_specific_data.error)
+    assert f"{broken}" in message and "no column 'amount'" in message, message
+    assert result.unmaterialized == {"t1"}
+    materialized = {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
+    assert materialized == {"t0", "t2"}
+    checks = result.get_asset_check_evaluations()
+    assert {c.asset_key.path[-1] for c in checks} == {"t0", "t2"} and all(c.passed for c in checks)
+    for table in ("t0", "t2"):
+        assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, table)
+
+
+def test_a_run_of_some_tables_materialises_exactly_those(mariadb, fresh_db, tmp_path):
+    pipelines = create_database(mariadb, fresh_db, 4, tmp_path)
+    change_every_table(mariadb, fresh_db, 4)
+    config = load_pipeline(pipelines / "whole.yaml")
+    sink = PaimonSink(config.sink.catalog_options)
+    before = {f"t{i}": sink.latest_snapshot_id(TableId(fresh_db, f"t{i}")) for i in range(4)}
+    selection = [dg.AssetKey(["paimon", fresh_db, name]) for name in ("t1", "t3")]
+    result, _, reads = materialize_all(mariadb, pipelines, selection=selection)
+    assert result.success and reads == 1
+    assert {e.asset_key for e in result.get_asset_materialization_events()} == set(selection)
+    assert {c.asset_key for c in result.get_asset_check_evaluations()} == set(selection)
+    for name in ("t1", "t3"):
+        assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, name)
+    for name in ("t0", "t2"):  # not selected: not written
+        assert sink.latest_snapshot_id(TableId(fresh_db, name)) == before[name]
+
+
+def lag_behind_the_head(mariadb, db: str, pipelines: Path) -> None:
+    """Every table but t0 idle with its checkpoint behind the binlog head (t0 changed and committed alone), and
+    changes in t1 since its checkpoint: the row-count checks of t1.. reconcile their counts with the binlog."""
+    config = load_pipeline(pipelines / "whole.yaml")
+    mariadb.execute("UPDATE t0 SET amount = amount + 1 WHERE id = 1", database=db)
+    run_micro_batch(config, targets={TableId(db, "t0")})
+    mariadb.execute("DELETE FROM t1 WHERE id = 1", database=db)
+
+
 def test_check_opens_a_fixed_number_of_connections(mariadb, tmp_path):
-    opened = {}
+    opened, lagging = {}, {}
     for n in (2, 6):
-        db = f"check_{n}_{tmp_path.name[-6:]}".replace("-", "_")
-        mariadb.execute(f"CREATE DATABASE `{db}`")
-        try:
-            config = load_pipeline(create_database(mariadb, db, n, tmp_path) / "whole.yaml")
+        with database_of(mariadb, "check", n, tmp_path) as (db, pipelines):
+            config = load_pipeline(pipelines / "whole.yaml")
             before = connections(mariadb)
             results = check_pipeline(config)
             opened[n] = connections(mariadb) - before - 1
             assert len(results) == 3 * n and all(r.passed for r in results)
-        finally:
-            mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
+            # checkpoints behind the head: one binlog read reconciles every table's count
+            lag_behind_the_head(mariadb, db, pipelines)
+            before = connections(mariadb)
+            results = check_pipeline(config)
+            lagging[n] = connections(mariadb) - before - 1
+            assert all(r.passed for r in results), [r.description for r in results if not r.passed]
+            counts = {str(r.target): r.metadata for r in results if r.check == "row_count_matches_source"}
+            assert counts[f"{db}.t1"]["net_inserts_since_checkpoint"] == -1  # the delete after the checkpoint
     assert opened[6] == opened[2] == 1, f"MySQL connections of `lakecdc check` by tables: {opened}"
+    assert lagging[6] == lagging[2] <= 3, f"... with checkpoints behind the head: {lagging}"
+
+
+def test_a_run_of_idle_tables_opens_a_fixed_number_of_connections(mariadb, tmp_path):
+    """Tables the run has nothing to commit for keep checkpoints behind the head: their row-count checks reconcile
+    from one shared binlog read, not one read (two connections) per table."""
+    opened = {}
+    for n in (3, 9):
+        with database_of(mariadb, "idle", n, tmp_path) as (db, pipelines):
+            lag_behind_the_head(mariadb, db, pipelines)
+            result, opened[n], _ = materialize_all(mariadb, pipelines)
+            assert result.success
+            # t1 changed (the others' commits by the CLI are reported as recovered: this instance never saw them)
+            fresh = {e.asset_key.path[-1] for e in result.get_asset_materialization_events()
+                     if "lakecdc/recovered" not in e.materialization.metadata}
+            assert fresh == {"t1"}
+            checks = result.get_asset_check_evaluations()
+            assert len(checks) == 3 * n and all(c.passed for c in checks)
+    assert opened[9] == opened[3], f"MySQL connections per run by tables: {opened}"
+
+
+def test_run_config_resnapshots_every_selected_table_and_a_partition_needs_one_table(mariadb, fresh_db, tmp_path):
+    pipelines = create_database(mariadb, fresh_db, 3, tmp_path)
+    config = load_pipeline(pipelines / "whole.yaml")
+    sink = PaimonSink(config.sink.catalog_options)
+    op = pipeline_op_name(config)
+    selection = [dg.AssetKey(["paimon", fresh_db, name]) for name in ("t0", "t2")]
+    before = {name: sink.latest_snapshot_id(TableId(fresh_db, name)) for name in ("t0", "t1", "t2")}
+
+    # a partition with two tables selected: refused before anything is written, not retried
+    result, _, _ = materialize_all(mariadb, pipelines, selection=selection, run_config={
+        "ops": {op: {"config": {"resnapshot": True, "partition": "amount=1"}}}})
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert "select exactly one table" in str(failure.event_specific_data.error)
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    assert {n: sink.latest_snapshot_id(TableId(fresh_db, n)) for n in before} == before
+
+    # resnapshot: every selected table, each in one commit; the others untouched
+    mariadb.execute("UPDATE t0 SET amount = 0 WHERE id = 1", database=fresh_db)
+    result, _, _ = materialize_all(mariadb, pipelines, selection=selection, run_config={
+        "ops": {op: {"config": {"resnapshot": True}}}})
+    assert result.success
+    phases = {e.asset_key.path[-1]: e.materialization.metadata["lakecdc/phase"].value
+              for e in result.get_asset_materialization_events()}
+    assert phases == {"t0": "resnapshot", "t2": "resnapshot"}
+    assert sink.checkpoint(TableId(fresh_db, "t0"))["lakecdc.phase"] == "resnapshot"
+    assert sink.latest_snapshot_id(TableId(fresh_db, "t1")) == before["t1"]
+    for name in ("t0", "t2"):
+        assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, name)

@@ -1,16 +1,21 @@
 """Dagster assets of one pipeline: one asset per Paimon table (keyed ``paimon/<db>/<table>``) depending on the
-external ``mysql/<db>/<table>`` assets it is fed from, so lineage reads mysql → paimon.
+external ``mysql/<db>/<table>`` assets it is fed from, so lineage reads mysql → paimon; all of them, with every
+table's blocking checks, are ONE op: a subsettable multi-asset (``<slug>_tables``), the shape of dagster-sling's,
+dagster-dlt's and dagster-airbyte's connections.
 
-Each table is its own op, so it has its own retries, failures, materialisation and blocking checks. The binlog is
-read once per run all the same: the run's first table step makes one micro-batch of every table the run selected
-(lakecdc.runtime.shared_run; tables locked by another writer are left to their own steps), and each step reports
-its table's commit with snapshot id, binlog offset, change counts, row count, column schema, column lineage and the
-partitions it changed, followed by the table's blocking asset checks. A table whose step finds it left out, or the
-run's micro-batch failed, runs alone, so a failing table fails alone. A commit that a crashed run made but Dagster
-never recorded is reported by the next run.
+A run of the op makes one micro-batch of the tables it selected (one plan, one binlog read:
+lakecdc.runtime.table_runs), then reports table by table: its commit with snapshot id, binlog offset, change counts,
+row count, column schema, column lineage and the partitions it changed (an observation when only the checkpoint
+moved, the commit of a crashed earlier run when Dagster never recorded it), followed by its selected checks. Checks
+selected alone ("Execute check") run without a micro-batch. Failures stay per table: when the micro-batch fails as a
+whole each table runs alone, and a table that fails (its own error, or held by another writer until the end) is not
+reported; after every other table, one Failure names each failed table, and Dagster shows those failed (planned in
+a failed run, not materialised) while the others keep their materialisations. The specs are skippable: a table the
+run does not yield skips only what is downstream of it.
 
-Run config (``Materialize`` → launchpad): ``resnapshot: true`` re-snapshots the table in one commit, and with
-``partition: k=v`` only that Paimon partition (see ``lakecdc.runtime.resnapshots``).
+Run config (``Materialize`` → launchpad, ``ops: {<slug>_tables: {config: ...}}``): ``resnapshot: true`` re-snapshots
+every selected table, each in one commit, and with ``partition: k=v`` (exactly one table selected) only that Paimon
+partition (see ``lakecdc.runtime.resnapshots``).
 """
 
 import dataclasses
@@ -28,22 +33,20 @@ from lakecdc.dagster.failures import as_failure, retry_policy
 from lakecdc.dagster.metadata import (CHECKPOINT_ONLY_KEY, column_origins, column_schema, commit_event, paimon_key,
                                       unrecorded_commit, without_not_null)
 from lakecdc.dagster.resources import effective_config, resource_keys
-from lakecdc.dagster.translator import (PIPELINE_TAG, TABLE_TAG, AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps,
+from lakecdc.dagster.translator import (PIPELINE_TAG, AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps,
                                         PaimonTableProps)
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
 from lakecdc.model import TableId
-from lakecdc.runtime import run_micro_batch
 from lakecdc.runtime.connect import open_source, shared_source
-from lakecdc.runtime.shared_run import micro_batch_once
 from lakecdc.runtime.plan import build_plan, captured_tables
-from lakecdc.runtime.resnapshots import resnapshot_or_snapshot
-from lakecdc.runtime.verify import expected_types, plan_at_checkpoint, soft_delete_column
+from lakecdc.runtime.table_runs import TableRuns, resnapshot_tables, run_tables
+from lakecdc.runtime.verify import ROW_COUNT, expected_types, plan_at_checkpoint, share_tally, soft_delete_column
 from lakecdc.selectors import TableSelector
 from lakecdc.transform.rules import select_rule
 from lakecdc.transform.routes import Router
 
 __all__ = ["discover_tables", "table_lineage", "build_pipeline_assets", "PipelineAssets", "TableRunConfig",
-           "pool_name", "declared_partition_keys", "partitions_name", "load_time_plan"]
+           "pool_name", "pipeline_op_name", "declared_partition_keys", "partitions_name", "load_time_plan"]
 # Reading the MySQL schemas while the definitions load must not hold the code location up for long.
 LOAD_CONNECT_TIMEOUT_SECONDS = 5.0
 
@@ -90,10 +93,11 @@ def table_lineage(config: PipelineConfig) -> dict[TableId, list[TableId]]:
     return lineage
 
 
-def pool_name(config: PipelineConfig, target: TableId) -> str:
-    """The Dagster concurrency pool of a table's writers (limit it to 1 in dagster.yaml, see docs/dagster.md)."""
-    if config.automation.pool == "per-table":
-        return f"lakecdc/{target}"
+def pool_name(config: PipelineConfig) -> str:
+    """The Dagster concurrency pool of the pipeline's writers: its op, its re-snapshot and upkeep ops (give it a
+    limit in dagster.yaml, see docs/dagster.md)."""
+    if config.automation.pool == "per-pipeline":
+        return f"lakecdc/{config.slug}"
     return config.automation.pool
 
 
@@ -130,71 +134,81 @@ def code_version(config: PipelineConfig, target: TableId, sources: list[TableId]
 
 
 class TableRunConfig(dg.Config):
-    """Run config of a Paimon table asset (all optional: a plain materialisation is one micro-batch)."""
+    """Run config of a pipeline's op (all optional: a plain materialisation is one micro-batch of the selected
+    tables)."""
 
-    resnapshot: bool = Field(default=False, description="Re-snapshot the table from MySQL in one commit (rows "
-                                                        "gone from MySQL are deleted); other tables are untouched")
-    partition: str = Field(default="", description="With resnapshot: only this Paimon partition, spelled like "
-                                                   "the UI lists it, e.g. order_day=20260101")
-
-
-def run_selection(context, config: PipelineConfig, keys: AssetKeys) -> set[TableId]:
-    """The Paimon tables of this pipeline the Dagster run materialises as plain micro-batches (its asset selection,
-    every table when it has none; tables the run re-snapshots are left to their own steps)."""
-    selection = context.run.asset_selection or None  # empty: the whole job (dg.materialize without selection)
-    steps = set(context.run.step_keys_to_execute or ())
-    ops = (context.run.run_config or {}).get("ops", {})
-    tables = set()
-    for target, key in keys.paimon.items():
-        if selection is not None and key not in selection:
-            continue
-        if steps and key.to_python_identifier() not in steps:  # a re-execution of some steps only
-            continue
-        op_config = (ops.get(key.to_python_identifier()) or {}).get("config") or {}
-        if op_config.get("resnapshot") or op_config.get("partition"):
-            continue
-        tables.add(target)
-    return tables
+    resnapshot: bool = Field(default=False, description="Re-snapshot every selected table from MySQL, each in one "
+                                                        "commit (rows gone from MySQL are deleted); tables not "
+                                                        "selected are untouched")
+    partition: str = Field(default="", description="With resnapshot, and exactly one table selected: only this "
+                                                   "Paimon partition, spelled like the UI lists it, e.g. "
+                                                   "order_day=20260101")
 
 
-def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool = False, partition: str = "",
-              keys: Optional[AssetKeys] = None):
-    """Run one table's micro-batch (or re-snapshot) and return what it committed, or None (also when the run's
-    micro-batch committed it in another process: :func:`report` finds that commit in the table). A plain micro-batch
-    comes from the run's one micro-batch of all its tables when that covered the table. Errors become Dagster
-    Failures; only transient source errors may be retried."""
+def pipeline_op_name(config: PipelineConfig) -> str:
+    """The name of the pipeline's one op (run config goes under ``ops: {<name>: {config: ...}}``)."""
+    return f"{config.slug}_tables"
+
+
+def check_run_config(targets: list[TableId], resnapshot: bool, partition: str) -> None:
+    """Refuse run config that does not fit the selection, before anything is written."""
     if partition and not resnapshot:
         raise dg.Failure("'partition' only applies with 'resnapshot: true'", allow_retries=False)
-    try:
-        if resnapshot:
-            return resnapshot_or_snapshot(config, target, partition or None, run_id=context.run.run_id,
-                                          log=context.log)
-        # the run's one micro-batch of all its tables (lakecdc.runtime.shared_run), made by its first step
-        shared = micro_batch_once(config, run_selection(context, config, keys or AssetKeys.default([target]))
-                                  | {target}, context.run.run_id, context.log)
-        if target in shared.covered:
-            if shared.result is None:  # made in another process: its commit is reported from the table
-                return None
-            result = shared.result
-        else:  # locked by another writer when the micro-batch started, or the micro-batch failed
-            result = run_micro_batch(config, targets={target}, run_id=context.run.run_id, log=context.log)
-    except dg.Failure:
-        raise
-    except Exception as exc:  # classified: transient source errors retry, everything else fails at once
-        raise as_failure(exc) from (None if isinstance(exc, LakeCdcError) else exc)
-    table = result.tables.get(target)
-    return table if table is not None and table.committed else None
+    if partition and len(targets) != 1:
+        names = ", ".join(map(str, targets)) or "none"
+        raise dg.Failure(f"'partition: {partition}' re-snapshots one partition of one table, but the run selects "
+                         f"{len(targets)} tables ({names}): select exactly one table", allow_retries=False)
+
+
+def run_tables_of_run(context, config: PipelineConfig, targets: list[TableId], resnapshot: bool = False,
+                      partition: str = "") -> TableRuns:
+    """The selected tables' micro-batch (one for all, lakecdc.runtime.table_runs) or re-snapshots; a table that
+    fails is in ``errors``, the others in ``committed``."""
+    check_run_config(targets, resnapshot, partition)
+    if resnapshot:
+        return resnapshot_tables(config, targets, partition or None, run_id=context.run.run_id, log=context.log)
+    return run_tables(config, targets, run_id=context.run.run_id, log=context.log)
+
+
+def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool = False, partition: str = ""):
+    """Run one table's micro-batch (or re-snapshot) and return what it committed, or None. Its error becomes a
+    Dagster Failure; only transient source errors may be retried."""
+    runs = run_tables_of_run(context, config, [target], resnapshot, partition)
+    if runs.errors:
+        raise tables_failure(runs.errors)
+    return runs.committed.get(target)
+
+
+def tables_failure(errors: dict[TableId, BaseException]) -> dg.Failure:
+    """One Failure naming each failed table with its error; retried only when every error is transient (a retry
+    re-runs the op's tables: those already committed have nothing new)."""
+    if len(errors) == 1:
+        [(target, error)] = errors.items()
+        failure = as_failure(error)
+        text = str(failure.description or "")
+        description = text if str(target) in text else f"{target}: {text}"
+        return dg.Failure(description=description, allow_retries=failure.allow_retries,
+                          metadata={**failure.metadata, "lakecdc/failed_tables": dg.MetadataValue.text(str(target))})
+    failures = {target: as_failure(error) for target, error in sorted(errors.items())}
+    lines = "\n".join(f"- {target}: {failure.description}" for target, failure in failures.items())
+    transient = all(f.allow_retries for f in failures.values())
+    return dg.Failure(
+        description=f"{len(errors)} tables failed (the others of the run committed):\n{lines}",
+        allow_retries=transient,
+        metadata={"lakecdc/transient": dg.MetadataValue.bool(transient),
+                  "lakecdc/failed_tables": dg.MetadataValue.text(", ".join(map(str, failures)))})
 
 
 def report(context, config: PipelineConfig, target: TableId, committed, *, with_checks: set[str],
-           expect_materialization: bool, keys: Optional[AssetKeys] = None):
+           expect_materialization: bool, keys: Optional[AssetKeys] = None, state: Optional[TableState] = None):
     """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the check results.
-    ``keys``: the pipeline's asset keys (default: the default translator's). Only this table is planned, and MySQL
-    is queried through the process's shared connection (:func:`shared_source`)."""
+    ``keys``: the pipeline's asset keys (default: the default translator's); ``state``: the table's state when the
+    caller loaded it. Only this table is planned, and MySQL is queried through the process's shared connection
+    (:func:`shared_source`)."""
     keys = keys or AssetKeys.default([target])
     key = keys.paimon[target]
     source = shared_source(config)
-    state = TableState.load(config, target, key, source=source)
+    state = state or TableState.load(config, target, key, source=source)
     if committed is not None:
         marker = soft_delete_column(config, state.plan) if state.plan is not None else None
         event = commit_event(committed, committed_plan(config, target, state, source), config.sink.catalog_options,
@@ -236,33 +250,77 @@ def register_partitions(instance, target: TableId, committed, key: dg.AssetKey) 
         instance.add_dynamic_partitions(name, new)
 
 
-def build_table_asset(config: PipelineConfig, target: TableId, feeds: list[TableId], spec: dg.AssetSpec,
-                      keys: AssetKeys, *, use_resources: bool = False) -> dg.AssetsDefinition:
-    """The asset of one Paimon table: ``spec`` (from the translator) plus lineage, code version and checks."""
-    key = spec.key
-    pipeline = config
-    spec = spec.replace_attributes(deps=[keys.mysql[s] for s in feeds],
-                                   code_version=code_version(config, target, feeds))
-
-    # A multi-asset of one table (not @asset) so that its checks can run alone ("Execute check" in the UI).
-    @dg.multi_asset(
-        name=key.to_python_identifier(), specs=[spec], check_specs=check_specs(config, key, feeds), can_subset=True,
-        op_tags={PIPELINE_TAG: config.slug, TABLE_TAG: str(target)}, pool=pool_name(config, target),
-        retry_policy=retry_policy(config), required_resource_keys=resource_keys(config) if use_resources else set())
-    def _table_asset(context: dg.AssetExecutionContext, config: TableRunConfig):
-        effective = effective_config(pipeline, context.resources)
-        selected = key in context.selected_asset_keys
-        committed = (run_table(context, effective, target, config.resnapshot, config.partition, keys)
-                     if selected else None)
-        checks = {k.name for k in context.selected_asset_check_keys}
+def table_states(config: PipelineConfig, targets: list[TableId], keys: AssetKeys,
+                 failed: dict[TableId, BaseException]) -> dict[TableId, TableState]:
+    """Each table's state (plan, stored table, checkpoint) for its report; a table whose state cannot be read is
+    added to ``failed``."""
+    source = shared_source(config)
+    states = {}
+    for target in targets:
         try:
-            yield from report(context, effective, target, committed, with_checks=checks,
-                              expect_materialization=selected, keys=keys)
-        except Exception as exc:  # reporting after a commit: never retried (the commit is already done)
-            raise dg.Failure(description=f"{target}: reporting the commit failed: {exc}", allow_retries=False) \
-                from exc
+            states[target] = TableState.load(config, target, keys.paimon[target], source=source)
+        except Exception as exc:  # noqa: BLE001 - this table alone
+            failed[target] = ReportingError(f"{target}: reading the table to report it failed: {exc}")
+    return states
 
-    return _table_asset
+
+class ReportingError(LakeCdcError):
+    """Reporting a table failed after its commit (not transient: a retry would not re-report the commit)."""
+
+
+def materialize_tables(context, config: PipelineConfig, targets: list[TableId], checks: dict[TableId, set[str]],
+                       *, resnapshot: bool = False, partition: str = "", keys: AssetKeys):
+    """The body of a pipeline's op: one micro-batch (or re-snapshot) of the selected ``targets``, then table by
+    table its materialisation and its selected ``checks`` (a table may have checks selected and no
+    materialisation: "Execute check"). A table that failed is not reported; after every other table, one Failure
+    names each failed table with its error (Dagster shows those failed: planned in a failed run, not
+    materialised)."""
+    runs = run_tables_of_run(context, config, targets, resnapshot, partition)
+    failed: dict[TableId, BaseException] = dict(runs.errors)
+    states = table_states(config, [t for t in sorted(set(targets) | set(checks)) if t not in failed], keys, failed)
+    # the row-count checks of tables whose checkpoint is behind the head reconcile from one binlog read
+    share_tally(shared_source(config), [s.state for t, s in states.items() if ROW_COUNT in checks.get(t, ())])
+    for target, state in states.items():
+        try:
+            yield from report(context, config, target, runs.committed.get(target),
+                              with_checks=checks.get(target, set()), expect_materialization=target in targets,
+                              keys=keys, state=state)
+        except Exception as exc:  # noqa: BLE001 - reporting after a commit fails this table alone, never retried
+            failed[target] = ReportingError(f"{target}: reporting the commit failed: {exc}")
+    if failed:
+        for target, error in sorted(failed.items()):
+            context.log.error(f"{target} failed: {error}")
+        raise tables_failure(failed)
+
+
+def build_pipeline_asset(config: PipelineConfig, targets: dict[TableId, tuple[list[TableId], dg.AssetSpec]],
+                         keys: AssetKeys, *, use_resources: bool = False) -> dg.AssetsDefinition:
+    """The pipeline's one op: a subsettable multi-asset of every Paimon table (``targets``: table → (its source
+    tables, its spec from the translator)) with every table's blocking checks."""
+    pipeline = config
+    specs, checks = [], []
+    for target, (feeds, spec) in sorted(targets.items()):
+        specs.append(spec.replace_attributes(deps=[keys.mysql[s] for s in feeds], skippable=True,
+                                             code_version=code_version(config, target, feeds)))
+        checks.extend(check_specs(config, spec.key, feeds))
+    table_of = {spec.key: target for target, (_, spec) in targets.items()}
+
+    @dg.multi_asset(
+        name=pipeline_op_name(config), specs=specs, check_specs=checks, can_subset=True,
+        op_tags={PIPELINE_TAG: config.slug}, pool=pool_name(config), retry_policy=retry_policy(config),
+        required_resource_keys=resource_keys(config) if use_resources else set(),
+        description=f"One micro-batch of the selected Paimon tables of the lakecdc pipeline {config.name!r} (one "
+                    "binlog read), then each table's materialisation and blocking checks")
+    def _pipeline_asset(context: dg.AssetExecutionContext, config: TableRunConfig):
+        effective = effective_config(pipeline, context.resources)
+        selected = sorted(table_of[k] for k in context.selected_asset_keys if k in table_of)
+        selected_checks: dict[TableId, set[str]] = {}
+        for check in context.selected_asset_check_keys:
+            selected_checks.setdefault(table_of[check.asset_key], set()).add(check.name)
+        yield from materialize_tables(context, effective, selected, selected_checks, resnapshot=config.resnapshot,
+                                      partition=config.partition, keys=keys)
+
+    return _pipeline_asset
 
 
 def load_time_plan(config: PipelineConfig):
@@ -296,7 +354,8 @@ def target_columns(config: PipelineConfig, plan, target: TableId) -> Optional[dg
 
 @dataclasses.dataclass
 class PipelineAssets:
-    """A pipeline's Paimon table assets, the external MySQL source assets and the keys its translator gave them."""
+    """A pipeline's op (one multi-asset of its Paimon tables; none without tables), the external MySQL source assets
+    and the keys its translator gave them."""
 
     assets: list[dg.AssetsDefinition]
     source_specs: list[dg.AssetSpec]
@@ -328,6 +387,5 @@ def build_pipeline_assets(config: PipelineConfig, *, use_resources: bool = False
             config, target, tuple(feeds), columns, "" if columns is not None else unavailable)))
     keys = AssetKeys({t: spec.key for t, (_, spec) in targets.items()},
                      {s: spec.key for s, spec in zip(sources, source_specs)})
-    assets = [build_table_asset(config, target, feeds, spec, keys, use_resources=use_resources)
-              for target, (feeds, spec) in targets.items()]
+    assets = [build_pipeline_asset(config, targets, keys, use_resources=use_resources)] if targets else []
     return PipelineAssets(assets, source_specs, keys)

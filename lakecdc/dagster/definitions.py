@@ -1,7 +1,7 @@
-"""Builds Dagster ``Definitions`` from pipeline YAML: per pipeline one asset per Paimon table (with its checks),
-the external MySQL source assets, a job, a follow job (follow mode), a binlog sensor, an optional schedule, a
-failure alert, a table upkeep job (optionally scheduled) and a re-snapshot job per partitioned table; plus the MySQL
-and Paimon resources the pipelines read their connections from."""
+"""Builds Dagster ``Definitions`` from pipeline YAML: per pipeline one op (a multi-asset with one asset per Paimon
+table, and their checks), the external MySQL source assets, a job, a follow job (follow mode), a binlog sensor, an
+optional schedule, a failure alert, a table upkeep job (optionally scheduled) and a re-snapshot job per partitioned
+table; plus the MySQL and Paimon resources the pipelines read their connections from."""
 
 import os
 from pathlib import Path

@@ -3,9 +3,11 @@ connection, a lock wait or deadlock) and a table held by another writer are retr
 everything else (a configuration error, wrong credentials, a purged binlog, a schema the table cannot take) fails
 at once, because retrying cannot fix it.
 
-A held table is retried because a run's first step writes every table of the run (lakecdc.runtime.shared_run),
-outside those tables' concurrency pools: a step of an overlapping run finds the table locked for as long as the
-other run's micro-batch lasts, which ends by itself."""
+A held table is retried because it is held by an overlapping writer (another run of the pipeline whose selection
+shares the table, a re-snapshot, upkeep), which ends by itself. A pipeline's op fails when any of its tables failed,
+and is retried only when every failed table's error is transient; a retry runs the op's tables again, and those that
+committed have nothing new.
+"""
 
 import re
 

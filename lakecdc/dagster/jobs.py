@@ -5,7 +5,7 @@ partitions.
 
 The re-snapshot job is how a user re-loads one partition from the UI: open the job, pick partitions in its
 Partitions tab, *Launch backfill*. Each run re-snapshots one partition of the one table in one commit, in the
-table's concurrency pool, while the other tables' micro-batches go on. Its partitions are filled in by the
+pipeline's concurrency pool; it holds only that table's lock. Its partitions are filled in by the
 table's own materialisations (every commit adds the Paimon partitions it touched).
 """
 
@@ -52,7 +52,7 @@ def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[
     partitions = dg.DynamicPartitionsDefinition(name=partitions_name(target, keys.paimon[target]))
     checks = set(check_names(config, sources))
 
-    @dg.op(name=f"{resnapshot_job_name(target)}_op", pool=pool_name(config, target), retry_policy=retry_policy(config),
+    @dg.op(name=f"{resnapshot_job_name(target)}_op", pool=pool_name(config), retry_policy=retry_policy(config),
            required_resource_keys=resource_keys(config) if use_resources else set(), tags={TABLE_TAG: str(target)},
            description=f"Re-snapshot one Paimon partition of {target} from MySQL in one commit")
     def _resnapshot(context: dg.OpExecutionContext):
@@ -196,14 +196,14 @@ def upkeep_job_name(config: PipelineConfig) -> str:
 def build_upkeep_job(config: PipelineConfig, targets: list[TableId], *,
                      use_resources: bool = False, keys: Optional[AssetKeys] = None) -> dg.JobDefinition:
     """Table upkeep of every Paimon table of the pipeline (lakecdc.sink.upkeep): one op per table in the
-    table's concurrency pool, so it queues behind the table's micro-batch instead of colliding with it; a table
-    still locked after ``wait_seconds`` is skipped with a warning. Each table reports an observation of its asset
-    with what upkeep did."""
+    pipeline's concurrency pool, so with a pool limit it queues behind the pipeline's micro-batch instead of
+    colliding with it; a table still locked after ``wait_seconds`` is skipped with a warning. Each table reports an
+    observation of its asset with what upkeep did."""
     pipeline = config
     keys = keys or AssetKeys.default(targets)
 
     def table_op(target: TableId):
-        @dg.op(name=f"upkeep__{target.database}__{target.table}".replace("-", "_"), pool=pool_name(config, target),
+        @dg.op(name=f"upkeep__{target.database}__{target.table}".replace("-", "_"), pool=pool_name(config),
                required_resource_keys=resource_keys(config) if use_resources else set(),
                tags={TABLE_TAG: str(target)},
                description=f"Compact, merge manifests, expire snapshots and remove orphan files of {target}")

@@ -314,8 +314,9 @@ def recorded_snapshot_id(instance, key: dg.AssetKey) -> int | None:
 def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId, key: dg.AssetKey | None = None,
                       *, run_id: str = "") -> dg.MaterializeResult | None:
     """A snapshot committed without Dagster recording it, as a materialisation of ``key`` (default: the default
-    translator's key): one an earlier, crashed run made, or (its checkpoint's run id is ``run_id``) one this run's
-    micro-batch of all its tables made in another step's process."""
+    translator's key): one an earlier, crashed run made, or (its checkpoint's run id is ``run_id``) one made earlier
+    in this run: by an attempt that failed before reporting it, or by the micro-batch of all the run's tables that
+    failed after committing this table (each table then ran alone and found nothing new)."""
     key = key or paimon_key(target)
 
     sink = open_warehouse(catalog_options)
@@ -334,7 +335,8 @@ def unrecorded_commit(instance, catalog_options: dict[str, str], target: TableId
         metadata={
             **_commit_metadata(snapshot_id, properties.get(PHASE, ""), offset, counts_from_properties(properties)),
             **({"lakecdc/committed_by": dg.MetadataValue.text(
-                "this run's micro-batch of all its tables, in another step's process")}
+                "earlier in this run (an attempt, or the micro-batch of all its tables, that failed after this "
+                "commit)")}
                if run_id and properties.get(RUN_ID) == run_id else
                {"lakecdc/recovered": dg.MetadataValue.text(
                    "committed by an earlier run that stopped before Dagster recorded it")}),

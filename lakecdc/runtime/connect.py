@@ -34,7 +34,7 @@ _SHARED_LOCK = threading.Lock()
 def shared_source(config: PipelineConfig) -> MySqlSource:
     """The pipeline's MySQL server as a source whose short calls (table descriptions, head, counts, binlog file
     list) share one connection for the life of the process (reopened when the server dropped it): per-table work
-    in a long-lived process (Dagster's table steps, checks, the sensor) then opens no connection per table. One
+    in a long-lived process (Dagster's reports of each table, checks, the sensor) opens no connection per table. One
     per server and user; calls from several threads take turns on it."""
     key = repr(config.source)
     with _SHARED_LOCK:

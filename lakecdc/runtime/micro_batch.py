@@ -135,8 +135,8 @@ def run_micro_batch(config: PipelineConfig, *, targets: set[TableId] | None = No
                     log: Log | None = None, skip_locked: bool = False) -> RunResult:
     """Run one micro-batch of ``config`` (optionally only for some target tables) and return what it did.
     ``skip_locked``: a table whose lock another writer holds is left out of the run (listed in
-    ``RunResult.skipped_tables``) instead of failing it: Dagster's one read for a run's whole selection leaves such
-    a table to its own step."""
+    ``RunResult.skipped_tables``) instead of failing it: a run of many tables (lakecdc.runtime.table_runs) then
+    tries such a table alone, so it fails alone."""
     return _run(config, targets, run_id, log, None, skip_locked)
 
 

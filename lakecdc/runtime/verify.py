@@ -153,6 +153,8 @@ class TableState:
     checkpoint: Checkpoint | None
 
     source: MySqlSource | None = None  # the connection(s) the checks query MySQL through (None: their own)
+    # the changes since the checkpoint from one binlog read shared by many tables' checks (see tally_since_checkpoints)
+    tally: BinlogTally | None = None
 
     @classmethod
     def load(cls, config: PipelineConfig, target: TableId, *, plan: PipelinePlan | None = None,
@@ -215,10 +217,11 @@ def check_pipeline(config: PipelineConfig, tables: list[TableId] | None = None) 
         targets = sorted(tables) if tables else sorted(plan.targets)
         plan = plan.restrict(set(targets))  # unknown tables are an error
         sink = open_sink(config)
+        states = {target: TableState.load(config, target, plan=plan, source=source, sink=sink) for target in targets}
+        share_tally(source, list(states.values()))
         results = []
-        for target in targets:
+        for target, state in states.items():
             sources = [s.source.table_id for s in plan.targets[target].sources]
-            state = TableState.load(config, target, plan=plan, source=source, sink=sink)
             results.extend(evaluate(state, check_names(config, sources)))
         return results
     finally:
@@ -284,7 +287,7 @@ def row_count_matches_source(state: TableState) -> CheckResult:
     where = f" WHERE {_ident(deleted_marker)} <> '{DELETE}'" if deleted_marker else ""
     paimon_rows = _sql(state, f"SELECT COUNT(*) AS n FROM {_table_ref(target)}{where}").column(0)[0].as_py()
     count = count_at_checkpoint(state.config, state.plan, state.checkpoint.offset,
-                                xa_scan_start=state.checkpoint.xa_scan_start, source=state.source)
+                                xa_scan_start=state.checkpoint.xa_scan_start, source=state.source, tally=state.tally)
     difference = paimon_rows - count.expected_rows
     metadata = {"paimon_active_rows": paimon_rows, "expected_rows_at_checkpoint": count.expected_rows,
                 "difference": difference, "tolerance": count.tolerance, "checkpoint": str(state.checkpoint.offset),
@@ -302,19 +305,22 @@ def row_count_matches_source(state: TableState) -> CheckResult:
 
 
 def count_at_checkpoint(config: PipelineConfig, plan: TargetPlan, checkpoint: BinlogOffset, *,
-                        xa_scan_start: BinlogOffset | None = None,
-                        source: MySqlSource | None = None) -> CountAtCheckpoint:
+                        xa_scan_start: BinlogOffset | None = None, source: MySqlSource | None = None,
+                        tally: BinlogTally | None = None) -> CountAtCheckpoint:
     """The MySQL rows of ``plan``'s source tables at ``checkpoint``. ``xa_scan_start``: the checkpoint's open
     prepared XA transaction (its rows count where it commits). LakeCdcError when the count cannot be reconciled:
     more than MAX_RECONCILE_BYTES of binlog written since the checkpoint, or its binlog file purged. ``source``:
-    a caller's (sharing its connection), else one of its own."""
+    a caller's (sharing its connection), else one of its own. ``tally``: the changes since the checkpoint from a
+    read shared with other tables, used when it covers exactly this count's window (the head has not moved since)."""
     source = source or open_source(config)
     sources = {s.source.table_id: s.source for s in plan.sources}
     before = source.head_offset()
     written = binlog_bytes_since(source, checkpoint, before)
     mysql_rows = source.count_rows(sorted(sources))
     after = source.head_offset()
-    net_since, changes_since = binlog_changes(source, sources, checkpoint, before, xa_scan_start=xa_scan_start)
+    shared = tally.changes(sources, checkpoint, before) if tally is not None else None
+    net_since, changes_since = shared if shared is not None else \
+        binlog_changes(source, sources, checkpoint, before, xa_scan_start=xa_scan_start)
     _, tolerance = binlog_changes(source, sources, before, after,
                                   xa_scan_start=min(xa_scan_start or checkpoint, checkpoint))
     return CountAtCheckpoint(mysql_rows - net_since, mysql_rows, before, net_since, changes_since, tolerance,
@@ -359,6 +365,76 @@ def binlog_changes(source: MySqlSource, tables: dict, start: BinlogOffset, stop:
         inserts += pc.sum(pc.equal(kinds, INSERT)).as_py() or 0
         deletes += pc.sum(pc.equal(kinds, DELETE)).as_py() or 0
     return inserts - deletes, inserts + deletes
+
+
+@dataclass(frozen=True)
+class BinlogTally:
+    """Per source table, (inserts − deletes, inserts + deletes) after its own start offset up to ``stop``: one binlog
+    read for the row-count checks of many tables, instead of one read (two MySQL connections) per table whose
+    checkpoint is behind the head."""
+
+    stop: BinlogOffset
+    starts: dict[TableId, BinlogOffset]
+    counts: dict[TableId, tuple[int, int]]
+
+    def changes(self, sources, start: BinlogOffset, stop: BinlogOffset) -> tuple[int, int] | None:
+        """The changes of ``sources`` after ``start`` up to ``stop``, None unless this tally read exactly that."""
+        if stop != self.stop or any(self.starts.get(s) != start for s in sources):
+            return None
+        return (sum(self.counts.get(s, (0, 0))[0] for s in sources),
+                sum(self.counts.get(s, (0, 0))[1] for s in sources))
+
+
+def tally_since_checkpoints(source: MySqlSource, states: list[TableState]) -> BinlogTally | None:
+    """One binlog read of the changes since each table's checkpoint up to the head, for ``states`` whose row count
+    is reconciled; None when fewer than two tables need a read, or when the read is refused (too much binlog, a
+    purged file: each table's own check then says so). A source feeding tables with different checkpoints is left
+    to each table's own read."""
+    starts: dict[TableId, BinlogOffset] = {}
+    tables: dict = {}
+    xa_starts = []
+    conflicting = set()
+    for state in states:
+        checkpoint = state.checkpoint
+        if state.plan is None or checkpoint is None or checkpoint.snapshot_pending or checkpoint.offset is None:
+            continue
+        for source_plan in state.plan.sources:
+            table_id = source_plan.source.table_id
+            if starts.get(table_id, checkpoint.offset) != checkpoint.offset:
+                conflicting.add(table_id)
+            starts[table_id], tables[table_id] = checkpoint.offset, source_plan.source
+        if checkpoint.xa_scan_start is not None:
+            xa_starts.append(checkpoint.xa_scan_start)
+    head = source.head_offset()
+    behind = {t: start for t, start in starts.items() if t not in conflicting and start < head}
+    if len(behind) < 2:
+        return None
+    try:
+        binlog_bytes_since(source, min(behind.values()), head)
+    except LakeCdcError:
+        return None
+    counts: dict[TableId, tuple[int, int]] = {}
+    reader = source.read_binlog({t: tables[t] for t in behind}, behind, head,
+                                xa_scan_start=min(xa_starts, default=None))
+    for batch in reader:
+        assert isinstance(batch, ChangeBatch)  # neither track_schemas nor a follow read: change batches only
+        kinds = batch.data.column(OP_COLUMN)
+        inserts = pc.sum(pc.equal(kinds, INSERT)).as_py() or 0
+        deletes = pc.sum(pc.equal(kinds, DELETE)).as_py() or 0
+        net, total = counts.get(batch.table.table_id, (0, 0))
+        counts[batch.table.table_id] = (net + inserts - deletes, total + inserts + deletes)
+    return BinlogTally(head, {t: s for t, s in starts.items() if t not in conflicting}, counts)
+
+
+def share_tally(source: MySqlSource, states: list[TableState]) -> None:
+    """Give ``states`` one shared binlog read for their row-count checks (see :func:`tally_since_checkpoints`); a
+    failed read leaves each table to its own (which reports the error)."""
+    try:
+        tally = tally_since_checkpoints(source, states)
+    except Exception:  # noqa: BLE001 - the shared read only saves connections: each table then reads on its own
+        return
+    for state in states:
+        state.tally = tally
 
 
 def expected_types(plan: TargetPlan) -> dict[str, str]:
