@@ -255,10 +255,14 @@ def table_states(config: PipelineConfig, targets: list[TableId], keys: AssetKeys
     """Each table's state (plan, stored table, checkpoint) for its report; a table whose state cannot be read is
     added to ``failed``."""
     source = shared_source(config)
+    try:  # one plan for all of them (each table's own plan when the whole one fails: it may fail alone)
+        plan = build_plan(config, source, targets=set(targets)) if targets else None
+    except LakeCdcError:
+        plan = None
     states = {}
     for target in targets:
         try:
-            states[target] = TableState.load(config, target, keys.paimon[target], source=source)
+            states[target] = TableState.load(config, target, keys.paimon[target], source=source, plan=plan)
         except Exception as exc:  # noqa: BLE001 - this table alone
             failed[target] = ReportingError(f"{target}: reading the table to report it failed: {exc}")
     return states

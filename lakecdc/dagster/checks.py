@@ -40,9 +40,11 @@ class TableState:
 
     @classmethod
     def load(cls, config: PipelineConfig, target: TableId, key: dg.AssetKey, *,
-             source: MySqlSource | None = None) -> "TableState":
-        """``source``: the MySQL source to plan the table and run the checks through (a shared connection)."""
-        return cls(verify.TableState.load(config, target, source=source), key)
+             source: MySqlSource | None = None, plan=None) -> "TableState":
+        """``source``: the MySQL source to plan the table and run the checks through (a shared connection);
+        ``plan``: a plan of many tables made once (without it, or when it lacks the table, only this table is
+        planned)."""
+        return cls(verify.TableState.load(config, target, source=source, plan=plan), key)
 
     @property
     def plan(self):
