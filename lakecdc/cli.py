@@ -84,6 +84,7 @@ def _follow(config, args: argparse.Namespace) -> int:
     and exit 0. Each commit is printed as it happens (one JSON object per line with --json)."""
     from lakecdc.runtime import follow_pipeline
 
+    freeze_after_imports(False)  # a long-lived process: what is alive at a later import is not the import's
     stop = threading.Event()
 
     def request_stop(signum, frame) -> None:

@@ -35,3 +35,22 @@ def test_a_commands_process_freezes_what_its_imports_made():
             "print(gc.isenabled(), gc.get_freeze_count() > before)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "True"]
+
+
+def test_a_commands_process_freezes_nothing_when_nothing_is_imported(tmp_path):
+    """Opening pypaimon's catalog again (its modules loaded by the first time) must not freeze what the command
+    holds then: an object frozen while alive is never collected once it is cyclic garbage."""
+    code = ("import gc, sys, weakref\n"
+            "from lakecdc.collector import freeze_after_imports\n"
+            "from lakecdc.sink.catalog import create_catalog\n"
+            "freeze_after_imports()\n"
+            f"options = {{'warehouse': {str(tmp_path)!r}, 'metastore': 'filesystem'}}\n"
+            "create_catalog(options)  # the import: frozen\n"
+            "class Node: pass\n"
+            "node = Node(); node.me = node; alive = weakref.ref(node)  # the command's own data, in a cycle\n"
+            "frozen = gc.get_freeze_count()\n"
+            "create_catalog(options)\n"
+            "del node; gc.collect()\n"
+            "print(gc.isenabled(), gc.get_freeze_count() == frozen, alive() is None)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True", "True"]

@@ -335,3 +335,29 @@ def test_an_error_in_the_middle_of_a_result_is_the_servers_and_the_connection_go
             assert plain.fetchall() == ((42,),)
     finally:
         conn.close()
+
+
+def test_a_statement_with_several_results_leaves_the_next_ones_to_pymysql(mariadb, fresh_db):
+    """A CALL's results: the server sends the next result (and the CALL's closing OK packet) right behind the first
+    one's EOF packet, in the same socket read; those bytes must reach PyMySQL, not be dropped with the reader's
+    buffer (PyMySQL would then wait for packets the server already sent: read_timeout turns that wait into an
+    error instead of a hang)."""
+    mariadb.execute("CREATE PROCEDURE two() BEGIN SELECT seq, NULL FROM seq_1_to_3; "
+                    "SELECT CONCAT('r', seq) FROM seq_1_to_2; END", database=fresh_db)
+    conn = mariadb.connect(fresh_db, cursorclass=pymysql.cursors.SSCursor, read_timeout=30)
+    try:
+        for _ in range(2):
+            cur = conn.cursor()
+            cur.execute("CALL two()")
+            first = list(read_columns(cur, 10))
+            assert [c.to_pylist() for c in first[0]] == [[b"1", b"2", b"3"], [None, None, None]]
+            assert cur._result.has_next
+            assert cur.nextset()  # the second result's header, read by PyMySQL
+            second = list(read_columns(cur, 10))
+            assert second[0][0].to_pylist() == [b"r1", b"r2"]
+            cur.close()  # the CALL's OK packet
+        with conn.cursor(pymysql.cursors.Cursor) as plain:
+            plain.execute("SELECT 42")
+            assert plain.fetchall() == ((42,),)
+    finally:
+        conn.close()

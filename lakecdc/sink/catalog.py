@@ -59,13 +59,13 @@ def create_catalog(options: dict[str, str], file_io=None):
     """pypaimon's catalog for normalized options; on an object store its file IO publishes metadata files by
     conditional put (lakecdc.sink.object_store). ``file_io``: the file IO to use instead of the catalog's own (the
     one lakecdc.sink.metadata.open_file_io made for these options, so metadata reads and writes share it)."""
-    with imports_outside_collection():  # importing pypaimon's catalog (lakecdc.collector)
+    with imports_outside_collection():  # importing pypaimon's catalog (lakecdc.collector); the import only
         from pypaimon import CatalogFactory  # heavy: lazy for start-up time (pandas, polars, pypaimon's read stack)
 
-        try:
-            catalog = CatalogFactory.create(dict(options))
-        except Exception as error:  # pypaimon raises ValueError/KeyError/OSError/... for bad options
-            raise SinkError(f"cannot open the Paimon catalog {options.get('warehouse')!r}: {error}") from error
+    try:
+        catalog = CatalogFactory.create(dict(options))
+    except Exception as error:  # pypaimon raises ValueError/KeyError/OSError/... for bad options
+        raise SinkError(f"cannot open the Paimon catalog {options.get('warehouse')!r}: {error}") from error
     if object_store.is_object_store(options["warehouse"]):
         if type(catalog).__name__ != "FileSystemCatalog" or not hasattr(catalog, "file_io"):
             raise SinkError(f"catalog.properties.metastore: object-store warehouses need the filesystem metastore "

@@ -7,7 +7,8 @@ prefixed, rows longer than 16 MiB continued over several packets) and every row'
 length-encoded string) and appends each field to its column in the layout of a ``pa.binary()`` array. The scan runs
 without the GIL, so several chunk readers, their socket reads and the Paimon writer's encoding overlap; Python only
 acts once per socket read and once per block of rows. The end of the result (an EOF or ERR packet), sequence errors
-and malformed rows are reported by the scan and handled here as PyMySQL would.
+and malformed rows are reported by the scan and handled here as PyMySQL would. Bytes received past the result's end
+(a statement with several results, such as a CALL) are handed back to PyMySQL's reader (:class:`_Replay`).
 
 The values stay MySQL's text: :mod:`lakecdc.source.text_columns` turns them into the columns' Arrow types.
 
@@ -18,9 +19,10 @@ negotiate ``CLIENT_DEPRECATE_EOF`` (a result ends with an EOF packet).
 
 from __future__ import annotations
 
+import io
 import socket
 from dataclasses import dataclass
-from typing import Generator
+from typing import Any, Generator
 
 import pyarrow as pa
 import pymysql
@@ -151,6 +153,9 @@ class _PacketReader:
         payload = bytes(buf[at + 4:at + 4 + size])
         self.pos = at + 4 + size
         self.done = True
+        if self.pos < self.filled:  # the server's next packets (a CALL's next result or its OK packet) came along
+            self.conn._rfile = io.BufferedReader(_Replay(bytes(buf[self.pos:self.filled]), self.rfile))
+            self.pos = self.filled
         self.conn._next_seq_id = (self.seq + 1) % 256
         result = self.result
         result.unbuffered_active = False
@@ -224,6 +229,43 @@ class _PacketReader:
             self.result.unbuffered_active = False
             if self.conn._sock is not None:
                 self.conn._force_close()
+
+
+class _Replay(io.RawIOBase):
+    """The connection's stream after a result whose end packet arrived with the server's next bytes (a statement
+    with several results: a CALL's next result set or its closing OK packet): those bytes first, then the socket's.
+    PyMySQL reads them with ``_rfile.read``, the next wire read with ``_rfile.read1`` and ``_rfile.raw.readinto``
+    (this object); dropping them would leave PyMySQL waiting for packets the server already sent."""
+
+    data: memoryview
+    rfile: Any  # the BufferedReader wrapped (None once detached)
+
+    def __init__(self, data: bytes, rfile) -> None:
+        super().__init__()
+        # an exhausted replay is taken out (detached: closing it no longer closes what it wraps), so results after
+        # results do not stack them up
+        while isinstance(rfile.raw, _Replay) and not rfile.raw.data and rfile.raw.rfile is not None:
+            done = rfile.raw
+            rfile, done.rfile = done.rfile, None
+        self.data = memoryview(data)
+        self.rfile = rfile  # held: the socket's file object, which PyMySQL's close closes through this one
+        self.socket_raw = rfile.raw
+
+    def close(self) -> None:
+        if not self.closed and self.rfile is not None:
+            self.rfile.close()
+        super().close()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int | None:
+        if self.data:
+            n = min(len(b), len(self.data))
+            b[:n] = self.data[:n]
+            self.data = self.data[n:]
+            return n
+        return self.socket_raw.readinto(b)
 
 
 def _sequence_error(got: int, expected: int) -> BaseException:
