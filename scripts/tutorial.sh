@@ -23,7 +23,7 @@ mysql() { scripts/mariadb.sh cli "" "$@"; }
 
 # The tutorial starts from an empty warehouse and a fresh source table.
 rm -rf "$ROOT/.lakecdc/tutorial"; mkdir -p "$LAKECDC_WAREHOUSE" "$DAGSTER_HOME"
-# The tutorial's Dagster instance: one run at a time per table (the assets' pools), no telemetry.
+# The tutorial's Dagster instance: one run at a time per pipeline (its op's pool), no telemetry.
 printf 'concurrency:\n  pools:\n    default_limit: 1\ntelemetry:\n  enabled: false\n' > "$DAGSTER_HOME/dagster.yaml"
 mysql -e "DROP DATABASE IF EXISTS inventory; CREATE DATABASE inventory; USE inventory;
 CREATE TABLE orders (
