@@ -11,6 +11,9 @@ is counted, not only those lakecdc knows about.
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -25,6 +28,7 @@ from lakecdc.sink import PaimonSink
 from lakecdc.sink.evolution import DROP, ColumnChange, apply_column_changes
 from bench.wholedb_bench import PIPELINE, connections
 from tests.crosscheck import assert_same_rows
+from tests.test_source_chunked import CLI, Writers
 
 def create_database(mariadb, db: str, tables: int, tmp_path: Path) -> Path:
     """``tables`` tables t0.. of 20 rows each, a pipeline YAML capturing the database, and its first snapshot."""
@@ -246,3 +250,88 @@ def test_run_config_resnapshots_every_selected_table_and_a_partition_needs_one_t
     assert sink.latest_snapshot_id(TableId(fresh_db, "t1")) == before["t1"]
     for name in ("t0", "t2"):
         assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, name)
+
+
+def snapshot_database(mariadb, db: str, tables: int, tmp_path: Path) -> tuple:
+    """``tables`` tables t0.. of 300 rows each and a pipeline capturing them (not run yet): (config, path)."""
+    for i in range(tables):
+        mariadb.execute(f"CREATE TABLE t{i} (id INT PRIMARY KEY, amount INT NOT NULL)", database=db)
+        mariadb.execute(f"INSERT INTO t{i} SELECT seq, seq FROM seq_1_to_300", database=db)
+    path = tmp_path / f"snapshot_{tables}.yaml"
+    path.write_text(PIPELINE.format(port=mariadb.port, db=db, warehouse=tmp_path / f"warehouse_{tables}", retries=1))
+    return load_pipeline(path), path
+
+
+def writes_to(tables: int):
+    """A Writers workload: inserts, updates and deletes of random rows of random tables t0.."""
+    def work(cur, rnd):
+        table, key = f"t{rnd.randrange(tables)}", rnd.randrange(1, 400)
+        action = rnd.random()
+        if action < 0.4:
+            cur.execute(f"UPDATE {table} SET amount = amount + 1 WHERE id = %s", (key,))
+        elif action < 0.7:
+            cur.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
+        else:
+            cur.execute(f"INSERT IGNORE INTO {table} VALUES (%s, %s)", (key, -key))
+    return work
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_snapshot_run_of_many_tables_opens_a_fixed_number_of_connections(mariadb, tmp_path, incremental):
+    """The first run of a whole database while the application writes to every table: small tables share commit
+    groups (one snapshot connection, one binlog read for all of them), so the run opens as many MySQL connections
+    for 16 tables as for 4; each table still commits its own snapshot, and after the next run Paimon equals MySQL."""
+    opened = {}
+    extra = "" if incremental else "  scan.incremental.snapshot.enabled: false\n"
+    for n in (4, 16):
+        db = f"snap_{n}_{incremental:d}_{tmp_path.name[-6:]}".replace("-", "_")
+        mariadb.execute(f"CREATE DATABASE `{db}`")
+        try:
+            _, path = snapshot_database(mariadb, db, n, tmp_path)
+            config = load_pipeline(_with_source_option(path, extra))
+            with Writers(mariadb, db, writes_to(n), threads=1, pause=0.002) as writers:
+                time.sleep(0.1)  # the writers' connection is open before the count
+                before = connections(mariadb)
+                first = run_micro_batch(config)
+                opened[n] = connections(mariadb) - before - 1  # the count's own connection
+                during = writers.commits
+            assert during > 5, during  # the application really wrote while the snapshot ran
+            for i in range(n):
+                table = first.tables[TableId(db, f"t{i}")]
+                assert table.committed and table.snapshot_complete and table.commits == 1, table
+            run_micro_batch(config)  # the changes after each table's snapshot
+            for i in range(n):
+                assert assert_same_rows(mariadb, config.sink.catalog_options, db, f"t{i}") > 250
+        finally:
+            mariadb.execute(f"DROP DATABASE IF EXISTS `{db}`")
+    assert opened[16] == opened[4] <= 5, f"MySQL connections of a snapshot run by tables: {opened}"
+
+
+def _with_source_option(path: Path, option: str) -> Path:
+    """``path``'s pipeline with one more ``source:`` option line (``option`` empty: as it is)."""
+    if option:
+        text = path.read_text()
+        path.write_text(text.replace("  tables: ", option + "  tables: ", 1))
+    return path
+
+
+def test_killed_between_the_commits_of_a_shared_group_resumes_exactly(mariadb, fresh_db, tmp_path):
+    """SIGKILL right after the first table of a shared commit group committed, the others not, while the
+    application writes: the next run continues that table from its checkpoint (binlog) and snapshots the others,
+    and Paimon equals MySQL."""
+    config, path = snapshot_database(mariadb, fresh_db, 5, tmp_path)
+    sink = PaimonSink(config.sink.catalog_options)
+    targets = [TableId(fresh_db, f"t{i}") for i in range(5)]
+    with Writers(mariadb, fresh_db, writes_to(5), threads=1, pause=0.002):
+        killed = subprocess.run(CLI + [str(path)], env={**os.environ, "LAKECDC_FAILPOINT": "snapshot-group-committed"},
+                                capture_output=True, text=True, timeout=300)
+        assert killed.returncode == -9, killed.stderr[-3000:]
+        committed = [t for t in targets if sink.table_exists(t) and sink.checkpoint(t) is not None]
+        assert committed == [targets[0]], committed  # one group for all five: killed after its first commit
+        resumed = run_micro_batch(config)
+    assert resumed.tables[targets[0]].phase == "binlog"
+    for target in targets[1:]:
+        assert resumed.tables[target].phase == "snapshot" and resumed.tables[target].snapshot_complete
+    run_micro_batch(config)
+    for target in targets:
+        assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, target.table)

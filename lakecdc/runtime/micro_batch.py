@@ -460,6 +460,7 @@ class MicroBatch:
         if not targets:
             return
         estimates = estimate_rows(self.source.options, sorted({s for t in targets for s in work[t].progress}))
+        loads = []
         for target in targets:
             result = self.results[target]
             ctx = _initial_load.InitialLoadContext(
@@ -471,7 +472,10 @@ class MicroBatch:
                 run_head=self.run.head)
             result.phase = PHASE_SNAPSHOT
             result.snapshot_complete = False
-            _add_snapshot_outcome(result, _initial_load.run_initial_load(ctx, work[target], keys))
+            loads.append((ctx, work[target]))
+        # small tables share commit groups (one snapshot connection and one binlog read for several tables)
+        for target, outcome in _initial_load.run_initial_loads(loads, keys, estimates).items():
+            _add_snapshot_outcome(self.results[target], outcome)
 
     # ----------------------------------------------------------------------------------------------- step 5
 

@@ -54,7 +54,7 @@ from lakecdc.source.connection import (
 )
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.prefetch import Prefetch
-from lakecdc.source.schema import describe_table
+from lakecdc.source.schema import describe_tables
 from lakecdc.source.text_columns import TextColumn, text_columns
 from lakecdc.source.wire import abort_connection, read_columns, result_columns
 
@@ -110,6 +110,7 @@ class InitialLoadReader:
         self.rows_read = 0
         self.chunks_read = 0
         self.progress: ChunkProgress | None = None  # after read_chunks: where the next read continues
+        self.tables_read: set[TableId] = set()  # the tables read_chunks was called for
         self._reading: Prefetch | None = None  # the read running ahead in its thread
 
     # -------------------------------------------------------------------------------------------- lifecycle
@@ -199,7 +200,8 @@ class InitialLoadReader:
         self.open()
         head = self._head_offset(gtid=True)
         if self.incremental:
-            self._check_schemas(self._conn)
+            # the tables whose chunks were read: the others (of a commit group of several tables) were not read
+            self._check_schemas(self._conn, self.tables_read)
         return head
 
     def _head_offset(self, *, gtid: bool = False) -> BinlogOffset:
@@ -211,13 +213,18 @@ class InitialLoadReader:
                 raise SourceConnectionLost(str(exc)) from exc
             raise
 
-    def _check_schemas(self, conn) -> None:
+    def _check_schemas(self, conn, only: set[TableId] | None = None) -> None:
         """The schemas this snapshot records must be the tables' schemas at its binlog position: the binlog after it
         is decoded with them. A DDL between the moment they were described and the snapshot's start (or right
         after it: a data dictionary read is not part of the snapshot) shows here as a different definition; the
-        snapshot then stops rather than record a schema it cannot vouch for."""
-        for table_id, recorded in self.tables.items():
-            now = describe_table(conn, table_id, self.options)
+        snapshot then stops rather than record a schema it cannot vouch for. ``only``: check these tables only.
+        One batched description (a few queries per database), whatever the number of tables."""
+        checked = [t for t in self.tables if only is None or t in only]
+        if not checked:
+            return
+        described = describe_tables(conn, checked, self.options)
+        for table_id in checked:
+            recorded, now = self.tables[table_id], described[table_id]
             if decoding_layout(now) != decoding_layout(recorded) or \
                     tuple(k.lower() for k in now.primary_keys) != tuple(k.lower() for k in recorded.primary_keys):
                 when = "was read from" if self.incremental else "started at"
@@ -339,6 +346,7 @@ class InitialLoadReader:
         if table is None:
             raise SourceError(f"table {table_id} is not part of this snapshot")
         self.open()
+        self.tables_read.add(table_id)
         size = chunk_size or self.options.chunk_size
         if self.incremental and readers > 1 and key is not None and not progress.done and \
                 (progress.nulls_done or progress.has_after or not key.column.nullable):
