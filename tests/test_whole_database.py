@@ -11,7 +11,9 @@ is counted, not only those lakecdc knows about.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -24,6 +26,7 @@ from lakecdc.dagster import build_definitions
 from lakecdc.dagster.assets import pipeline_op_name
 from lakecdc.model import TableId
 from lakecdc.runtime import check_pipeline, run_micro_batch
+from lakecdc.runtime import initial_load as initial_load_module
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.evolution import DROP, ColumnChange, apply_column_changes
 from bench.wholedb_bench import PIPELINE, connections
@@ -335,3 +338,17 @@ def test_killed_between_the_commits_of_a_shared_group_resumes_exactly(mariadb, f
     run_micro_batch(config)
     for target in targets:
         assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, target.table)
+
+
+def test_commit_groups_hold_at_most_their_table_limit(mariadb, fresh_db, tmp_path, monkeypatch, caplog):
+    """With a limit of 2 tables per commit group, 5 small tables take 3 groups (2, 2, 1), each table one commit."""
+    monkeypatch.setattr(initial_load_module, "GROUP_MAX_TABLES", 2)
+    config, _ = snapshot_database(mariadb, fresh_db, 5, tmp_path)
+    with caplog.at_level(logging.INFO, logger="lakecdc"):
+        result = run_micro_batch(config)
+    groups = [int(m.group(1)) for r in caplog.records
+              if (m := re.match(r"incremental snapshot of (\d+) table", r.getMessage()))]
+    assert groups == [2, 2, 1], groups
+    for i in range(5):
+        assert result.tables[TableId(fresh_db, f"t{i}")].commits == 1
+        assert_same_rows(mariadb, config.sink.catalog_options, fresh_db, f"t{i}")

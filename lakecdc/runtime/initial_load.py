@@ -55,6 +55,10 @@ logger = logging.getLogger("lakecdc.runtime")
 
 SNAPSHOT, BINLOG, FRESH_BINLOG, FINISHED, IDLE = "snapshot", "binlog", "fresh-binlog", "finished", "idle"
 
+# At most this many tables share a commit group: each keeps a Paimon writer open until the group commits (about
+# 0.15 MiB each, measured: a group of 1,000 one-thousand-row tables peaked at 399 MiB against 245 MiB one by one)
+GROUP_MAX_TABLES = 1000
+
 
 # ------------------------------------------------------------------------------------------- captured tables
 
@@ -385,7 +389,7 @@ class _TargetLoad:
 
 def _next_group(pending: list[_TargetLoad], estimates: dict[TableId, int]) -> list[_TargetLoad]:
     """The tables of the next commit group: the first pending one, then those whose estimated rows still fit in
-    the group's budget and whose source tables no table of the group has."""
+    the group's budget and whose source tables no table of the group has, up to GROUP_MAX_TABLES."""
     budget = pending[0].ctx.config.snapshot_commit_rows
     group: list[_TargetLoad] = []
     sources: set[TableId] = set()
@@ -394,6 +398,8 @@ def _next_group(pending: list[_TargetLoad], estimates: dict[TableId, int]) -> li
         estimate = sum(estimates.get(t, 0) for t in load.unfinished)
         if group and (rows + estimate > budget or sources & set(load.plans)):
             continue
+        if len(group) == GROUP_MAX_TABLES:
+            break
         group.append(load)
         sources |= set(load.plans)
         rows += estimate
