@@ -613,6 +613,27 @@ def test_a_broken_pipeline_file_fails_alone(mariadb, tutorial, tmp_path, monkeyp
         build_definitions(pipelines)
 
 
+def test_pipeline_files_sharing_a_name_fail_alone(mariadb, tutorial, tmp_path, monkeypatch):
+    """Two files with one pipeline.name (which would share their op, jobs and sensors) each become an asset naming
+    the other file and the key at fault; the other pipelines load. Under `dg check defs` the load fails."""
+    config, pipelines = tutorial
+    text = (pipelines / "tutorial.yaml").read_text().replace("Enrich MySQL orders", "Twin orders")
+    (pipelines / "twin_a.yaml").write_text(text)
+    (pipelines / "twin_b.yaml").write_text(text)
+    monkeypatch.delenv(VALIDATION_ENV, raising=False)
+    defs = build_definitions(pipelines)
+    specs = {s.key: s for s in defs.resolve_all_asset_specs()}
+    assert ORDERS_KEY in specs and defs.resolve_sensor_def(f"{config.slug}_binlog_sensor") is not None
+    for name, other in (("twin_a", "twin_b"), ("twin_b", "twin_a")):
+        twin = specs[dg.AssetKey(["lakecdc_invalid", f"{name}_yaml"])]
+        assert twin.metadata["lakecdc/yaml_key"].value == "pipeline.name"
+        assert str(pipelines / f"{other}.yaml") in twin.metadata["lakecdc/error"].value
+        assert "unique pipeline.name" in twin.metadata["lakecdc/error"].value
+    monkeypatch.setenv(VALIDATION_ENV, "1")
+    with pytest.raises(PipelineConfigError, match="same name"):
+        build_definitions(pipelines)
+
+
 def test_owners_kinds_and_freshness_through_the_translator(mariadb, tutorial):
     """As dagster-sling/dlt users expect: owners and kinds come through the translator, and a freshness policy is
     derived from the sensor interval (``auto``) or given as a window."""

@@ -69,17 +69,35 @@ def _shared_sources(assets) -> list:
     return kept
 
 
+def _without_duplicate_names(configs: list, isolate: bool) -> list:
+    """Pipelines that share a name would share their Dagster names (op, jobs, sensors): each of them is refused,
+    naming the others. ``isolate``: each becomes a file that fails alone (its ConfigErrorLocation); else the error
+    fails the load."""
+    valid = [c for c in configs if isinstance(c, PipelineConfig)]
+    slugs = [c.slug for c in valid]
+    clashing = {slug for slug in slugs if slugs.count(slug) > 1}
+    if not clashing:
+        return configs
+    kept = []
+    for config in configs:
+        if not isinstance(config, PipelineConfig) or config.slug not in clashing:
+            kept.append(config)
+            continue
+        names = [c.path or c.name for c in valid if c.slug == config.slug]
+        error = PipelineConfigError(
+            f"pipelines {', '.join(names)} have the same name ({config.name!r}, Dagster name {config.slug}); give "
+            "each a unique pipeline.name", file=config.path, path="pipeline.name")
+        if not isolate:
+            raise error
+        kept.append(locate_config_error(error))
+    return kept
+
+
 def _merge(configs: list, resources: dict | None, translator: DagsterLakeCdcTranslator | None = None, *,
            isolate: bool = False) -> dg.Definitions:
     """``configs``: parsed pipelines, or the ConfigErrorLocation of a file that did not parse (it fails alone).
     ``isolate``: a pipeline whose definitions fail to build fails alone too (else its error fails the load)."""
-    valid = [c for c in configs if isinstance(c, PipelineConfig)]
-    slugs = [c.slug for c in valid]
-    for slug in set(slugs):
-        if slugs.count(slug) > 1:
-            names = [c.path or c.name for c in valid if c.slug == slug]
-            raise PipelineConfigError(f"pipelines {', '.join(names)} have the same name; give each a unique "
-                                      "pipeline.name")
+    configs = _without_duplicate_names(configs, isolate)
     translator = translator or DagsterLakeCdcTranslator()
     parts = []
     loaded = []
