@@ -29,6 +29,12 @@ change up to P) and no other key is in the table, so a run killed at any point r
 repeats nothing and loses nothing; the binlog read after the snapshot starts at the last P. Each change is applied
 once (never replayed over a newer snapshot row), so this holds for append tables and SOFT_DELETE transforms too,
 not only for upserts on a primary key. Memory is bounded by the rows of one commit group.
+
+**Shared commit groups** (:func:`run_initial_loads`): the tables a run snapshots share groups while their estimated
+rows fit in one (at most GROUP_MAX_TABLES): one snapshot reader, the chunks of each table in turn within the group's
+row budget, one binlog read for all (each source table from its own table's C or G), then each table's own commit at
+the common P. Each table's steps and checkpoint are those above, as if it were alone; a kill between two of the
+group's commits leaves each table at its own last commit.
 """
 
 from __future__ import annotations
