@@ -210,6 +210,17 @@ class SourceTable:
     primary_keys: tuple[str, ...] = ()
     comment: str = ""
     online_change: OnlineSchemaChange | None = None  # a gh-ost / pt-osc migration in progress (not the schema)
+    # the unique indexes whose columns are all NOT NULL (each identifies a row as a primary key would), in index
+    # name order; what a table without primary key is chunked and folded by (not part of the schema's equality:
+    # the binlog's DDL does not track indexes)
+    unique_keys: tuple[tuple[str, ...], ...] = field(default=(), compare=False)
+
+    @property
+    def row_identity(self) -> tuple[str, ...]:
+        """The columns that identify a row: the primary key, else the first unique NOT NULL index; () for neither."""
+        if self.primary_keys:
+            return self.primary_keys
+        return self.unique_keys[0] if self.unique_keys else ()
 
     @property
     def column_names(self) -> list[str]:
@@ -234,6 +245,8 @@ class SourceTable:
         in lakecdc.source.schema)."""
         data: dict = {"table": str(self.table_id), "columns": [c.to_json() for c in self.columns],
                       "primary_keys": list(self.primary_keys), "comment": self.comment}
+        if self.unique_keys:
+            data["unique_keys"] = [list(k) for k in self.unique_keys]
         if self.online_change is not None:
             data["online_change"] = self.online_change.to_json()
         return data

@@ -28,7 +28,7 @@ from lakecdc.runtime.resnapshots import resnapshot
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
 from lakecdc.source import MySqlSource, MySqlSourceOptions
-from lakecdc.source import initial_load as initial_load_module
+from lakecdc.source import chunk_reader as chunk_reader_module
 from tests.test_source_chunked import CLI, PIPELINE, Writers, change_big
 
 FLINK_USER = "flinkcdc"
@@ -373,7 +373,7 @@ def test_append_chunk_that_keeps_changing_fails_naming_the_way_out(mysql8_server
         reads.append(1)
         server.execute("UPDATE hot SET v = v + 1 WHERE grp = 3 LIMIT 1", database=db)
 
-    monkeypatch.setattr(initial_load_module, "mid_chunk_hook", update_while_read)
+    monkeypatch.setattr(chunk_reader_module, "mid_chunk_hook", update_while_read)
     with pytest.raises(Exception, match=rf"{db}\.hot.*changed while the chunk was read, in 5 commit groups.*"
                                         r"scan\.incremental\.snapshot\.enabled: false"):
         run_micro_batch(config)
@@ -398,12 +398,12 @@ def test_ddl_while_the_chunks_are_read_fails_the_group_then_the_next_run_succeed
             altered[0].start()
             time.sleep(0.2)
 
-    monkeypatch.setattr(initial_load_module, "mid_chunk_hook", alter_once)
+    monkeypatch.setattr(chunk_reader_module, "mid_chunk_hook", alter_once)
     with pytest.raises(Exception, match=rf"schema of MySQL table {db}\.t changed while its snapshot was read"):
         run_micro_batch(config)
     altered[0].join()
     assert not PaimonSink(config.sink.catalog_options).latest_snapshot_id(TableId(db, "t"))
-    monkeypatch.setattr(initial_load_module, "mid_chunk_hook", None)
+    monkeypatch.setattr(chunk_reader_module, "mid_chunk_hook", None)
     server.execute("UPDATE t SET w = id WHERE id <= 10", database=db)
     assert run_micro_batch(config).tables[TableId(db, "t")].snapshot_complete
     assert sorted(lake_rows(config, f"SELECT id, v, w FROM {db}.t")) == \

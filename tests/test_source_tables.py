@@ -22,7 +22,7 @@ from lakecdc.runtime.checkpoint import read_checkpoint
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
 from lakecdc.source import BinlogReader, MySqlSource, MySqlSourceOptions
-from lakecdc.source import initial_load as initial_load_module
+from lakecdc.source import chunk_reader as chunk_reader_module
 
 PIPELINE = """
 source:
@@ -237,7 +237,7 @@ def test_lost_snapshot_connection_is_retried(mariadb, fresh_db, tmp_path, monkey
             mariadb.execute(f"KILL CONNECTION {connection_id}")
             killed.append(connection_id)
 
-    monkeypatch.setattr(initial_load_module, "mid_chunk_hook", pause_and_kill)
+    monkeypatch.setattr(chunk_reader_module, "mid_chunk_hook", pause_and_kill)
     with caplog.at_level(logging.WARNING):
         result = run_micro_batch(config).tables[TableId(db, "big")]
     assert result.snapshot_complete

@@ -26,7 +26,7 @@ from lakecdc.dagster import build_definitions
 from lakecdc.dagster.assets import pipeline_op_name
 from lakecdc.model import TableId
 from lakecdc.runtime import check_pipeline, run_micro_batch
-from lakecdc.runtime import initial_load as initial_load_module
+from lakecdc.runtime import commit_groups as commit_groups_module
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.evolution import DROP, ColumnChange, apply_column_changes
 from bench.wholedb_bench import PIPELINE, connections
@@ -342,7 +342,7 @@ def test_killed_between_the_commits_of_a_shared_group_resumes_exactly(mariadb, f
 
 def test_commit_groups_hold_at_most_their_table_limit(mariadb, fresh_db, tmp_path, monkeypatch, caplog):
     """With a limit of 2 tables per commit group, 5 small tables take 3 groups (2, 2, 1), each table one commit."""
-    monkeypatch.setattr(initial_load_module, "GROUP_MAX_TABLES", 2)
+    monkeypatch.setattr(commit_groups_module, "GROUP_MAX_TABLES", 2)
     config, _ = snapshot_database(mariadb, fresh_db, 5, tmp_path)
     with caplog.at_level(logging.INFO, logger="lakecdc"):
         result = run_micro_batch(config)

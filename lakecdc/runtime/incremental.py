@@ -135,12 +135,11 @@ class AppendChunks:
         return min(self.touched, default=len(self.windows))
 
 
-def cuts_of(windows: list[ChunkWindow]) -> set:
+def cuts_of(windows: list[ChunkWindow]) -> set[BinlogOffset]:
     """The binlog positions a read must not batch across, so each batch lies before, inside or after each window."""
-    cuts = set()
+    cuts: set[BinlogOffset] = set()
     for window in windows:
-        cuts.add(window.low)
-        cuts.add(window.high)
+        cuts.update((window.low, window.high))
     return cuts
 
 

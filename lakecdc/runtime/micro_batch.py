@@ -2,7 +2,7 @@
 
 1. Check the server, resolve the captured tables, compile the transforms (all errors before any write).
 2. Lock every target table, create missing ones, read each table's checkpoint from its latest snapshot, and
-   decide what each does (lakecdc.runtime.initial_load: startup mode, newly added tables, unfinished snapshots).
+   decide what each does (lakecdc.runtime.table_work: startup mode, newly added tables, unfinished snapshots).
 3. Tables with a checkpoint read the binlog from it up to the head position taken at the start of the run (a
    transaction boundary); tables without one start as ``scan.startup.mode`` says. They commit once each.
 4. Tables that need a snapshot take it in chunks, committing rows and progress every
@@ -38,7 +38,8 @@ import pyarrow.compute as pc
 from lakecdc.config import PipelineConfig
 from lakecdc.errors import SinkError, TableLockedError
 from lakecdc.model import OP_COLUMN, BinlogOffset, ChangeBatch, SourceTable, TableCounts, TableId
-from lakecdc.runtime import initial_load as _initial_load
+from lakecdc.runtime import commit_groups as _commit_groups
+from lakecdc.runtime import table_work as _table_work
 from lakecdc.runtime.checkpoint import (PHASE_BINLOG, PHASE_SNAPSHOT, PIPELINE, checkpoint_properties,
                                         idle_checkpoint_due, read_checkpoint)
 from lakecdc.runtime.connect import open_sink, open_source
@@ -195,18 +196,21 @@ class MicroBatch:
     def execute(self, targets: set[TableId] | None = None, follow: Follow | None = None) -> RunResult:
         """Steps 1-6 for ``targets`` (default: every table), then follow mode when ``follow`` is given."""
         started = time.monotonic()
+        # the head first, before planning: a snapshot's first commit group folds the binlog from here, which leaves
+        # a transaction MySQL logged before it the whole start-up's time to be committed (lakecdc.runtime.
+        # commit_groups); the binlog phase reads up to it
+        head = self.run.head = self.source.head_offset()
         admission, keys = self._resolve(targets)
         with ExitStack() as locks:
             self._lock_targets(locks)
             checkpoints = {t: read_checkpoint(self.sink.checkpoint(t)) for t in self.plan.targets}
-            head = self.run.head = self.source.head_offset()
             # what each table does (startup positions resolved, purged binlogs found) before any table is created
-            work = _initial_load.plan_work(self.config, self.plan, checkpoints, admission, self.source, head, self.log)
-            _initial_load.check_binlog_available(
+            work = _table_work.plan_work(self.config, self.plan, checkpoints, admission, self.source, head, self.log)
+            _table_work.check_binlog_available(
                 self.source, {t: w.offset for t, w in work.items()
-                              if w.kind in (_initial_load.BINLOG, _initial_load.SNAPSHOT) and w.offset is not None},
+                              if w.kind in (_table_work.BINLOG, _table_work.SNAPSHOT) and w.offset is not None},
                 self.sink.warehouse)
-            _initial_load.check_snapshot_mode(self.config, self.plan, work, keys, self.source)
+            _table_work.check_snapshot_mode(self.config, self.plan, work, keys, self.source)
             self.source.close()  # the end of the start-up's shared connection
             self.run.tables = self._prepare_targets(checkpoints)
             self._read_binlogs(work, checkpoints, head)
@@ -224,16 +228,16 @@ class MicroBatch:
 
     # ----------------------------------------------------------------------------------------------- step 1
 
-    def _resolve(self, targets: set[TableId] | None) -> tuple[_initial_load.Admission, dict]:
+    def _resolve(self, targets: set[TableId] | None) -> tuple[_table_work.Admission, dict]:
         """The plan of this run (``self.plan``) and the captured tables; returns the admission and each source's
         chunk key. Every configuration error surfaces here, before any lock is taken or anything written."""
         stored = self._stored_checkpoints(planned_targets(self.config, self.source))
         # decode the binlog after each checkpoint with the schema its rows were written with (and keep reading
         # tables dropped upstream up to their DROP TABLE)
         full_plan = build_plan(self.config, self.source, schemas=schema_history(stored, self.source.options))
-        admission = _initial_load.admit_tables(self.config, full_plan, stored, self.log)
+        admission = _table_work.admit_tables(self.config, full_plan, stored, self.log)
         plan = full_plan.restrict(set(targets)) if targets is not None else full_plan
-        self.plan = _initial_load.without_sources(plan, admission.ignored)
+        self.plan = _table_work.without_sources(plan, admission.ignored)
         keys = {sid: self.source.chunk_key(p.source) for sid, p in self.plan.sources.items()}  # bad options fail here
         self.run.ignored_tables = sorted(admission.ignored)
         self.captured = sorted(str(t) for t in admission.captured)
@@ -303,7 +307,7 @@ class MicroBatch:
         try:
             # (BINLOG work always has its checkpoint's offset)
             binlog_starts = {t: w.offset for t, w in work.items()
-                             if w.kind == _initial_load.BINLOG and w.offset is not None}
+                             if w.kind == _table_work.BINLOG and w.offset is not None}
             binlog_targets = set(binlog_starts)
             if binlog_targets:
                 self._read_binlog(binlog_targets, dict(binlog_starts), head,
@@ -311,7 +315,7 @@ class MicroBatch:
                                   xa_scan_starts={t: c.xa_scan_start for t in binlog_targets
                                                   if (c := checkpoints.get(t)) is not None})
                 self.run.binlog_reads += 1
-            fresh = {t: w for t, w in work.items() if w.kind == _initial_load.FRESH_BINLOG}
+            fresh = {t: w for t, w in work.items() if w.kind == _table_work.FRESH_BINLOG}
             for (start, skip_events, skip_rows), group in _by_start(fresh).items():
                 evolver = self._schema_applier(group, {t: None for t in group})
                 self._read_fresh_binlog(group, start, head, skip_events, skip_rows, evolver)
@@ -455,15 +459,15 @@ class MicroBatch:
     # ----------------------------------------------------------------------------------------------- step 4
 
     def _run_initial_loads(self, work: dict, keys: dict) -> None:
-        """Chunked snapshots of the tables that need one, each committing as it goes (lakecdc.runtime.initial_load)."""
-        targets = sorted(t for t, w in work.items() if w.kind == _initial_load.SNAPSHOT)
+        """Chunked snapshots of the tables that need one, each committing as it goes (lakecdc.runtime.commit_groups)."""
+        targets = sorted(t for t, w in work.items() if w.kind == _table_work.SNAPSHOT)
         if not targets:
             return
         estimates = estimate_rows(self.source.options, sorted({s for t in targets for s in work[t].progress}))
         loads = []
         for target in targets:
             result = self.results[target]
-            ctx = _initial_load.InitialLoadContext(
+            ctx = _commit_groups.InitialLoadContext(
                 config=self.config, plan=self.plan, source=self.source, sink=self.sink, run_id=self.run_id,
                 captured=self.captured,
                 apply=functools.partial(_write_batch, result=result),
@@ -474,7 +478,7 @@ class MicroBatch:
             result.snapshot_complete = False
             loads.append((ctx, work[target]))
         # small tables share commit groups (one snapshot connection and one binlog read for several tables)
-        for target, outcome in _initial_load.run_initial_loads(loads, keys, estimates).items():
+        for target, outcome in _commit_groups.run_initial_loads(loads, keys, estimates).items():
             _add_snapshot_outcome(self.results[target], outcome)
 
     # ----------------------------------------------------------------------------------------------- step 5
@@ -681,7 +685,7 @@ def _write_batch(source_plan: SourcePlan, batch: ChangeBatch, writer: TableWrite
     return output.num_rows
 
 
-def _add_snapshot_outcome(result: TableResult, outcome: _initial_load.InitialLoadOutcome) -> None:
+def _add_snapshot_outcome(result: TableResult, outcome: _commit_groups.InitialLoadOutcome) -> None:
     """What a table's chunked snapshot did, added to what the run did to the table before."""
     result.snapshot_complete = outcome.complete
     result.commits += outcome.commits

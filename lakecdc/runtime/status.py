@@ -21,7 +21,7 @@ from lakecdc.model import BinlogOffset, TableId
 from lakecdc.runtime.checkpoint import IDLE_CHECKPOINT_BYTES, idle_checkpoint_due, read_checkpoint
 from lakecdc.runtime.connect import open_sink, open_source
 from lakecdc.runtime.plan import build_plan
-from lakecdc.runtime.initial_load import admit_tables, without_sources
+from lakecdc.runtime.table_work import admit_tables, without_sources
 from lakecdc.source import MySqlSource
 from lakecdc.source.activity import BinlogActivity, binlog_sizes, bytes_between, scan_activity
 

@@ -46,11 +46,9 @@ from lakecdc.source.chunks import ChunkKey, ChunkProgress, chunk_key_for, restri
 from lakecdc.source.gtid import gtid_flavor
 from lakecdc.source.options import (MySqlSourceOptions, parse_chunk_key_columns, parse_server_id,
                                     parse_server_id_range)
-from lakecdc.source.initial_load import ChunkWindow, InitialLoadReader
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+from lakecdc.source.chunk_reader import ChunkWindow
+from lakecdc.source.initial_load import InitialLoadReader
+from lakecdc.source.sql_text import qualified_table
 
 __all__ = [
     "MySqlSourceOptions",
@@ -170,7 +168,7 @@ class MySqlSource:
         total = 0
         with self._session() as conn:
             for table_id in tables:
-                sql = f"SELECT COUNT(*) FROM {_quote(table_id.database)}.{_quote(table_id.table)}"
+                sql = f"SELECT COUNT(*) FROM {qualified_table(table_id.database, table_id.table)}"
                 total += int(_connection.query(conn, sql, options=self.options)[0][0])
         return total
 
@@ -183,7 +181,7 @@ class MySqlSource:
     def snapshot(self, tables: list[SourceTable], *, incremental: bool = False) -> InitialLoadReader:
         """A consistent snapshot of ``tables`` (a context manager; ``offset`` is its exact binlog position), or with
         ``incremental`` a lock-free chunk-by-chunk read (``offset`` is where it started; each chunk's watermarks are
-        in ``windows``: see lakecdc.runtime.initial_load for how they become exact)."""
+        in ``windows``: see lakecdc.runtime.incremental for how they become exact)."""
         return InitialLoadReader(self.options, list(tables), incremental=incremental)
 
     def read_binlog(self, tables: dict[TableId, SourceTable], start_offsets: dict[TableId, BinlogOffset],

@@ -2,7 +2,9 @@
 continue.
 
 * The chunk key is ``scan.incremental.snapshot.chunk.key-column`` (``db.table_regex:column;...``), else the first
-  primary-key column. A table with neither is read whole (one consistent read, not resumable).
+  column of the row's identity: the primary key, or for a table without one its first unique index whose columns
+  are all NOT NULL (Flink CDC makes the user name such a column). A table with none is read whole (one consistent
+  read, not resumable).
 * A chunk is a half-open range of chunk-key values ``(after, upper]``; ``upper`` is the ``chunk.size``-th value
   after ``after`` (all rows sharing a value stay in one chunk, so a chunk may be larger than ``chunk.size``). NULL
   chunk keys (possible for a configured non-key column) form one chunk read first.
@@ -44,15 +46,11 @@ _SERVER_ORDERED = {"char", "varchar"}
 _SERVER_CHECK_BATCH = 500  # values compared per query by the server
 
 
-def quote_identifier(name: str) -> str:
-    """A quoted identifier inside a PyMySQL format string (every chunk statement has parameters)."""
-    return "`" + name.replace("`", "``").replace("%", "%%") + "`"
-
-
 @dataclass(frozen=True)
 class ChunkKey:
-    """The column a table is chunked by; ``unique`` when it is the table's whole primary key (then a chunk is read
-    with one statement, see :func:`limited_chunk_query`)."""
+    """The column a table is chunked by; ``unique`` when it alone identifies a row (the whole primary key, or a
+    unique NOT NULL index of one column): a chunk is then read with one statement
+    (lakecdc.source.chunk_sql.limited_query)."""
 
     column: SourceColumn
     unique: bool = False
@@ -102,13 +100,14 @@ def chunk_key_for(table: SourceTable, options: MySqlSourceOptions) -> ChunkKey |
                 f"scan.incremental.snapshot.chunk.key-column: column '{column}' of {table.table_id} has type "
                 f"{source_column.column_type}, which cannot be a chunk key (use an integer, decimal, date/time, "
                 "CHAR/VARCHAR or BINARY/VARBINARY column)")
-        return ChunkKey(source_column, unique=tuple(table.primary_keys) == (source_column.name,))
-    if table.primary_keys:
-        first = table.column(table.primary_keys[0])
+        return ChunkKey(source_column, unique=tuple(table.row_identity) == (source_column.name,))
+    identity = table.row_identity  # the primary key, else a unique NOT NULL index (Flink CDC asks for the option)
+    if identity:
+        first = table.column(identity[0])
         if chunkable(first):
-            return ChunkKey(first, unique=len(table.primary_keys) == 1)
-        log.info("%s: primary-key column %s (%s) cannot be a chunk key; the table is read whole", table.table_id,
-                 first.name, first.column_type)
+            return ChunkKey(first, unique=len(identity) == 1)
+        log.info("%s: %s column %s (%s) cannot be a chunk key; the table is read whole", table.table_id,
+                 "primary-key" if table.primary_keys else "unique-index", first.name, first.column_type)
     return None
 
 
@@ -200,59 +199,6 @@ class ChunkProgress:
         if self.has_after:
             return f"{self.column} <= {self.after!r}"
         return f"{self.column} IS NULL"
-
-
-# ----------------------------------------------------------------------------------------------------- chunk SQL
-
-
-def next_upper_bound(cur, table: SourceTable, key: ChunkKey, progress: ChunkProgress, size: int) -> tuple[bool, Any]:
-    """(found, value): the ``size``-th chunk-key value after ``progress`` (found=False: fewer rows remain)."""
-    where, args = _after_condition(key, progress)
-    sql = (f"SELECT {quote_identifier(key.name)} FROM {_table_sql(table)} WHERE {where} "
-           f"ORDER BY {quote_identifier(key.name)} LIMIT 1 OFFSET {int(size) - 1}")
-    cur.execute(sql, args)
-    row = cur.fetchone()
-    return (True, row[0]) if row else (False, None)
-
-
-def chunk_query(table: SourceTable, key: ChunkKey, progress: ChunkProgress, upper: tuple[bool, Any] | None,
-                *, nulls: bool = False) -> tuple[str, list]:
-    """SELECT of one chunk: NULL keys (``nulls``), or the keys after ``progress`` up to ``upper`` (inclusive;
-    None or (False, _) = to the end)."""
-    columns = ", ".join(quote_identifier(c.name) for c in table.columns)
-    if nulls:
-        return f"SELECT {columns} FROM {_table_sql(table)} WHERE {quote_identifier(key.name)} IS NULL", []
-    where, args = _after_condition(key, progress)
-    if upper is not None and upper[0]:
-        where += f" AND {quote_identifier(key.name)} <= {key.param_sql()}"
-        args.append(upper[1])
-    return f"SELECT {columns} FROM {_table_sql(table)} WHERE {where}", args
-
-
-def limited_chunk_query(table: SourceTable, key: ChunkKey, progress: ChunkProgress, size: int) -> tuple[str, list]:
-    """SELECT of the next chunk of a unique chunk key: the ``size`` rows after ``progress`` in key order. It reads
-    the same rows as :func:`chunk_query` up to :func:`next_upper_bound` (the last row's key is that bound) with one
-    statement, so the server reads each row once."""
-    columns = ", ".join(quote_identifier(c.name) for c in table.columns)
-    where, args = _after_condition(key, progress)
-    return (f"SELECT {columns} FROM {_table_sql(table)} WHERE {where} ORDER BY {quote_identifier(key.name)} "
-            f"LIMIT {int(size)}", args)
-
-
-def max_key_query(table: SourceTable, key: ChunkKey, progress: ChunkProgress) -> tuple[str, list]:
-    """SELECT of the largest chunk-key value after ``progress`` (NULL when there is none)."""
-    where, args = _after_condition(key, progress)
-    return f"SELECT MAX({quote_identifier(key.name)}) FROM {_table_sql(table)} WHERE {where}", args
-
-
-def _after_condition(key: ChunkKey, progress: ChunkProgress) -> tuple[str, list]:
-    if progress.has_after:
-        return f"{quote_identifier(key.name)} > {key.param_sql()}", [progress.after]
-    return f"{quote_identifier(key.name)} IS NOT NULL", []
-
-
-def _table_sql(table: SourceTable) -> str:
-    return f"{quote_identifier(table.table_id.database)}.{quote_identifier(table.table_id.table)}"
 
 
 # ------------------------------------------------------------------------------------------- binlog restriction

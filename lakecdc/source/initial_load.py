@@ -11,13 +11,15 @@ MySQL: a brief ``FLUSH TABLES WITH READ LOCK`` around ``START TRANSACTION WITH C
 ``SHOW MASTER STATUS`` (needs RELOAD). Replaying the binlog from ``offset`` over the snapshot gives exactly the
 table's later states: nothing is duplicated, nothing is lost.
 
-A table is read whole (``read``) or in chunks of its chunk key (``read_chunks``, see lakecdc.source.chunks), all
-inside the same consistent transaction.
+A table is read whole (``read``) or in chunks of its chunk key (``read_chunks``): lakecdc.source.splitter plans the
+chunks, lakecdc.source.chunk_reader reads each one; all inside the same consistent transaction.
 
-``incremental=True`` (Flink CDC's incremental snapshot, ``scan.incremental.snapshot.enabled``): no transaction and no
-lock. ``offset`` is the binlog head when the reader opened; every chunk is one autocommit SELECT between two reads of
-the binlog head, its low and high watermark, recorded as a :class:`ChunkWindow` in ``windows``. The caller brings
-the chunks to one binlog position with the binlog between the watermarks (lakecdc.runtime.incremental).
+``incremental=True`` (Flink CDC's incremental snapshot, ``scan.incremental.snapshot.enabled``): no long transaction
+and no lock. ``offset`` is the binlog head when the reader opened; every chunk is read on its own, in a window that
+says which binlog changes its rows include (on MariaDB its exact position; on MySQL its low and high watermark),
+recorded as a :class:`ChunkWindow` in ``windows``. The caller brings the chunks to one binlog position with the
+binlog (lakecdc.runtime.incremental). With ``readers`` > 1 the chunks of a commit group are planned up front and read
+by that many connections at once.
 
 Rows go from the wire to Arrow without a Python object per value (lakecdc.source.wire, text_columns), and are read
 one batch ahead in a background thread (lakecdc.source.prefetch) while the caller transforms and writes the previous
@@ -31,17 +33,16 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pymysql
 
 from lakecdc.errors import SourceConnectionLost, SourceError
-from lakecdc.model import INSERT, BinlogOffset, ChangeBatch, SourceTable, TableId
+from lakecdc.model import BinlogOffset, ChangeBatch, SourceTable, TableId
+from lakecdc.source.chunk_reader import ChunkReader, ChunkWindow, read_one
+from lakecdc.source.chunks import ChunkKey, ChunkProgress
 from lakecdc.source.columns import decoding_layout
-from lakecdc.source.chunks import (ChunkKey, ChunkProgress, chunk_query, limited_chunk_query, max_key_query,
-                                   next_upper_bound)
 from lakecdc.source.connection import (
     binlog_gtid_pos,
     connect,
@@ -55,63 +56,53 @@ from lakecdc.source.connection import (
 from lakecdc.source.options import MySqlSourceOptions
 from lakecdc.source.prefetch import Prefetch
 from lakecdc.source.schema import describe_tables
-from lakecdc.source.text_columns import TextColumn, text_columns
-from lakecdc.source.wire import abort_connection, read_columns, result_columns
+from lakecdc.source.splitter import ChunkSplitter
+from lakecdc.source.wire import abort_connection
 
 log = logging.getLogger(__name__)
-
-# Test hook: when set, called in the reading thread after each batch of a SELECT came off the wire and before it
-# is handed on, with the MySQL connection id of the snapshot connection. The reader is paused while it runs, so a
-# test can kill the connection at an exact point mid-chunk (tests/test_source_tables.py). None in normal runs:
-# one attribute check per batch.
-mid_chunk_hook: Callable[[int], None] | None = None
 
 
 def _columns(table: SourceTable) -> str:
     return ", ".join(f"{c.name} {c.column_type}" for c in table.columns)
 
 
-def quote_identifier(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-@dataclass(frozen=True)
-class ChunkWindow:
-    """One chunk of an incremental snapshot: the key range of ``table`` that ``lower`` lacks and ``upper`` has (see
-    ChunkProgress), the ``rows`` its SELECT returned, and the binlog head read right before the SELECT (``low``,
-    the low watermark) and right after it (``high``). A chunk's bounds are found before ``low`` (so rows appended
-    at growing keys while it is read fall outside it); an empty last chunk of a table without primary key is the
-    statement that found no row after ``lower`` (``SELECT MAX``), between ``low`` and ``high``."""
-
-    table: TableId
-    lower: ChunkProgress
-    upper: ChunkProgress
-    rows: int
-    low: BinlogOffset
-    high: BinlogOffset
-
-
 class InitialLoadReader:
-    """One consistent read of several tables: use as a context manager; ``offset`` is the snapshot's position.
+    """One read of several tables: use as a context manager; ``offset`` is the snapshot's position (consistent) or
+    the binlog head when it opened (incremental).
 
-    Tables are read one after the other on one connection inside one transaction: consume (or close) the
-    iterator of ``read`` before calling ``read`` again.
+    Tables are read one after the other on one connection: consume (or close) the iterator of ``read`` or
+    ``read_chunks`` before calling either again. ``extra``: per table, a condition every chunk statement adds (a
+    re-snapshot of one partition reads only its rows).
     """
 
-    def __init__(self, options: MySqlSourceOptions, tables: list[SourceTable], *, incremental: bool = False):
+    def __init__(self, options: MySqlSourceOptions, tables: list[SourceTable], *, incremental: bool = False,
+                 extra: dict[TableId, tuple[str, list]] | None = None):
         self.options = options
         self.incremental = incremental
-        self.windows: list[ChunkWindow] = []  # incremental: every chunk read, in reading order
         self.tables: dict[TableId, SourceTable] = {t.table_id: t for t in tables}
+        self.extra = dict(extra or {})
         self._conn: Any = None  # the open pymysql connection (pymysql has no type hints)
+        self._chunks: ChunkReader | None = None
         self._offset: BinlogOffset | None = None
+        self._exact = False  # incremental on MariaDB: each chunk in a consistent snapshot of its own
         self._active: TableId | None = None
         self._closed = False
-        self.rows_read = 0
         self.chunks_read = 0
         self.progress: ChunkProgress | None = None  # after read_chunks: where the next read continues
         self.tables_read: set[TableId] = set()  # the tables read_chunks was called for
+        self._parallel_windows: list[ChunkWindow] = []
+        self._parallel_rows = 0
         self._reading: Prefetch | None = None  # the read running ahead in its thread
+
+    @property
+    def windows(self) -> list[ChunkWindow]:
+        """Incremental: every chunk read, in reading order (parallel readers' in key order)."""
+        own = self._chunks.windows if self._chunks is not None else []
+        return own + self._parallel_windows if self._parallel_windows else own
+
+    @property
+    def rows_read(self) -> int:
+        return (self._chunks.rows_read if self._chunks is not None else 0) + self._parallel_rows
 
     # -------------------------------------------------------------------------------------------- lifecycle
 
@@ -128,8 +119,11 @@ class InitialLoadReader:
             conn.close()
             raise
         self._conn = conn
-        log.info("%s snapshot of %d table(s) %s %s (gtid %s)", "incremental" if self.incremental else "consistent",
-                 len(self.tables), "from" if self.incremental else "at", self._offset, self._offset.gtid or "-")
+        self._chunks = ChunkReader(conn, self.options, incremental=self.incremental, exact=self._exact)
+        log.info("%s snapshot of %d table(s) %s %s (gtid %s)%s",
+                 "incremental" if self.incremental else "consistent", len(self.tables),
+                 "from" if self.incremental else "at", self._offset, self._offset.gtid or "-",
+                 " (each chunk at its exact position)" if self._exact else "")
         return self
 
     def _exec(self, cur, sql: str) -> None:
@@ -151,10 +145,13 @@ class InitialLoadReader:
             self._exec(cur, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             # a consumer may take minutes between two fetches: the server must not drop the streamed result
             self._exec(cur, "SET SESSION net_write_timeout = 3600")
+            mariadb = server_flavor(conn) == "mariadb"
             if self.incremental:
-                # no transaction, no lock: each chunk is an autocommit SELECT between two binlog heads
+                # no long transaction, no lock: each chunk is read on its own (lakecdc.source.chunk_reader), on
+                # MariaDB in a consistent snapshot of its own whose binlog position is exact
+                self._exact = mariadb
                 return head_offset(conn, self.options)
-            if server_flavor(conn) == "mariadb":
+            if mariadb:
                 self._exec(cur, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
                 self._exec(cur, "SHOW STATUS LIKE 'binlog_snapshot_%'")
                 status = {text(k).lower(): text(v) for k, v in cur.fetchall()}
@@ -198,20 +195,12 @@ class InitialLoadReader:
         were read would make their rows, and the binlog decoded up to this head, disagree with the schemas (after
         the head: a DDL after the check is after the head too)."""
         self.open()
-        head = self._head_offset(gtid=True)
+        assert self._chunks is not None
+        head = self._chunks.head(gtid=True)
         if self.incremental:
             # the tables whose chunks were read: the others (of a commit group of several tables) were not read
             self._check_schemas(self._conn, self.tables_read)
         return head
-
-    def _head_offset(self, *, gtid: bool = False) -> BinlogOffset:
-        """The head's file and position; a watermark needs no GTID position (which costs a query on MariaDB)."""
-        try:
-            return head_offset(self._conn, self.options, gtid=gtid)
-        except SourceError as exc:
-            if exc.__cause__ is not None and is_connection_lost(exc.__cause__):
-                raise SourceConnectionLost(str(exc)) from exc
-            raise
 
     def _check_schemas(self, conn, only: set[TableId] | None = None) -> None:
         """The schemas this snapshot records must be the tables' schemas at its binlog position: the binlog after it
@@ -261,21 +250,29 @@ class InitialLoadReader:
 
     # -------------------------------------------------------------------------------------------- reading
 
-    def read(self, table_id: TableId) -> Iterator[ChangeBatch]:
-        """All rows of one table as +I change batches of at most ``snapshot_batch_rows`` rows, op_ts 0."""
+    def _table(self, table_id: TableId) -> SourceTable:
         table = self.tables.get(table_id)
         if table is None:
             raise SourceError(f"table {table_id} is not part of this snapshot")
         self.open()
-        return self._ahead(self._read(table))
+        return table
 
-    def _read(self, table: SourceTable) -> Iterator[ChangeBatch]:
-        columns = ", ".join(quote_identifier(c.name) for c in table.columns)
-        sql = (f"SELECT {columns} FROM {quote_identifier(table.table_id.database)}."
-               f"{quote_identifier(table.table_id.table)}")
+    def _splitter(self, table: SourceTable, key: ChunkKey | None, chunk_size: int | None = None) -> ChunkSplitter:
+        assert self._chunks is not None
+        return ChunkSplitter(table, key, chunk_size or self.options.chunk_size, self._chunks.fetch_one,
+                             self.extra.get(table.table_id))
+
+    def read(self, table_id: TableId) -> Iterator[ChangeBatch]:
+        """All rows of one table as +I change batches of at most ``snapshot_batch_rows`` rows, op_ts 0."""
+        table = self._table(table_id)
+        return self._ahead(self._read_whole(table))
+
+    def _read_whole(self, table: SourceTable) -> Iterator[ChangeBatch]:
+        assert self._chunks is not None
+        splitter = self._splitter(table, None)
         self._claim(table)
         try:
-            yield from self._select(table, sql, None)
+            yield from self._chunks.read(splitter, splitter.next_chunk(ChunkProgress()))
         finally:
             self._active = None
 
@@ -286,55 +283,6 @@ class InitialLoadReader:
             )
         self._active = table.table_id
 
-    def _failure(self, table: SourceTable, exc: pymysql.MySQLError) -> SourceError:
-        if is_connection_lost(exc):
-            return SourceConnectionLost(f"snapshot of {table.table_id}: connection to {self.options.address} lost: "
-                                        f"{driver_reason(exc)}")
-        return SourceError(f"snapshot of {table.table_id} failed: {driver_reason(exc)}")
-
-    def _select(self, table: SourceTable, sql: str, args: list | None, key_index: int | None = None):
-        """The rows of one SELECT as +I change batches, streamed from the server (``args`` None: ``sql`` is
-        not a format string). The rows go from the wire to Arrow column by column (lakecdc.source.wire and
-        text_columns), not through a Python object per value. Returns (rows, the driver value of column
-        ``key_index`` in the last row, or None)."""
-        schema = table.change_schema()
-        batch_rows = self.options.snapshot_batch_rows
-        cur = self._conn.cursor()  # SSCursor: rows stream from the server
-        try:
-            try:
-                cur.execute(sql, args)
-            except pymysql.MySQLError as exc:
-                raise self._failure(table, exc) from exc
-            described = result_columns(cur)
-            if described is None:
-                return 0, None
-            decoders = text_columns(list(table.columns), described.converters)
-            batches = read_columns(cur, batch_rows)
-            rows, last_key = 0, None
-            try:
-                while True:
-                    try:
-                        raw = next(batches, None)
-                    except pymysql.MySQLError as exc:
-                        raise self._failure(table, exc) from exc
-                    if raw is None:
-                        return rows, last_key
-                    n = len(raw[0]) if raw else 0
-                    rows += n
-                    self.rows_read += n
-                    if key_index is not None and n:
-                        last_key = decoders[key_index].driver_value(raw[key_index], n - 1)
-                    if mid_chunk_hook is not None:
-                        mid_chunk_hook(self._conn.thread_id())
-                    yield ChangeBatch(table, build_columns(schema, decoders, raw, INSERT, 0))
-            finally:
-                batches.close()  # reads the rest of an unfinished result: the connection runs the next query
-        finally:
-            try:
-                cur.close()
-            except Exception:  # noqa: BLE001 - a broken connection (PyMySQL may fail with AttributeError then):
-                pass  # the error that broke it is already being raised
-
     def read_chunks(self, table_id: TableId, key: ChunkKey | None, progress: ChunkProgress, max_rows: int,
                     chunk_size: int | None = None, *, readers: int = 1) -> Iterator[ChangeBatch]:
         """The rows after ``progress``, chunk by chunk, until at least ``max_rows`` rows were read or the table
@@ -342,17 +290,14 @@ class InitialLoadReader:
         without chunk key (``key`` None) is read whole. Incremental with ``readers`` > 1: the chunks' ranges are
         planned first, then read by that many readers at once, each on its own connection (:meth:`_parallel`);
         the batches still come in key order."""
-        table = self.tables.get(table_id)
-        if table is None:
-            raise SourceError(f"table {table_id} is not part of this snapshot")
-        self.open()
+        table = self._table(table_id)
         self.tables_read.add(table_id)
-        size = chunk_size or self.options.chunk_size
+        splitter = self._splitter(table, key, chunk_size)
         if self.incremental and readers > 1 and key is not None and not progress.done and \
-                (progress.nulls_done or progress.has_after or not key.column.nullable):
-            chunks = self._parallel(table, key, progress, max_rows, size, readers)
+                splitter.null_chunk(progress) is None:
+            chunks = self._parallel(splitter, progress, max_rows, readers)
         else:
-            chunks = self._read_chunks(table, key, progress, max_rows, size)
+            chunks = self._serial(splitter, progress, max_rows)
         return self._ahead(coalesce(chunks, self.options.snapshot_batch_rows))
 
     def _ahead(self, batches: Iterator[ChangeBatch]) -> Iterator[ChangeBatch]:
@@ -363,204 +308,70 @@ class InitialLoadReader:
         self._reading = Prefetch(batches, depth=1, name="lakecdc-snapshot-read")
         return self._reading
 
-    def _low(self) -> tuple[BinlogOffset, int] | None:
-        """Incremental: (low watermark, rows read so far) right before a chunk's SELECT; else None."""
-        if not self.incremental:
-            return None
-        return self._head_offset(), self.rows_read
-
-    def _high(self, table: SourceTable, started: tuple[BinlogOffset, int] | None, lower: ChunkProgress,
-              upper: ChunkProgress) -> None:
-        """Incremental: record the chunk just read, with its high watermark."""
-        if started is None:
-            return
-        low, rows_before = started
-        high = self._head_offset()
-        self.windows.append(ChunkWindow(table.table_id, lower, upper, self.rows_read - rows_before, low, high))
-
-    def _read_chunks(self, table: SourceTable, key: ChunkKey | None, progress: ChunkProgress, max_rows: int,
-                     chunk_size: int) -> Iterator[ChangeBatch]:
+    def _serial(self, splitter: ChunkSplitter, progress: ChunkProgress, max_rows: int) -> Iterator[ChangeBatch]:
+        """Chunk after chunk on this reader's connection, each chunk's bounds found right before it is read."""
+        chunks = self._chunks
+        assert chunks is not None
         self.progress = progress
         if progress.done:
             return
-        if key is None:
-            started = self._low()
-            yield from self._read(table)
-            self.progress = ChunkProgress(done=True)
-            self._high(table, started, progress, self.progress)
-            return
-        self._claim(table)
+        self._claim(splitter.table)
         try:
-            start_rows = self.rows_read
-            if key.column.nullable and not progress.nulls_done and not progress.has_after:
-                started = self._low()
-                sql, args = chunk_query(table, key, progress, None, nulls=True)
-                yield from self._select(table, sql, args)
-                upper = ChunkProgress(column=key.name, nulls_done=True)
-                self._high(table, started, progress, upper)
-                progress = self.progress = upper
-            while self.rows_read - start_rows < max_rows:
-                empty_rest = None
-                if key.unique:
-                    started = self._low()
-                    found, value = yield from self._limited_chunk(table, key, progress, chunk_size)
-                else:
-                    (found, value), started, empty_rest = yield from self._bounded_chunk(table, key, progress,
-                                                                                          chunk_size)
+            start_rows = chunks.rows_read
+            nulls = splitter.null_chunk(progress)
+            if nulls is not None:
+                progress = self.progress = yield from chunks.read(splitter, nulls)
+            while not progress.done and chunks.rows_read - start_rows < max_rows:
+                progress = self.progress = yield from chunks.read(splitter, splitter.next_chunk(progress))
                 self.chunks_read += 1
-                progress = self.progress = self._chunk_done(table, key, progress, found, value, started, empty_rest)
-                if progress.done:
-                    break
-            if not progress.done:
-                started = self._low()
-                if not self._rows_after(table, key, progress):
-                    # the budget ended with the last row: the rest of the key range is an empty chunk
-                    upper = ChunkProgress(column=key.name, done=True)
-                    self._high(table, started, progress, upper)
-                    self.progress = upper
+            if not progress.done and splitter.key is not None and chunks.read_empty_rest(splitter, progress):
+                # the budget ended with the last row: the rest of the key range is an empty chunk
+                self.progress = ChunkProgress(column=splitter.key.name, done=True)
         finally:
             self._active = None
 
-    def _bounded_chunk(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress, chunk_size: int):
-        """One chunk of a non-unique key: its upper bound first (the chunk_size-th key value), then its rows
-        (every row of the bound's value); returns ((found, upper bound) as next_upper_bound, the incremental window
-        opened right before the SELECT)."""
-        with self._conn.cursor(pymysql.cursors.Cursor) as cur:
-            try:
-                upper = next_upper_bound(cur, table, key, progress, chunk_size)
-            except pymysql.MySQLError as exc:
-                raise self._failure(table, exc) from exc
-        return (yield from self._range_chunk(table, key, progress, upper))
-
-    def _chunk_done(self, table: SourceTable, key: ChunkKey, lower: ChunkProgress, found: bool, value: Any,
-                    started: tuple[BinlogOffset, int] | None, empty_rest: ChunkWindow | None) -> ChunkProgress:
-        """Record a chunk just read (incremental: its window, then the empty rest's); returns the progress after
-        it."""
-        if found:
-            upper = ChunkProgress(column=key.name, nulls_done=True, after=value, has_after=True)
-        else:
-            upper = ChunkProgress(column=key.name, done=True)
-        self._high(table, started, lower, upper)
-        if empty_rest is not None:
-            self.windows.append(empty_rest)
-            return empty_rest.upper
-        return upper
-
-    def _range_chunk(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress, upper: tuple[bool, Any]):
-        """The chunk of the keys after ``progress`` up to ``upper`` (to the end when not found); returns as
-        _bounded_chunk, plus the window of an empty last chunk to record after this one (or None)."""
-        empty_rest = None
-        with self._conn.cursor(pymysql.cursors.Cursor) as cur:
-            try:
-                if self.incremental and not upper[0] and not table.primary_keys:
-                    # The last chunk of a table without primary key ends at the largest key now, not at the end of
-                    # the key range, and its window opens after that: rows appended at growing keys while it is
-                    # read fall outside it (lakecdc cannot tell which of those an append table's SELECT saw). The
-                    # rest of the range is an empty chunk as of the MAX statement, whose window ends right after it:
-                    # the rows appended there since are changes.
-                    before = self._low()
-                    sql, args = max_key_query(table, key, progress)
-                    cur.execute(sql, args)
-                    row = cur.fetchone()
-                    if row is None or row[0] is None:
-                        return upper, before, None  # no row after `progress` as this statement saw it
-                    upper = (True, row[0])
-                    assert before is not None
-                    rest = ChunkProgress(column=key.name, nulls_done=True, after=upper[1], has_after=True)
-                    empty_rest = ChunkWindow(table.table_id, rest, ChunkProgress(column=key.name, done=True), 0,
-                                             before[0], self._head_offset())
-            except pymysql.MySQLError as exc:
-                raise self._failure(table, exc) from exc
-        started = self._low()
-        sql, args = chunk_query(table, key, progress, upper)
-        yield from self._select(table, sql, args)
-        return upper, started, empty_rest
-
-    def _limited_chunk(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress, chunk_size: int):
-        """One chunk of a unique key in one statement: the chunk_size rows after ``progress``; the same chunk and
-        the same (found, upper bound) as _bounded_chunk (found: chunk_size rows were read; then the bound is the
-        last row's key as the driver reads it)."""
-        sql, args = limited_chunk_query(table, key, progress, chunk_size)
-        rows, last_key = yield from self._select(table, sql, args, key_index=table.column_names.index(key.name))
-        return (True, last_key) if rows == chunk_size else (False, None)
-
-    def _parallel(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress, max_rows: int, chunk_size: int,
+    def _parallel(self, splitter: ChunkSplitter, progress: ChunkProgress, max_rows: int,
                   readers: int) -> Iterator[ChangeBatch]:
-        """Incremental, several readers: plan the ranges of about ``max_rows`` rows on this connection (the
-        ``chunk_size``-th key after each bound, as _bounded_chunk finds it; the last range runs to the end of the
-        table when fewer rows remain), then read them with ``readers`` threads, each with its own connection and
-        each chunk between its own two heads. Windows and batches are recorded in key order."""
-        ranges: list[tuple[ChunkProgress, tuple[bool, Any]]] = []
-        lower = progress
-        with self._conn.cursor(pymysql.cursors.Cursor) as cur:
-            try:
-                while len(ranges) * chunk_size < max_rows:
-                    upper = next_upper_bound(cur, table, key, lower, chunk_size)
-                    ranges.append((lower, upper))
-                    if not upper[0]:
-                        break
-                    lower = ChunkProgress(column=key.name, nulls_done=True, after=upper[1], has_after=True)
-                else:
-                    if not next_upper_bound(cur, table, key, lower, 1)[0]:
-                        ranges.append((lower, (False, None)))  # nothing after the budget: the empty last chunk
-            except pymysql.MySQLError as exc:
-                raise self._failure(table, exc) from exc
-        results: list[tuple[list[ChangeBatch], list[ChunkWindow], int] | None] = [None] * len(ranges)
+        """Incremental, several readers: plan the ranges of about ``max_rows`` rows on this connection
+        (lakecdc.source.splitter), then read them with ``readers`` threads, each with its own connection and each
+        chunk in its own window. Windows and batches are recorded in key order."""
+        ranges = splitter.plan(progress, max_rows)
+        results: list[tuple[list[ChangeBatch], list[ChunkWindow]] | None] = [None] * len(ranges)
         with ThreadPoolExecutor(max_workers=min(readers, len(ranges)),
                                 thread_name_prefix="lakecdc-chunk-reader") as pool:
-            workers: list[InitialLoadReader] = []
+            connections: list = []
             lock = threading.Lock()
             local = threading.local()
 
             def read(index: int) -> None:
                 reader = getattr(local, "reader", None)
                 if reader is None:
-                    reader = local.reader = InitialLoadReader(self.options, [table], incremental=True)
+                    conn = connect(self.options, streaming=True, autocommit=True)
                     with lock:
-                        workers.append(reader)
-                    reader.open()
-                lower, upper = ranges[index]
-                batches, windows = reader.read_range(table, key, lower, upper)
-                results[index] = (batches, windows, sum(b.num_rows for b in batches))
+                        connections.append(conn)
+                    reader = local.reader = ChunkReader(conn, self.options, incremental=True, exact=self._exact)
+                    reader.execute("SET SESSION net_write_timeout = 3600")
+                worker = ChunkSplitter(splitter.table, splitter.key, splitter.chunk_size, reader.fetch_one,
+                                       splitter.extra)
+                results[index] = read_one(reader, worker, ranges[index])
 
             try:
                 for future in [pool.submit(read, i) for i in range(len(ranges))]:
                     future.result()
             finally:
-                for reader in workers:
-                    reader.close()
+                for conn in connections:
+                    try:
+                        conn.close()
+                    except Exception:  # noqa: BLE001 - closing a broken connection
+                        pass
         for result in results:
             assert result is not None
-            batches, windows, rows = result
-            self.windows.extend(windows)
-            self.rows_read += rows
+            batches, windows = result
+            self._parallel_windows.extend(windows)
+            self._parallel_rows += sum(b.num_rows for b in batches)
             self.chunks_read += 1
             yield from batches
             self.progress = windows[-1].upper
-
-    def read_range(self, table: SourceTable, key: ChunkKey, lower: ChunkProgress,
-                   upper: tuple[bool, Any]) -> tuple[list[ChangeBatch], list[ChunkWindow]]:
-        """Incremental: the chunk of the keys after ``lower`` up to ``upper`` (to the end when not found), read on
-        this reader's connection between two heads; (its batches, its window(s))."""
-        self.open()
-        first = len(self.windows)
-        batches: list[ChangeBatch] = []
-        chunk = self._range_chunk(table, key, lower, upper)
-        while True:
-            try:
-                batches.append(next(chunk))
-            except StopIteration as end:
-                (found, value), started, empty_rest = end.value
-                break
-        self._chunk_done(table, key, lower, found, value, started, empty_rest)
-        return batches, self.windows[first:]
-
-    def _rows_after(self, table: SourceTable, key: ChunkKey, progress: ChunkProgress) -> bool:
-        with self._conn.cursor(pymysql.cursors.Cursor) as cur:
-            try:
-                return next_upper_bound(cur, table, key, progress, 1)[0]
-            except pymysql.MySQLError as exc:
-                raise self._failure(table, exc) from exc
 
 
 def coalesce(batches: Iterator[ChangeBatch], max_rows: int) -> Iterator[ChangeBatch]:
@@ -583,15 +394,3 @@ def _joined(batches: list[ChangeBatch]) -> ChangeBatch:
         return batches[0]
     data = pa.concat_tables([b.data for b in batches]).combine_chunks()
     return ChangeBatch(batches[0].table, data)
-
-
-def build_columns(schema: pa.Schema, decoders: list[TextColumn], raw: list[pa.Array], op: str,
-                  op_ts: int) -> pa.Table:
-    """A change batch from raw text-protocol columns (see lakecdc.source.wire), all rows with the same row kind
-    and op_ts."""
-    n = len(raw[0]) if raw else 0
-    arrays = [decoder.to_array(values) for decoder, values in zip(decoders, raw)]
-    arrays.append(pa.repeat(pa.scalar(op, pa.string()), n))
-    arrays.append(pa.repeat(pa.scalar(op_ts, pa.int64()), n))
-    return pa.Table.from_arrays(arrays, schema=schema)
-

@@ -149,7 +149,7 @@ class MySqlSourceOptions:
         doc="`db.table_regex:column;db2.t\\.*:col2`; lets a table without primary key be chunked (any non-unique "
             "column works); see [operations.md](operations.md#large-tables-chunked-resumable-snapshots)")
     # Flink CDC's incremental snapshot (the default): lock-free, chunk by chunk, each chunk between two binlog
-    # positions (lakecdc.runtime.initial_load); false: one consistent transaction per commit group, which on MySQL
+    # positions (lakecdc.runtime.commit_groups); false: one consistent transaction per commit group, which on MySQL
     # needs a brief global read lock (RELOAD)
     incremental_snapshot: bool = option(
         "scan.incremental.snapshot.enabled", BOOL, True,

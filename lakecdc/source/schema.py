@@ -51,7 +51,8 @@ def source_table_from_json(data: dict, options: MySqlSourceOptions) -> SourceTab
     online = data.get("online_change")
     return SourceTable(table_id, tuple(columns), tuple(data.get("primary_keys") or ()),
                        (data.get("comment") or "") if options.include_comments else "",
-                       OnlineSchemaChange.from_json(online) if online else None)
+                       OnlineSchemaChange.from_json(online) if online else None,
+                       tuple(tuple(k) for k in data.get("unique_keys") or ()))
 
 
 def _precision(data_type: str, column_type: str) -> int | None:
@@ -116,21 +117,34 @@ def _describe_batch(conn, database: str, names: list[str], options: MySqlSourceO
               "DATETIME_PRECISION, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS "
               "WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({names}) ORDER BY TABLE_NAME, ORDINAL_POSITION",
         database, names, options)
+    # the primary key and the unique indexes (a foreign key has a referenced table), each in column order
     keys = _rows_by_table(
-        conn, "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
-              "AND TABLE_NAME IN ({names}) AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY TABLE_NAME, ORDINAL_POSITION",
+        conn, "SELECT TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
+              "WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({names}) AND REFERENCED_TABLE_NAME IS NULL "
+              "ORDER BY TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION",
         database, names, options)
     described = {}
     for name in names:
         table_id = TableId(database, name)
         table_comment = text(tables[name][0][1])
+        table_columns = tuple(_column(table_id, options, row) for row in columns.get(name, []))
+        indexes: dict[str, list[str]] = {}
+        for constraint, column in keys.get(name, []):
+            indexes.setdefault(text(constraint), []).append(text(column))
         described[table_id] = SourceTable(
             table_id=table_id,
-            columns=tuple(_column(table_id, options, row) for row in columns.get(name, [])),
-            primary_keys=tuple(text(r[0]) for r in keys.get(name, [])),
+            columns=table_columns,
+            primary_keys=tuple(indexes.pop("PRIMARY", ())),
             comment=(table_comment or "") if options.include_comments else "",
+            unique_keys=_not_null_keys(indexes, table_columns),
         )
     return described
+
+
+def _not_null_keys(indexes: dict[str, list[str]], columns: tuple) -> tuple[tuple[str, ...], ...]:
+    """The unique indexes whose columns are all NOT NULL (a NULL-able unique column may repeat NULL), by name."""
+    nullable = {c.name for c in columns if c.nullable}
+    return tuple(tuple(cols) for _, cols in sorted(indexes.items()) if not nullable & set(cols))
 
 
 def _column(table_id: TableId, options: MySqlSourceOptions, row: tuple):

@@ -107,3 +107,15 @@ def _quoted_end(text: str, start: int) -> int:
 def _line_end(text: str, start: int) -> int:
     end = text.find("\n", start)
     return len(text) if end < 0 else end + 1
+
+
+def quote_identifier(name: str, *, in_format: bool = False) -> str:
+    """``name`` as a MySQL identifier in backquotes; ``in_format``: inside a PyMySQL format string (a statement with
+    ``%s`` parameters), where a ``%`` of the name must be doubled."""
+    quoted = "`" + name.replace("`", "``") + "`"
+    return quoted.replace("%", "%%") if in_format else quoted
+
+
+def qualified_table(database: str, table: str, *, in_format: bool = False) -> str:
+    """```database`.`table``` for a statement (see :func:`quote_identifier`)."""
+    return f"{quote_identifier(database, in_format=in_format)}.{quote_identifier(table, in_format=in_format)}"

@@ -1,17 +1,5 @@
-"""What each Paimon table of a run has to do, and the chunked, resumable initial load (the MySQL snapshot phase;
-*snapshot* alone in code names is a Paimon snapshot, see lakecdc.source.initial_load).
-
-**Which source tables a run captures** (:func:`admit_tables`). Every run resolves ``tables`` against the live
-server. A table that no checkpoint of the pipeline has seen before was created after the pipeline started: it is
-captured with a snapshot when ``scan.newly-added-table.enabled``, from the binlog only (from the pipeline's oldest
-checkpoint) when ``scan.binlog.newly-added-table.enabled``, and otherwise ignored (as in Flink CDC). Every checkpoint
-records the captured set (``lakecdc.captured-tables``).
-
-**What a table does** (:func:`plan_work`): a table without checkpoint starts as ``scan.startup.mode`` says (a
-snapshot for ``initial``/``snapshot``, else a binlog read from the startup position); a table whose checkpoint
-lists an unfinished snapshot (``lakecdc.snapshot.pending``) or lacks one of its current source tables continues
-or starts that snapshot; a ``snapshot``-mode table whose snapshot is complete is finished; the others read the
-binlog from their checkpoint.
+"""The chunked, resumable initial load (the MySQL snapshot phase), one commit group after the other; what each
+table has to do comes from lakecdc.runtime.table_work.
 
 **The chunked snapshot** (:func:`run_initial_load`), one commit group after the other until every source is read.
 With ``scan.incremental.snapshot.enabled: true`` (the default) a group reads its chunks lock-free, each between two
@@ -47,224 +35,21 @@ from typing import Callable, Sequence, TypeVar
 import pyarrow as pa
 
 from lakecdc.config import PipelineConfig
-from lakecdc.errors import BinlogPurgedError, SourceConnectionLost, SourceError
+from lakecdc.errors import SourceConnectionLost, SourceError
 from lakecdc.model import BinlogOffset, ChangeBatch, SourceTable, TableCounts, TableId
 from lakecdc.runtime import incremental as _incremental
-from lakecdc.runtime.checkpoint import PHASE_SNAPSHOT, Checkpoint, checkpoint_properties
-from lakecdc.runtime.plan import PipelinePlan, SourcePlan, TargetPlan
+from lakecdc.runtime.checkpoint import PHASE_SNAPSHOT, checkpoint_properties
+from lakecdc.runtime.plan import PipelinePlan, SourcePlan
 from lakecdc.runtime.report import report_fallbacks
+from lakecdc.runtime.table_work import TargetWork, check_binlog_available
 from lakecdc.sink import PaimonSink
 from lakecdc.source import ChunkKey, ChunkProgress, MySqlSource, restrict_to_snapshotted, snapshotted_mask
-from lakecdc.source.ddl import online_tool_table_of
 
 logger = logging.getLogger("lakecdc.runtime")
-
-SNAPSHOT, BINLOG, FRESH_BINLOG, FINISHED, IDLE = "snapshot", "binlog", "fresh-binlog", "finished", "idle"
 
 # At most this many tables share a commit group: each keeps a Paimon writer open until the group commits (about
 # 0.15 MiB each, measured: a group of 1,000 one-thousand-row tables peaked at 399 MiB against 245 MiB one by one)
 GROUP_MAX_TABLES = 1000
-
-
-# ------------------------------------------------------------------------------------------- captured tables
-
-
-@dataclass
-class Admission:
-    """Which planned source tables this run captures."""
-
-    captured: set[TableId]  # every source table captured (recorded in each checkpoint)
-    new: set[TableId] = field(default_factory=set)  # created after the pipeline started, and captured
-    ignored: set[TableId] = field(default_factory=set)  # created after the pipeline started, not captured
-    pipeline_started: bool = False
-
-
-def admit_tables(config: PipelineConfig, plan: PipelinePlan, checkpoints: dict[TableId, Checkpoint | None],
-                 log=logger) -> Admission:
-    """Split the planned source tables into known, newly added and ignored ones (see the module docstring).
-    ``checkpoints`` holds the checkpoint of every target of the (unrestricted) plan."""
-    known: set[TableId] = set()
-    started = False
-    for checkpoint in checkpoints.values():
-        if checkpoint is None:
-            continue
-        started = True
-        known |= set(checkpoint.captured if checkpoint.captured is not None else checkpoint.sources)
-    planned = set(plan.sources)
-    if not started:
-        return Admission(captured=planned)
-    new = planned - known
-    source = config.source
-    tool_tables: set[TableId] = set()
-    if source.parse_online_schema_changes:
-        # the tables of a gh-ost / pt-osc migration of a captured table are the tool's, never captured tables
-        tool_tables = {t for t in new if online_tool_table_of(t) in planned - new}
-        for table in sorted(tool_tables):
-            log.info("%s belongs to an online schema change of %s (scan.parse.online.schema.changes.enabled): not "
-                     "captured", table, online_tool_table_of(table))
-        new -= tool_tables
-    if new and not (source.newly_added_tables or source.binlog_newly_added_tables):
-        for table in sorted(new):
-            log.warning("%s matches 'tables' but was created after the pipeline started; it is not captured "
-                        "(set scan.newly-added-table.enabled: true to snapshot and capture it, or "
-                        "scan.binlog.newly-added-table.enabled: true to capture it from the binlog)", table)
-        return Admission(captured=planned - new - tool_tables, ignored=new | tool_tables, pipeline_started=True)
-    return Admission(captured=planned - tool_tables, new=new, ignored=tool_tables, pipeline_started=True)
-
-
-def without_sources(plan: PipelinePlan, dropped: set[TableId]) -> PipelinePlan:
-    """``plan`` minus some source tables (targets left without a source are dropped)."""
-    if not dropped:
-        return plan
-    sources = {sid: p for sid, p in plan.sources.items() if sid not in dropped}
-    targets = {}
-    for target, target_plan in plan.targets.items():
-        kept = [s for s in target_plan.sources if s.source.table_id not in dropped]
-        if kept:
-            targets[target] = TargetPlan(target_plan.target, target_plan.schema, target_plan.primary_keys,
-                                         target_plan.partition_keys, target_plan.options, target_plan.comment, kept)
-    return PipelinePlan(sources, targets)
-
-
-# ------------------------------------------------------------------------------------------- per-table work
-
-
-@dataclass
-class TargetWork:
-    """What one run does for one Paimon table."""
-
-    target: TableId
-    kind: str  # SNAPSHOT, BINLOG, FRESH_BINLOG, FINISHED or IDLE
-    checkpoint: Checkpoint | None
-    offset: BinlogOffset | None = None  # BINLOG: the checkpoint; FRESH_BINLOG: where reading starts
-    progress: dict[TableId, ChunkProgress] = field(default_factory=dict)  # SNAPSHOT: unfinished sources
-    done_sources: list[TableId] = field(default_factory=list)  # SNAPSHOT: sources already snapshotted
-    skip_events: int = 0
-    skip_rows: int = 0
-
-
-def plan_work(config: PipelineConfig, plan: PipelinePlan, checkpoints: dict[TableId, Checkpoint | None],
-              admission: Admission, source: MySqlSource, head: BinlogOffset, log=logger) -> dict[TableId, TargetWork]:
-    startup: tuple[BinlogOffset, int, int] | None = None
-    pipeline_position = min((c.offset for c in checkpoints.values() if c is not None), default=head)
-    work = {}
-    for target, target_plan in plan.targets.items():
-        checkpoint = checkpoints.get(target)
-        sources = [s.source.table_id for s in target_plan.sources]
-        if checkpoint is None:
-            all_new = admission.new.issuperset(sources)
-            if all_new and config.source.binlog_newly_added_tables:
-                work[target] = TargetWork(target, FRESH_BINLOG, None, offset=pipeline_position)
-            elif all_new or config.source.startup_mode in ("initial", "snapshot"):
-                work[target] = TargetWork(target, SNAPSHOT, None,
-                                          progress={s: ChunkProgress() for s in sources})
-            else:
-                if startup is None:
-                    startup = startup_position(config, source, head, log)
-                offset, skip_events, skip_rows = startup
-                work[target] = TargetWork(target, FRESH_BINLOG, None, offset=offset, skip_events=skip_events,
-                                          skip_rows=skip_rows)
-            continue
-        progress = {s: ChunkProgress.from_json(p) for s, p in checkpoint.pending.items() if s in sources}
-        for s in sources:
-            if s in checkpoint.sources or s in progress:
-                continue
-            if s in admission.new and config.source.binlog_newly_added_tables:
-                log.info("%s joins %s from the binlog at its checkpoint %s", s, target, checkpoint.offset)
-                continue
-            progress[s] = ChunkProgress()  # a source this table has not seen yet: snapshot it
-        if progress:
-            done = [s for s in sources if s not in progress]
-            work[target] = TargetWork(target, SNAPSHOT, checkpoint, offset=checkpoint.offset, progress=progress,
-                                      done_sources=done)
-        elif config.source.startup_mode == "snapshot":
-            work[target] = TargetWork(target, FINISHED, checkpoint, offset=checkpoint.offset)
-        elif checkpoint.offset < head:
-            work[target] = TargetWork(target, BINLOG, checkpoint, offset=checkpoint.offset)
-        else:
-            work[target] = TargetWork(target, IDLE, checkpoint, offset=checkpoint.offset)
-    return work
-
-
-def startup_position(config: PipelineConfig, source: MySqlSource, head: BinlogOffset,
-                     log=logger) -> tuple[BinlogOffset, int, int]:
-    """(offset, skip-events, skip-rows) where tables without checkpoint start in the binlog-only startup modes."""
-    startup = config.source.startup
-    mode = startup.mode
-    if mode == "latest-offset":
-        offset = head
-    elif mode == "earliest-offset":
-        offset = source.earliest_offset()
-    elif mode == "timestamp":
-        offset = source.offset_at_timestamp(startup.timestamp_millis or 0)
-    elif startup.gtid_set:
-        offset = source.offset_for_gtid(startup.gtid_set)
-    else:
-        offset = BinlogOffset(startup.file or "", int(startup.pos or 4))
-        source.check_available(offset, "scan.startup.specific-offset")
-        if offset > head:
-            raise SourceError(f"scan.startup.specific-offset {offset} is past the end of the binlog ({head}) of "
-                              f"{source.options.address}; check the file name and position")
-    log.info("scan.startup.mode %s: tables without checkpoint start at %s%s", mode, offset,
-             f" (gtid {offset.gtid})" if offset.gtid else "")
-    return offset, startup.skip_events, startup.skip_rows
-
-
-def check_binlog_available(source: MySqlSource, checkpoints: dict[TableId, BinlogOffset], warehouse: str) -> None:
-    """BinlogPurgedError naming every table whose checkpoint's binlog file the server no longer has, and how to
-    re-snapshot it, before anything is read or written."""
-    if not checkpoints:
-        return
-    files = source.binary_logs()
-    lost = {t: o for t, o in checkpoints.items() if o.file not in files}
-    if not lost:
-        return
-    oldest = files[0] if files else "none"
-    tables = "; ".join(f"{t} at {o}" for t, o in sorted(lost.items()))
-    paths = ", ".join(f"{warehouse.rstrip('/')}/{t.database}.db/{t.table}" for t in sorted(lost))
-    raise BinlogPurgedError(
-        f"the binlog that Paimon table(s) {tables} must continue from is gone from {source.options.address} "
-        f"(oldest binlog there: {oldest}; purged by PURGE BINARY LOGS or binlog_expire_logs_seconds), so the "
-        "changes made since those checkpoints can no longer be read. Re-snapshot the table(s): `lakecdc resnapshot "
-        "PIPELINE.yaml DB.TABLE`, or in Dagster materialize them with run config 'resnapshot: true'; or drop them "
-        f"({paths}) and run the pipeline again, which snapshots them anew while the other tables continue. Nothing "
-        "was written. Keep binlogs longer than the longest pause between runs.")
-
-
-def check_snapshot_mode(config: PipelineConfig, plan: PipelinePlan, work: dict[TableId, TargetWork],
-                        keys: dict[TableId, ChunkKey | None], source: MySqlSource) -> None:
-    """SourceError, before anything is written, when a table due for a snapshot cannot be snapshotted in the
-    configured mode: incremental (the default), a table with neither primary key nor chunk key column (its rows
-    cannot be told apart, Flink CDC refuses it too); consistent (``scan.incremental.snapshot.enabled: false``) on
-    MySQL, a user that may not take the global read lock (no RELOAD)."""
-    snapshotted = sorted({s for w in work.values() if w.kind == SNAPSHOT for s in w.progress})
-    if not snapshotted:
-        return
-    if config.source.incremental_snapshot:
-        for table_id in snapshotted:
-            table = plan.sources[table_id].source
-            if keys.get(table_id) is None and not table.primary_keys:
-                raise SourceError(
-                    f"incremental snapshot of {table_id}: the table has no primary key, so its chunks need a chunk "
-                    f"key column; set scan.incremental.snapshot.chunk.key-column: {table_id}:<column> (a column "
-                    "writes rarely change, ideally indexed), or scan.incremental.snapshot.enabled: false (one "
-                    "consistent transaction; on MySQL it takes FLUSH TABLES WITH READ LOCK, which needs RELOAD). "
-                    "Nothing was written")
-        return
-    if source.flavor() != "mysql":
-        return  # MariaDB's consistent snapshot knows its binlog position without a lock
-    missing = source.missing_global_privilege("RELOAD")
-    if missing:
-        raise SourceError(
-            f"snapshot of {', '.join(map(str, snapshotted))}: scan.incremental.snapshot.enabled is false, and a "
-            f"consistent snapshot on MySQL at {source.options.address} needs FLUSH TABLES WITH READ LOCK, which "
-            f"needs the RELOAD privilege user '{source.options.username}' lacks (managed MySQL services refuse the "
-            "lock to every user). Set scan.incremental.snapshot.enabled: true (the default: lock-free, needs only "
-            "SELECT, SHOW DATABASES, REPLICATION SLAVE and REPLICATION CLIENT), or GRANT RELOAD to the user. "
-            "Nothing was written")
-
-
-# ------------------------------------------------------------------------------------------- chunked snapshot
 
 
 @dataclass
@@ -345,6 +130,9 @@ class _TargetLoad:
     done: list[TableId]
     position: BinlogOffset | None  # the last commit's checkpoint
     outcome: InitialLoadOutcome
+    # where every incremental group of this run folds the binlog from: the checkpoint the run resumed from, else the
+    # head when the run started (see _IncrementalPart.prepare)
+    fold_start: BinlogOffset | None = None
     reports: dict = field(default_factory=dict)
     stalled: dict[TableId, int] = field(default_factory=dict)  # incremental, no primary key: groups without progress
 
@@ -353,7 +141,8 @@ class _TargetLoad:
         target = work.target
         position = work.checkpoint.offset if work.checkpoint is not None else None
         load = cls(ctx, target, keys, {s.source.table_id: s for s in ctx.plan.targets[target].sources},
-                   dict(work.progress), list(work.done_sources), position, InitialLoadOutcome(offset=position))
+                   dict(work.progress), list(work.done_sources), position, InitialLoadOutcome(offset=position),
+                   fold_start=position if position is not None else ctx.run_head)
         for table_id, p in load.progress.items():
             key = keys.get(table_id)
             if p.column is None and key is not None and not p.started:
@@ -507,7 +296,7 @@ class _Part:
         if self.load.position is not None:  # crash tests: killed mid-chunk of a group after an earlier commit
             self.load.ctx.failpoint("during-snapshot")
 
-    def read_chunks(self, snap, budget: int, readers: int = 1) -> int:
+    def read_next_chunks(self, snap, budget: int, readers: int = 1) -> int:
         """The next chunks of this table's sources, source after source until ``budget`` rows (of the group's
         budget) are read; returns what is left of the budget."""
         load = self.load
@@ -612,7 +401,7 @@ class _ConsistentPart(_Part):
             _catch_up([p for p in parts if p.load.position is not None and p.load.position < offset], offset)
             budget = ctx.config.snapshot_commit_rows
             for part in parts:
-                budget = part.read_chunks(snap, budget)
+                budget = part.read_next_chunks(snap, budget)
         return offset
 
     def catch_up_tables(self) -> dict[TableId, SourceTable]:
@@ -682,6 +471,8 @@ class _IncrementalPart(_Part):
         self.fold: dict[TableId, list[pa.Table]] = {}
         self.caught_up: list[ChangeBatch] = []  # changes of keys committed earlier: after the chunks, or first
         self.binlog_tables: dict[TableId, SourceTable] = {}
+        self.windows: dict[TableId, list] = {}  # the chunk windows of each table read in this group
+        self.fold_changes = False  # the fold changes a chunk's rows (else the chunks as read are their rows at P)
 
     def take(self, table_id: TableId, batch: ChangeBatch) -> None:
         self.chunk_rows.setdefault(table_id, []).append(batch.data)
@@ -698,7 +489,7 @@ class _IncrementalPart(_Part):
             for part in parts:
                 # pipeline.parallelism readers, each on its own connection; a table's rows still go through its
                 # one writer
-                budget = part.read_chunks(snap, budget, readers=ctx.config.parallelism)
+                budget = part.read_next_chunks(snap, budget, readers=ctx.config.parallelism)
             windows = list(snap.windows)
             stop = snap.head()  # P: every chunk's high watermark is at or before it
         ctx.failpoint("incremental-chunks-read")
@@ -710,7 +501,9 @@ class _IncrementalPart(_Part):
         if live:
             _check_checkpoints_available([p for p in reading if p.binlog_tables and p.start < stop],
                                          lambda p: p.start)
+            # batches never span a window's positions, nor a table's last commit (what lies before it was applied)
             cuts = _incremental.cuts_of([w for p in reading for chunks in p.append.values() for w in chunks.windows])
+            cuts |= {p.load.position for p in reading if p.load.position is not None}
             reader = ctx.source.read_binlog({t: tables[t] for t in live}, live, stop, cuts=cuts)
             for item in reader:
                 assert isinstance(item, ChangeBatch)  # neither track_schemas nor a follow read: change batches only
@@ -724,14 +517,18 @@ class _IncrementalPart(_Part):
     def prepare(self, windows: list, opened: BinlogOffset) -> None:
         """After the chunks: where this table's binlog fold starts, and what it reads."""
         load = self.load
-        # G: the checkpoint, or for a first group the head when the run started, taken before the tables were
-        # planned and created: folding from there (idempotent for a primary key) leaves a transaction logged before
-        # G a whole start-up's time to be committed by InnoDB before the first chunk's SELECT (MySQL logs before it
-        # commits)
-        self.start = load.position if load.position is not None else min(opened, load.ctx.run_head or opened)
+        # G: the run's first position (the checkpoint it resumed from, or the head when it started, taken before
+        # its tables were planned), for every group of the run, not the previous group's position: MySQL logs a
+        # transaction before InnoDB commits it, so one logged before a group's position may still be invisible to
+        # the next group's SELECT. Folding from G (idempotent for a key that identifies rows) leaves such a
+        # transaction at least the whole start-up's time to be committed (docs/operations.md, "Why the snapshot
+        # loses nothing"). What lies before the table's last commit is folded, never applied again (binlog_change).
+        start = load.fold_start if load.fold_start is not None else opened
+        self.start = min(start, opened)
         self.read_tables = {t for t in self.new_progress if self.new_progress[t] != load.progress.get(t)}
-        self.append = {t: _incremental.AppendChunks(t, [w for w in windows if w.table == t])
-                       for t in self.read_tables if not load.plans[t].source.primary_keys}
+        self.windows = {t: [w for w in windows if w.table == t] for t in self.read_tables}
+        self.append = {t: _incremental.AppendChunks(t, self.windows[t])
+                       for t in self.read_tables if not load.plans[t].source.row_identity}
         self.binlog_tables = {t: load.plans[t].source for t in load.plans
                               if t in load.done or (t in load.progress and (load.progress[t].started
                                                                             or t in self.read_tables))}
@@ -741,14 +538,19 @@ class _IncrementalPart(_Part):
         load = self.load
         options = load.ctx.source.options
         table_id = batch.table.table_id
-        if table_id not in load.progress:  # a source already snapshotted: every change applies
-            self.caught_up.append(batch)
+        # a change at or before the table's last commit was applied by it (or lies in a range not read then): it
+        # is only folded into this group's chunks
+        applied = load.position is not None and batch.last_commit is not None and batch.last_commit <= load.position
+        if table_id not in load.progress:  # a source already snapshotted: every later change applies
+            if not applied:
+                self.caught_up.append(batch)
             return
         key = load.keys.get(table_id)
         values = _incremental.key_values(batch, key)
-        caught = restrict_to_snapshotted(batch, snapshotted_mask(options, key, load.progress[table_id], values))
-        if caught is not None:  # keys committed by an earlier group: changes
-            self.caught_up.append(caught)
+        if not applied:
+            caught = restrict_to_snapshotted(batch, snapshotted_mask(options, key, load.progress[table_id], values))
+            if caught is not None:  # keys committed by an earlier group: changes
+                self.caught_up.append(caught)
         if table_id in self.append:
             self.append[table_id].add(options, key, batch)
         elif table_id in self.read_tables:
@@ -757,13 +559,24 @@ class _IncrementalPart(_Part):
             part = restrict_to_snapshotted(batch, mask)
             if part is not None:
                 self.fold.setdefault(table_id, []).append(part.data)
+                if not self._seen_by_chunks(table_id, batch):
+                    self.fold_changes = True
+
+    def _seen_by_chunks(self, table_id: TableId, batch: ChangeBatch) -> bool:
+        """Whether every chunk of this group already holds ``batch``'s changes: only with exact windows (each chunk
+        read at its own exact position), for a batch that ends at or before the first of them. A change the chunks
+        hold folds to the rows they already have."""
+        windows = self.windows.get(table_id, [])
+        if not windows or not all(w.exact for w in windows) or batch.last_commit is None:
+            return False
+        return batch.last_commit <= min(w.low for w in windows)
 
     def finish(self) -> None:
         """The chunks brought to P, and the catch-up, written (see the class docstring)."""
         load = self.load
         options = load.ctx.source.options
         outcome = load.outcome
-        changed = outcome.chunks_changed = any(self.fold.values()) or \
+        changed = outcome.chunks_changed = self.fold_changes or \
             any(chunks.touched for chunks in self.append.values())
         rewrite = changed or not self.early
         if rewrite:
@@ -797,7 +610,7 @@ class _IncrementalPart(_Part):
             else:
                 folded = self.fold.get(table_id, [])
                 self.applied += sum(f.num_rows for f in folded)
-                rows = _incremental.fold_rows(rows, folded, list(source.primary_keys))
+                rows = _incremental.fold_rows(rows, folded, list(source.row_identity))
             if not rewrite:
                 continue
             for offset in range(0, rows.num_rows, options.snapshot_batch_rows):
