@@ -47,8 +47,8 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   "$PYTHON" -m venv .venv
 fi
-# The columnar binlog decoder and the snapshot's row scanner are a C extension (lakecdc/source/_rowsdecoder.c, built
-# by pip through setup.py): it needs a C compiler and the Python headers.
+# The columnar binlog decoder and the snapshot's row scanner are C extensions (lakecdc/source/_rowsdecoder.c and
+# _textrows.c, built by pip through setup.py): they need a C compiler and the Python headers.
 if ! command -v cc >/dev/null 2>&1 || ! .venv/bin/python -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
   echo "setup: installing a C compiler and the Python headers (apt-get)" >&2
@@ -59,12 +59,12 @@ fi
 # Reinstall only when the dependency pins or the C extension's sources changed (or the extension is missing).
 STAMP=.venv/.lakecdc-installed
 EXTRAS=test; [ "$WITH_TESTS" = 1 ] && EXTRAS=test,scaleout-test  # celery only for the tests
-stamp_for() { (cat pyproject.toml constraints.txt setup.py lakecdc/source/_rowsdecoder.c; echo "$1") | sha256sum | cut -d' ' -f1; }
+stamp_for() { (cat pyproject.toml constraints.txt setup.py lakecdc/source/*.c lakecdc/source/*.h; echo "$1") | sha256sum | cut -d' ' -f1; }
 WANT=$(stamp_for "$EXTRAS")
 HAVE=$(cat "$STAMP" 2>/dev/null || true)
 # an install with the test extras also serves the plain set-up (the tutorial after the tests installs nothing)
 [ "$WITH_TESTS" = 0 ] && [ "$HAVE" = "$(stamp_for test,scaleout-test)" ] && WANT=$HAVE
-if [ "$HAVE" != "$WANT" ] || ! ls lakecdc/source/_rowsdecoder*.so >/dev/null 2>&1; then
+if [ "$HAVE" != "$WANT" ] || ! ls lakecdc/source/_rowsdecoder*.so lakecdc/source/_textrows*.so >/dev/null 2>&1; then
   echo "setup: installing Python dependencies" >&2
   if ! .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[$EXTRAS]" \
       > .venv/pip-install.log 2>&1; then

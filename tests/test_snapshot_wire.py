@@ -15,7 +15,7 @@ from lakecdc.errors import SourceError
 from lakecdc.model import TableId
 from lakecdc.source import MySqlSource, MySqlSourceOptions
 from lakecdc.source.chunks import ChunkProgress, chunk_key_for
-from lakecdc.source import _rowsdecoder as _ext
+from lakecdc.source import _textrows as _ext
 from lakecdc.source.connection import connect
 from lakecdc.source.text_columns import text_columns
 from lakecdc.source.types import table_codecs
@@ -166,7 +166,7 @@ def test_closing_the_snapshot_mid_read_stops_its_read_thread(mariadb, fresh_db):
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# The C scanner (TextRows in lakecdc/source/_rowsdecoder.c) on bytes the server sent
+# The C scanner (TextRows in lakecdc/source/_textrows.c) on bytes the server sent
 
 
 def raw_result(mariadb, database: str, sql: str) -> tuple[bytes, int, int]:

@@ -2,7 +2,7 @@
 
 PyMySQL sends the query and reads the column descriptions (so escaping, authentication, TLS and errors stay
 PyMySQL's); this module then reads the result's row packets itself, from the socket into a reused buffer, and hands
-each buffer-full to the C extension's ``TextRows.scan`` (``_rowsdecoder.c``), which walks the packets (length-
+each buffer-full to the C extension's ``TextRows.scan`` (``_textrows.c``), which walks the packets (length-
 prefixed, rows longer than 16 MiB continued over several packets) and every row's fields (``0xFB`` for NULL or a
 length-encoded string) and appends each field to its column in the layout of a ``pa.binary()`` array. The scan runs
 without the GIL, so several chunk readers, their socket reads and the Paimon writer's encoding overlap; Python only
@@ -32,7 +32,7 @@ from pymysql.protocol import MysqlPacket
 
 _IMPORT_ERROR: str | None = None
 try:
-    from lakecdc.source import _rowsdecoder as _ext
+    from lakecdc.source import _textrows as _ext
 except ImportError as exc:  # pragma: no cover - only on a machine where the install could not build it
     _ext = None  # type: ignore[assignment]
     _IMPORT_ERROR = str(exc)
@@ -96,7 +96,7 @@ class _PacketReader:
 
     def __init__(self, conn, result):
         if _ext is None:  # pragma: no cover
-            raise ImportError(f"lakecdc's C extension (lakecdc/source/_rowsdecoder.c) is not built ({_IMPORT_ERROR}): "
+            raise ImportError(f"lakecdc's C extension (lakecdc/source/_textrows.c) is not built ({_IMPORT_ERROR}): "
                               "reinstall lakecdc where a C compiler and the Python headers are available "
                               "(scripts/setup.sh installs them)")
         self.conn = conn
