@@ -38,8 +38,10 @@ from lakecdc.config import PipelineConfig
 from lakecdc.errors import SourceConnectionLost, SourceError
 from lakecdc.model import BinlogOffset, ChangeBatch, SourceTable, TableCounts, TableId
 from lakecdc.runtime import incremental as _incremental
-from lakecdc.runtime.checkpoint import PHASE_SNAPSHOT, checkpoint_properties
+from lakecdc.runtime.checkpoint import (PHASE_RESNAPSHOT, PHASE_SNAPSHOT, RESNAPSHOT_OFFSET, RESNAPSHOT_PARTITION,
+                                        checkpoint_properties)
 from lakecdc.runtime.plan import PipelinePlan, SourcePlan
+from lakecdc.runtime.replacement import Replacement, SweepOutcome
 from lakecdc.runtime.report import report_fallbacks
 from lakecdc.runtime.table_work import TargetWork, check_binlog_available
 from lakecdc.sink import PaimonSink
@@ -69,6 +71,9 @@ class InitialLoadContext:
     progress_report: Callable | None = None  # optional: (table_id) -> object with add(rows) / finish(offset)
     # the binlog head when the run started: a first incremental group folds the binlog from there (see below)
     run_head: BinlogOffset | None = None
+    # a re-snapshot of the table (lakecdc.runtime.replacement): records what each group writes; the last group
+    # sweeps the rows MySQL no longer has and commits as a re-snapshot
+    replacement: Replacement | None = None
 
 
 @dataclass
@@ -86,6 +91,7 @@ class InitialLoadOutcome:
     stalled: dict = field(default_factory=dict)
     # incremental: the binlog changed a chunk of the last group (the next one holds its chunks until it is folded)
     chunks_changed: bool = False
+    sweep: SweepOutcome | None = None  # a re-snapshot's last group: what it changed and the stale rows it removed
 
 
 def run_initial_load(ctx: InitialLoadContext, work: TargetWork,
@@ -139,7 +145,8 @@ class _TargetLoad:
     @classmethod
     def start(cls, ctx: InitialLoadContext, work: TargetWork, keys: dict[TableId, ChunkKey | None]) -> "_TargetLoad":
         target = work.target
-        position = work.checkpoint.offset if work.checkpoint is not None else None
+        # a re-snapshot reads everything anew: the table's older state is no position to continue from
+        position = work.checkpoint.offset if work.checkpoint is not None and ctx.replacement is None else None
         load = cls(ctx, target, keys, {s.source.table_id: s for s in ctx.plan.targets[target].sources},
                    dict(work.progress), list(work.done_sources), position, InitialLoadOutcome(offset=position),
                    fold_start=position if position is not None else ctx.run_head)
@@ -248,25 +255,45 @@ def _abort(parts: Sequence["_Part"], committed: set[TableId]) -> None:
 
 class _GroupWriter:
     """The writer of one table in one commit group, opened at its first write. The incremental snapshot writes its
-    chunks while it reads them and starts the writer over (abort, open anew) when the binlog then changes one."""
+    chunks while it reads them and starts the writer over (abort, open anew) when the binlog then changes one. A
+    re-snapshot's writes are recorded (``replacement``) until the group commits or starts over."""
 
-    def __init__(self, sink, target: TableId):
+    def __init__(self, sink, target: TableId, replacement: Replacement | None = None):
         self.sink, self.target = sink, target
+        self.replacement = replacement
         self._writer = None
 
     @property
-    def writer(self):
+    def raw(self):
+        """The table's open writer (writes are not recorded)."""
         if self._writer is None:
             self._writer = self.sink.open_writer(self.target)
         return self._writer
+
+    @property
+    def writer(self):
+        return self.raw if self.replacement is None else _RecordingWriter(self.raw, self.replacement)
 
     def restart(self) -> None:
         self.abort()
 
     def abort(self) -> None:
         writer, self._writer = self._writer, None
+        if self.replacement is not None:
+            self.replacement.group_discarded()
         if writer is not None:
             writer.abort()
+
+
+class _RecordingWriter:
+    """A re-snapshot's writer: every row written is recorded by its replacement."""
+
+    def __init__(self, writer, replacement: Replacement):
+        self._writer, self._replacement = writer, replacement
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write(table)
+        self._replacement.record(table)
 
 
 class _Part:
@@ -274,7 +301,7 @@ class _Part:
 
     def __init__(self, load: _TargetLoad):
         self.load = load
-        self.slot = _GroupWriter(load.ctx.sink, load.target)
+        self.slot = _GroupWriter(load.ctx.sink, load.target, load.ctx.replacement)
         self.counts = TableCounts()
         self.new_progress = dict(load.progress)
         self.read: list[TableId] = []  # the source tables whose chunks this group read
@@ -320,15 +347,24 @@ class _Part:
     def commit(self, position: BinlogOffset) -> None:
         """Commit this table's part: its rows and its checkpoint (``position``, the new chunk progress)."""
         load, ctx = self.load, self.load.ctx
-        writer = self.slot.writer
-        ctx.failpoint("before-commit")
+        writer = self.slot.raw
+        replacement = ctx.replacement
         pending = {str(t): p.to_json() for t, p in self.new_progress.items() if not p.done}
+        if replacement is not None and not pending and all(t in self.new_progress or t in load.done
+                                                             for t in load.plans):
+            # the re-snapshot's last group: the rows MySQL no longer has go in its commit
+            load.outcome.sweep = replacement.sweep(writer.write)
+        ctx.failpoint("before-commit")
         properties = checkpoint_properties(
-            position, phase=PHASE_SNAPSHOT, pipeline=ctx.config.name,
+            position, phase=PHASE_SNAPSHOT if replacement is None else PHASE_RESNAPSHOT, pipeline=ctx.config.name,
             run_id=ctx.run_id, source_tables=sorted(str(s) for s in load.plans), counts=self.counts,
             pending=pending, captured=ctx.captured, startup_mode=ctx.config.source.startup_mode,
             source_schemas={str(t): p.source.to_json() for t, p in load.plans.items()})
+        if replacement is not None:
+            properties.update({RESNAPSHOT_PARTITION: "", RESNAPSHOT_OFFSET: str(position)})
         snapshot_id = writer.commit(properties)
+        if replacement is not None:
+            replacement.group_committed()
         load.progress.update(self.new_progress)
         load.position = position
         outcome = load.outcome

@@ -39,8 +39,8 @@ import pyarrow.compute as pc
 
 from lakecdc.errors import SourceError
 from lakecdc.model import (DELETE, INSERT, OP_COLUMN, OP_TS_COLUMN, UPDATE_AFTER, UPDATE_BEFORE, BinlogOffset,
-                           ChangeBatch, SourceTable, TableId)
-from lakecdc.source import (ChunkKey, ChunkProgress, ChunkWindow, MySqlSource, restrict_to_snapshotted,
+                           ChangeBatch, TableId)
+from lakecdc.source import (ChunkKey, ChunkProgress, ChunkWindow, restrict_to_snapshotted,
                             snapshotted_mask)
 from lakecdc.source.options import MySqlSourceOptions
 
@@ -152,31 +152,3 @@ def stalled_error(table: TableId, window: ChunkWindow, groups: int) -> SourceErr
         "scan.incremental.snapshot.chunk.size), pause the writers of this table during its snapshot, or set "
         "scan.incremental.snapshot.enabled: false (one consistent transaction; on MySQL needs RELOAD for "
         "FLUSH TABLES WITH READ LOCK). Nothing of the unfinished chunk was written")
-
-
-def read_at_head(source: MySqlSource, tables: list[SourceTable]) -> tuple[BinlogOffset, dict[TableId, pa.Table]]:
-    """Every row of ``tables`` (primary-key tables) as of one binlog position P, read lock-free: the chunks are read
-    one after the other, then the binlog from the reader's opening head to P is folded into them (:func:`fold_rows`).
-    Returns (P, rows per table as +I change rows). Holds the tables' rows in memory (re-snapshots)."""
-    for table in tables:
-        if not table.primary_keys:
-            raise SourceError(f"a lock-free snapshot of {table.table_id} at one position needs a primary key")
-    rows: dict[TableId, pa.Table] = {}
-    with source.snapshot(tables, incremental=True) as snap:
-        start = snap.offset
-        for table in tables:
-            key = source.chunk_key(table)
-            parts = [b.data for b in snap.read_chunks(table.table_id, key, ChunkProgress.not_started(key),
-                                                      max_rows=2**62)]
-            rows[table.table_id] = pa.concat_tables(parts) if parts else table.change_schema().empty_table()
-        stop = snap.head()
-    if start < stop:
-        changes: dict[TableId, list[pa.Table]] = {}
-        reader = source.read_binlog({t.table_id: t for t in tables}, {t.table_id: start for t in tables}, stop)
-        for batch in reader:
-            assert isinstance(batch, ChangeBatch)
-            changes.setdefault(batch.table.table_id, []).append(batch.data)
-        for table in tables:
-            rows[table.table_id] = fold_rows(rows[table.table_id], changes.get(table.table_id, []),
-                                             list(table.primary_keys))
-    return stop, rows

@@ -40,6 +40,7 @@ from lakecdc.errors import SinkError, TableLockedError
 from lakecdc.model import OP_COLUMN, BinlogOffset, ChangeBatch, SourceTable, TableCounts, TableId
 from lakecdc.runtime import commit_groups as _commit_groups
 from lakecdc.runtime import table_work as _table_work
+from lakecdc.runtime.replacement import replacement_for
 from lakecdc.runtime.checkpoint import (PHASE_BINLOG, PHASE_SNAPSHOT, PIPELINE, checkpoint_properties,
                                         idle_checkpoint_due, read_checkpoint)
 from lakecdc.runtime.connect import open_sink, open_source
@@ -467,13 +468,17 @@ class MicroBatch:
         loads = []
         for target in targets:
             result = self.results[target]
+            replacement = replacement_for(
+                self.config, self.sink, self.plan.targets[target],
+                estimated_rows=sum(estimates.get(s, 0) for s in work[target].progress)) \
+                if work[target].replace else None
             ctx = _commit_groups.InitialLoadContext(
                 config=self.config, plan=self.plan, source=self.source, sink=self.sink, run_id=self.run_id,
                 captured=self.captured,
-                apply=functools.partial(_write_batch, result=result),
+                apply=functools.partial(write_batch, result=result),
                 failpoint=failpoint, log=self.log,
                 progress_report=lambda table_id: SnapshotProgress(table_id, estimates.get(table_id), self.log),
-                run_head=self.run.head)
+                run_head=self.run.head, replacement=replacement)
             result.phase = PHASE_SNAPSHOT
             result.snapshot_complete = False
             loads.append((ctx, work[target]))
@@ -672,7 +677,7 @@ def _count_changes(batch: ChangeBatch, counts: TableCounts) -> None:
             counts.deleted += n
 
 
-def _write_batch(source_plan: SourcePlan, batch: ChangeBatch, writer: TableWriter, counts: TableCounts,
+def write_batch(source_plan: SourcePlan, batch: ChangeBatch, writer: TableWriter, counts: TableCounts,
                  result: TableResult) -> int:
     """Transform one batch and write it to one table's open writer; returns the rows written."""
     if batch.num_rows == 0:

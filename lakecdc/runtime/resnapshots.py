@@ -30,29 +30,34 @@ Append tables (no primary key) cannot be reconciled this way: the refusal says t
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakecdc.config import PipelineConfig
 from lakecdc.errors import LakeCdcError, PipelineConfigError
-from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, ChangeBatch, TableCounts, TableId
-from lakecdc.runtime.incremental import read_at_head
+from lakecdc.model import BinlogOffset, SourceTable, TableCounts, TableId
 from lakecdc.runtime.checkpoint import (PHASE_BINLOG, PHASE_RESNAPSHOT, PHASE_SNAPSHOT, RESNAPSHOT_OFFSET,
-                                        RESNAPSHOT_PARTITION, checkpoint_properties, read_checkpoint)
+                                        RESNAPSHOT_PARTITION, Checkpoint, checkpoint_properties, read_checkpoint)
+from lakecdc.runtime.commit_groups import InitialLoadContext, run_initial_loads
 from lakecdc.runtime.connect import open_sink, open_source
-from lakecdc.runtime.micro_batch import run_micro_batch
+from lakecdc.runtime.micro_batch import TableResult, failpoint, run_micro_batch, write_batch
 from lakecdc.runtime.plan import PipelinePlan, TargetPlan, build_plan
+from lakecdc.runtime.replacement import Replacement, SweepOutcome, partition_mask, replacement_for
 from lakecdc.runtime.report import DEFAULT_PARTITION_NAME, SnapshotProgress, count_partitions, estimate_rows
 from lakecdc.runtime.schema_evolution import (IGNORE, LENIENT, SchemaChangeError, SinkEvent, coerce_into_table,
                                               included_types, lenient)
-from lakecdc.runtime.verify import schema_drift, soft_delete_column
-from lakecdc.sink import PaimonSink
+from lakecdc.runtime.table_work import SNAPSHOT, TargetWork
+from lakecdc.runtime.verify import schema_drift
+from lakecdc.sink import PaimonSink, TableWriter
 from lakecdc.sink.evolution import ADD, ALTER_TYPE, DROP, ColumnChange, UnsupportedSchemaChange, apply_column_changes
-from lakecdc.source import MySqlSource
+from lakecdc.source import ChunkKey, ChunkProgress, MySqlSource
+from lakecdc.source.chunks import chunkable
+from lakecdc.source.chunk_sql import ranges_condition
+from lakecdc.transform.partition_ranges import ColumnRange, partition_ranges
 from lakecdc.source.ddl import ADD_COLUMN, ALTER_COLUMN_TYPE, DROP_COLUMN
 
 _KNOWN_PHASES = (PHASE_SNAPSHOT, PHASE_BINLOG, PHASE_RESNAPSHOT)
@@ -105,18 +110,6 @@ def parse_partition(text: str, partition_keys: list[str], table: TableId) -> dic
     return spec
 
 
-def _partition_mask(data: pa.Table, spec: dict[str, str | None]) -> pa.Array:
-    mask = None
-    for key, value in spec.items():
-        column = data.column(key)
-        if value is None:
-            part = pc.is_null(column)
-        else:
-            part = pc.fill_null(pc.equal(pc.cast(column, pa.string()), value), False)
-        mask = part if mask is None else pc.and_(mask, part)
-    return mask
-
-
 def needs_first_snapshot(config: PipelineConfig, target: TableId) -> bool:
     """True when the table has no checkpoint: the normal micro-batch then takes its first snapshot."""
     sink = open_sink(config)
@@ -141,11 +134,12 @@ def resnapshot_or_snapshot(config: PipelineConfig, target: TableId, partition: s
 
 def resnapshot(config: PipelineConfig, target: TableId, partition: str | None = None, *, run_id: str | None = None,
                log: logging.Logger | logging.LoggerAdapter | None = None) -> ResnapshotResult:
-    """Re-snapshot ``target`` (or one partition of it) in one commit. The table must already have a checkpoint
-    (see ``needs_first_snapshot``)."""
+    """Re-snapshot ``target`` (or one partition of it) in commit groups, in bounded memory. The table must already
+    have a checkpoint (see ``needs_first_snapshot``)."""
     log = log or logger
     run_id = run_id or uuid.uuid4().hex
     source = open_source(config)
+    head = source.head_offset()  # first, as a run takes it: where the commit groups fold the binlog from
     source.check_server()
     sink = open_sink(config)
     with sink.lock(target, owner=f"re-snapshot of {target} by pipeline {config.name!r} run {run_id}"):
@@ -155,9 +149,13 @@ def resnapshot(config: PipelineConfig, target: TableId, partition: str | None = 
         checkpoint = read_checkpoint(sink.checkpoint(target))
         if checkpoint is None:
             raise LakeCdcError(f"{target} has no checkpoint yet: run the pipeline, which takes its first snapshot")
-        if checkpoint.snapshot_pending or checkpoint.phase not in _KNOWN_PHASES:
+        restarting = checkpoint.snapshot_pending and checkpoint.phase == PHASE_RESNAPSHOT
+        if (checkpoint.snapshot_pending and not restarting) or checkpoint.phase not in _KNOWN_PHASES:
             raise LakeCdcError(f"{target} is in phase {checkpoint.phase!r} (a snapshot still in progress?); "
                                "let the pipeline finish it before re-snapshotting")
+        if restarting and partition:
+            raise LakeCdcError(f"a re-snapshot of the whole of {target} stopped half-way; re-snapshot the whole "
+                               "table (or run the pipeline, which starts it over) before one partition")
         plan = build_plan(config, source, targets={target}).restrict({target})  # this table's sources only
         target_plan = plan.targets[target]
         description = sink.describe(target)
@@ -171,36 +169,194 @@ def resnapshot(config: PipelineConfig, target: TableId, partition: str | None = 
             schema_changes: list[str] = []
         else:
             schema_changes = align_schema(config, sink, target_plan, log)
-            description = sink.describe(target)
         for source_plan in plan.sources.values():
             coerce_into_table(sink, source_plan, target)  # rows into the table's actual columns (ignore mode)
-        marker = soft_delete_column(config, target_plan)
-        writer = sink.open_writer(target)
+        estimates = estimate_rows(source.options, sorted(plan.sources))
+        replacement = replacement_for(config, sink, target_plan, estimated_rows=sum(estimates.values()), spec=spec)
         try:
-            result = _write_snapshot(source, sink, plan, target, description, spec, marker, writer, log)
-            result.partition = partition
-            result.schema_changes = schema_changes
-            if spec:  # the rest of the table is still at C: so are the checkpoint and its schema history
-                result.offset = checkpoint.offset
-                schemas = {str(t): s for t, s in checkpoint.schemas.items()}
+            if spec and partition:
+                result = _resnapshot_partition(config, source, sink, plan, checkpoint, partition, spec, replacement,
+                                               run_id, log)
             else:
-                result.offset = result.snapshot_offset
-                schemas = {str(t): p.source.to_json() for t, p in plan.sources.items()}
-            properties = checkpoint_properties(
-                result.offset, phase=PHASE_RESNAPSHOT, pipeline=config.name, run_id=run_id,
-                source_tables=[str(s) for s in result.sources], counts=result.counts,
-                captured=sorted(str(t) for t in checkpoint.captured) if checkpoint.captured is not None else None,
-                startup_mode=checkpoint.startup_mode, source_schemas=schemas)
-            properties.update({RESNAPSHOT_PARTITION: partition or "", RESNAPSHOT_OFFSET: str(result.snapshot_offset)})
-            result.snapshot_id = writer.commit(properties)
-        except BaseException:
-            writer.abort()
-            raise
+                result = _resnapshot_table(config, source, sink, plan, checkpoint, replacement, estimates, head,
+                                           run_id, log)
+        finally:
+            replacement.close()
+        result.schema_changes = schema_changes
     result.row_count = sink.row_count(target)
-    log.info("re-snapshot of %s%s committed: snapshot %s, %d rows upserted, %d stale rows deleted, checkpoint %s",
-             target, f" partition {partition}" if partition else "", result.snapshot_id, result.snapshot_rows,
-             result.stale_deleted, result.offset)
+    log.info("re-snapshot of %s%s committed: snapshot %s in %d commit(s), %d rows read, %d stale rows deleted, "
+             "checkpoint %s", target, f" partition {partition}" if partition else "", result.snapshot_id,
+             result.commits, result.snapshot_rows, result.stale_deleted, result.offset)
     return result
+
+
+def _result(target: TableId, plan: PipelinePlan, sink: PaimonSink, sweep: SweepOutcome | None,
+            **fields) -> ResnapshotResult:
+    """A ResnapshotResult of the table as it is now, with the sweep's counts."""
+    description = sink.describe(target)
+    sweep = sweep or SweepOutcome()
+    result = ResnapshotResult(target=target, sources=sorted(plan.sources), schema=description.schema,
+                              primary_keys=list(description.primary_keys),
+                              partition_keys=list(description.partition_keys),
+                              counts=TableCounts(inserted=sweep.inserted, updated=sweep.updated,
+                                                 deleted=sweep.deleted),
+                              stale_deleted=sweep.stale, unchanged=sweep.unchanged, **fields)
+    for name, kinds in sweep.stale_partitions.items():
+        for kind, rows in kinds.items():
+            result.partitions.setdefault(name, {})
+            result.partitions[name][kind] = result.partitions[name].get(kind, 0) + rows
+    return result
+
+
+def _resnapshot_table(config: PipelineConfig, source: MySqlSource, sink: PaimonSink, plan: PipelinePlan,
+                      checkpoint: Checkpoint, replacement: Replacement, estimates: dict[TableId, int],
+                      head: BinlogOffset, run_id: str, log) -> ResnapshotResult:
+    """The whole table, through the snapshot's commit groups (lakecdc.runtime.commit_groups): each group's rows
+    are brought to its position P and committed with P as the checkpoint (and the progress, while groups
+    remain); the last group's commit also removes the stale rows. The table then equals MySQL at the last P."""
+    [target] = plan.targets
+    written = TableResult(target=target, sources=sorted(plan.sources), phase=PHASE_RESNAPSHOT, committed=False,
+                          snapshot_id=None, offset=None, partition_keys=list(plan.targets[target].partition_keys))
+    captured = sorted(str(t) for t in (checkpoint.captured if checkpoint.captured is not None else plan.sources))
+    ctx = InitialLoadContext(
+        config=config, plan=plan, source=source, sink=sink, run_id=run_id, captured=captured,
+        apply=functools.partial(write_batch, result=written), failpoint=failpoint, log=log,
+        progress_report=lambda table_id: SnapshotProgress(table_id, estimates.get(table_id), log),
+        run_head=head, replacement=replacement)
+    work = TargetWork(target, SNAPSHOT, checkpoint, progress={s: ChunkProgress() for s in plan.sources},
+                      replace=True)
+    keys = {sid: source.chunk_key(p.source) for sid, p in plan.sources.items()}
+    outcome = run_initial_loads([(ctx, work)], keys, estimates)[target]
+    assert outcome.offset is not None and outcome.snapshot_id is not None
+    result = _result(target, plan, sink, outcome.sweep, partition=None, snapshot_id=outcome.snapshot_id,
+                     offset=outcome.offset, snapshot_offset=outcome.offset, snapshot_rows=outcome.snapshot_rows,
+                     rows_written=outcome.rows_written + (outcome.sweep.stale if outcome.sweep else 0),
+                     commits=outcome.commits)
+    for name, kinds in written.partitions.items():
+        for kind, rows in kinds.items():
+            result.partitions.setdefault(name, {})
+            result.partitions[name][kind] = result.partitions[name].get(kind, 0) + rows
+    return result
+
+
+def _resnapshot_partition(config: PipelineConfig, source: MySqlSource, sink: PaimonSink, plan: PipelinePlan,
+                          checkpoint: Checkpoint, partition: str, spec: dict[str, str | None],
+                          replacement: Replacement, run_id: str, log) -> ResnapshotResult:
+    """One partition: the rest of the table stays at the checkpoint C, and so does the checkpoint; the next run
+    replays (C, head] with full row images, which converges on the partition as on the others. So the partition's
+    rows are read chunk by chunk, lock-free, with no binlog, and committed every ``snapshot.commit-rows`` rows; the
+    last commit also removes the partition's stale rows. A partition column that is a source column, or a monotone
+    function of one (lakecdc.transform.partition_ranges), narrows every chunk statement to the partition's rows."""
+    [target] = plan.targets
+    group = _PartitionGroup(config, sink, target, checkpoint, partition, replacement, run_id)
+    budget = config.snapshot_commit_rows
+    snapshot_rows = 0
+    position = checkpoint.offset
+    for table_id in sorted(plan.sources):
+        source_plan = plan.sources[table_id]
+        ranges = partition_ranges(source_plan.transform, spec)
+        key = _partition_chunk_key(source, source_plan.source, ranges)
+        log.info("re-snapshot of %s partition %s: %s", target, partition,
+                 f"reads the rows of {table_id} where " + " and ".join(r.describe() for r in ranges) +
+                 f" (chunked by {key.name if key else '-'})" if ranges else
+                 f"reads every chunk of {table_id} (its partition columns are not monotone in a source column)")
+        condition = ranges_condition(ranges)
+        progress = ChunkProgress.not_started(key)
+        while not progress.done:
+            with source.snapshot([source_plan.source], incremental=True,
+                                 extra={table_id: condition} if condition else None) as snap:
+                for batch in snap.read_chunks(table_id, key, progress, max(budget - group.rows, 1)):
+                    output = source_plan.transform.apply(batch)
+                    snapshot_rows += group.write(output.filter(partition_mask(output, spec)))
+                assert snap.progress is not None
+                progress = snap.progress
+                position = snap.head()  # after the schema check of the tables read
+            if group.rows >= budget:
+                group.commit(position, final=False)
+    group.commit(position, final=True)
+    return _result(target, plan, sink, group.sweep, partition=partition, snapshot_id=group.snapshot_id,
+                   offset=checkpoint.offset, snapshot_offset=position, snapshot_rows=snapshot_rows,
+                   rows_written=group.written, commits=group.commits, partitions=group.partitions)
+
+
+def _partition_chunk_key(source: MySqlSource, table: SourceTable, ranges: list[ColumnRange]) -> ChunkKey | None:
+    """The chunk key a partition's read walks: a column of its ranges that leads an index (the server then reads
+    the partition's range of that index, not the table), else the table's own chunk key (every chunk statement
+    then still sends only the partition's rows)."""
+    if ranges:
+        indexed = source.leading_index_columns(table.table_id)
+        for name in (r.column for r in ranges):
+            column = table.column(name)
+            if name in indexed and chunkable(column):
+                return ChunkKey(column, unique=tuple(table.row_identity) == (name,))
+    return source.chunk_key(table)
+
+
+class _PartitionGroup:
+    """The open commit group of a partition re-snapshot: its writer, and its commits at the table's checkpoint."""
+
+    def __init__(self, config: PipelineConfig, sink: PaimonSink, target: TableId, checkpoint: Checkpoint,
+                 partition: str, replacement: Replacement, run_id: str):
+        self.config, self.sink, self.target = config, sink, target
+        self.checkpoint, self.partition, self.replacement, self.run_id = checkpoint, partition, replacement, run_id
+        self.partition_keys = list(sink.describe(target).partition_keys)
+        self._writer: TableWriter | None = None
+        self.rows = 0  # rows in the open group
+        self.written = 0
+        self.commits = 0
+        self.snapshot_id: int | None = None
+        self.sweep: SweepOutcome | None = None
+        self.partitions: dict[str, dict[str, int]] = {}
+
+    @property
+    def writer(self):
+        if self._writer is None:
+            self._writer = self.sink.open_writer(self.target)
+        return self._writer
+
+    def write(self, output: pa.Table) -> int:
+        if output.num_rows == 0:
+            return 0
+        try:
+            self.writer.write(output)
+        except BaseException:
+            self.abort()
+            raise
+        self.replacement.record(output)
+        self.rows += output.num_rows
+        self.written += output.num_rows
+        count_partitions(output, self.partition_keys, self.partitions)
+        return output.num_rows
+
+    def abort(self) -> None:
+        writer, self._writer = self._writer, None
+        self.replacement.group_discarded()
+        if writer is not None:
+            writer.abort()
+
+    def commit(self, snapshot_offset: BinlogOffset, *, final: bool) -> None:
+        """Commit the open group at the table's checkpoint (the last one with the partition's stale rows)."""
+        checkpoint = self.checkpoint
+        try:
+            if final:
+                self.sweep = self.replacement.sweep(self.writer.write)
+                self.written += self.sweep.stale
+            properties = checkpoint_properties(
+                checkpoint.offset, phase=PHASE_RESNAPSHOT, pipeline=self.config.name, run_id=self.run_id,
+                source_tables=[str(s) for s in checkpoint.sources], counts=TableCounts(),
+                captured=sorted(str(t) for t in checkpoint.captured) if checkpoint.captured is not None else None,
+                startup_mode=checkpoint.startup_mode,
+                source_schemas={str(t): s for t, s in checkpoint.schemas.items()},
+                xa_scan_start=checkpoint.xa_scan_start)
+            properties.update({RESNAPSHOT_PARTITION: self.partition, RESNAPSHOT_OFFSET: str(snapshot_offset)})
+            self.snapshot_id = self.writer.commit(properties)
+        except BaseException:
+            self.abort()
+            raise
+        self._writer = None
+        self.replacement.group_committed()
+        self.commits += 1
+        self.rows = 0
 
 
 def _require_recorded_schema(plan: PipelinePlan, checkpoint, target: TableId, partition: str) -> None:
@@ -275,161 +431,3 @@ def _replace_column(sink: PaimonSink, target: TableId, change: ColumnChange, nam
         raise SchemaChangeError(f"re-snapshot of {target}: cannot change column {change.name!r} to the type MySQL "
                                 f"has now: {error}. Drop the Paimon table and run the pipeline to snapshot it "
                                 "afresh") from error
-
-
-def _write_snapshot(source, sink, plan, target, description, spec, marker, writer, log) -> ResnapshotResult:
-    keys = list(description.primary_keys)
-    result = ResnapshotResult(target=target, sources=sorted(plan.sources), partition=None, snapshot_id=0,
-                              offset=BinlogOffset("", 0), snapshot_offset=BinlogOffset("", 0),
-                              schema=description.schema, primary_keys=keys,
-                              partition_keys=list(description.partition_keys))
-    seen: list[pa.Table] = []
-    source_plans = [plan.sources[s] for s in sorted(plan.sources)]
-    compared = _data_columns(source_plans, description.schema.names, keys)
-    before = _active_rows(sink, target, keys + compared, spec, marker)
-
-    def write(source_plan, batch: ChangeBatch) -> None:
-        output = source_plan.transform.apply(batch)
-        if spec:
-            output = output.filter(_partition_mask(output, spec))
-        if not output.num_rows:
-            return
-        writer.write(output)
-        result.rows_written += output.num_rows
-        result.snapshot_rows += output.num_rows
-        try:
-            _count_against(output, before, keys, compared, result)
-        except pa.ArrowException:  # a column Arrow cannot compare: every row counted as inserted
-            result.counts.inserted += output.num_rows
-        count_partitions(output, result.partition_keys, result.partitions)
-        seen.append(output.select(keys))
-
-    estimates = estimate_rows(source.options, [p.source.table_id for p in source_plans]) if not spec else {}
-    if source.options.incremental_snapshot:
-        # lock-free (scan.incremental.snapshot.enabled): chunk by chunk, brought to one binlog position by the binlog
-        offset, tables = read_at_head(source, [p.source for p in source_plans])
-        result.snapshot_offset = offset
-        for source_plan in source_plans:
-            rows = tables.pop(source_plan.source.table_id)
-            progress = SnapshotProgress(source_plan.source.table_id, estimates.get(source_plan.source.table_id), log)
-            for start in range(0, rows.num_rows, source.options.snapshot_batch_rows):
-                batch = ChangeBatch(source_plan.source, rows.slice(start, source.options.snapshot_batch_rows))
-                progress.add(batch.num_rows)
-                write(source_plan, batch)
-            progress.finish(offset)
-        _check_schema_unchanged(source, source_plans, target)
-    else:
-        with source.snapshot([p.source for p in source_plans]) as snapshot:
-            result.snapshot_offset = snapshot.offset
-            for source_plan in source_plans:
-                table_id = source_plan.source.table_id
-                progress = SnapshotProgress(table_id, estimates.get(table_id), log)
-                for batch in snapshot.read(table_id):
-                    progress.add(batch.num_rows)
-                    write(source_plan, batch)
-                progress.finish(snapshot.offset)
-            _check_schema_unchanged(source, source_plans, target)
-    _remove_stale_rows(sink, target, description, spec, marker, seen, writer, result)
-    return result
-
-
-def _data_columns(source_plans: list, stored: list[str], keys: list[str]) -> list[str]:
-    """The stored non-key columns computed from MySQL columns (what a re-read row is compared on)."""
-    columns: list[str] = []
-    for source_plan in source_plans:
-        source_columns = set(source_plan.source.column_names)
-        for column, names in source_plan.transform.column_sources().items():
-            if column in stored and column not in keys and column not in columns and source_columns & set(names):
-                columns.append(column)
-    return columns
-
-
-def _active_rows(sink: PaimonSink, target: TableId, columns: list[str], spec: dict | None,
-                 marker: str | None) -> pa.Table:
-    """The table's rows (of the partition) before the re-snapshot, not marked deleted, with ``columns``."""
-    wanted = list(dict.fromkeys(columns + list(spec or {}) + ([marker] if marker else [])))
-    current = sink.read_table(target, wanted)
-    if spec:
-        current = current.filter(_partition_mask(current, spec))
-    if marker:
-        current = current.filter(pc.fill_null(pc.not_equal(current.column(marker), DELETE), True))
-    return current.select(columns)
-
-
-_BEFORE = "__lakecdc_before__"
-
-
-def _count_against(output: pa.Table, before: pa.Table, keys: list[str], compared: list[str],
-                   result: ResnapshotResult) -> None:
-    """Count the re-read rows of ``output`` as inserted (key not active in Paimon), updated (a compared value
-    differs) or unchanged."""
-    if output.select(keys + compared).schema != before.schema:  # e.g. a nullability difference: compare values
-        before = before.cast(pa.schema([output.schema.field(c) for c in before.column_names]))
-    renamed = before.rename_columns([c if c in keys else f"{c}{_BEFORE}" for c in before.column_names])
-    renamed = renamed.append_column(_BEFORE, pa.repeat(pa.scalar(True), renamed.num_rows))
-    joined = output.select(keys + compared).join(renamed, keys=keys, join_type="left outer")
-    present = pc.fill_null(joined.column(_BEFORE), False).combine_chunks()
-    existing = joined.filter(present)
-    changed = pa.array([False] * existing.num_rows, pa.bool_())
-    for column in compared:
-        changed = pc.or_(changed, _differs(existing.column(column), existing.column(f"{column}{_BEFORE}")))
-    updated = pc.sum(changed).as_py() or 0
-    result.counts.inserted += joined.num_rows - existing.num_rows
-    result.counts.updated += updated
-    result.unchanged += existing.num_rows - updated
-
-
-def _differs(new: pa.ChunkedArray, old: pa.ChunkedArray) -> pa.Array:
-    """Row-wise: the values differ (a null and a value differ; two nulls do not)."""
-    try:
-        unequal = pc.fill_null(pc.not_equal(new, old), False)
-        return pc.or_(unequal, pc.not_equal(pc.is_null(new), pc.is_null(old))).combine_chunks()
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):  # nested or mismatched types: compare as Python values
-        return pa.array([a != b for a, b in zip(new.to_pylist(), old.to_pylist())], pa.bool_())
-
-
-def _check_schema_unchanged(source: MySqlSource, source_plans: list, target: TableId) -> None:
-    """The rows were read with the schema planned before the snapshot opened; a DDL in between would make the
-    schema history recorded at the snapshot's position wrong. (A DDL after the snapshot read a table waits for the
-    snapshot's transaction to end, so it lands after the position.)"""
-    for source_plan in source_plans:
-        table_id = source_plan.source.table_id
-        if _columns(source.describe_table(table_id).to_json()) != _columns(source_plan.source.to_json()):
-            raise LakeCdcError(f"the schema of {table_id} changed while {target} was being re-snapshotted; nothing "
-                               "was committed: run the re-snapshot again")
-
-
-def _remove_stale_rows(sink, target, description, spec, marker, seen, writer, result) -> None:
-    """Delete (or mark deleted) the Paimon rows whose key the snapshot does not have. Reading while holding the
-    lock sees exactly the snapshot this commit follows."""
-    keys = list(description.primary_keys)
-    current = _active_rows(sink, target, keys, spec, marker)
-    if current.num_rows == 0:
-        return
-    snapshot_keys = pa.concat_tables(seen).combine_chunks() if seen else current.select(keys).slice(0, 0)
-    stale_keys = current.select(keys).join(snapshot_keys.select(keys), keys=keys, join_type="left anti")
-    if stale_keys.num_rows == 0:
-        return
-    if marker is None:  # SOFT_DELETE without an event-type column: nothing can mark them, and keeping them differs
-        raise LakeCdcError(
-            f"{stale_keys.num_rows} rows of {target} are gone from MySQL, but this SOFT_DELETE table has no column "
-            "holding __data_event_type__ to mark them deleted, so the re-snapshot cannot make the table equal "
-            "MySQL; nothing was committed. Add such a column to the projection (e.g. `__data_event_type__ AS "
-            "op_type`), or drop the table and run the pipeline to snapshot it afresh")
-    full = sink.read_table(target)
-    stale = full.join(stale_keys, keys=keys, join_type="left semi")
-    if marker:
-        stale = stale.set_column(stale.schema.get_field_index(marker), marker,
-                                 pa.repeat(pa.scalar(DELETE, stale.schema.field(marker).type), stale.num_rows))
-        kinds = pa.repeat(pa.scalar(INSERT), stale.num_rows)
-    else:
-        kinds = pa.repeat(pa.scalar(DELETE), stale.num_rows)
-    stale = stale.append_column(pa.field(OP_COLUMN, pa.string(), nullable=False), kinds)
-    writer.write(stale)
-    result.stale_deleted = stale.num_rows
-    result.counts.deleted += stale.num_rows
-    result.rows_written += stale.num_rows
-    # the rows as written, as a binlog commit counts them: a SOFT_DELETE table's stale row is a +I row marked
-    # deleted (it stays in the table), otherwise a -D
-    count_partitions(stale, result.partition_keys, result.partitions)
-

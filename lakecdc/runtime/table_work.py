@@ -9,8 +9,8 @@ records the captured set (``lakecdc.captured-tables``).
 **What a table does** (:func:`plan_work`): a table without checkpoint starts as ``scan.startup.mode`` says (a
 snapshot for ``initial``/``snapshot``, else a binlog read from the startup position); a table whose checkpoint
 lists an unfinished snapshot (``lakecdc.snapshot.pending``) or lacks one of its current source tables continues
-or starts that snapshot; a ``snapshot``-mode table whose snapshot is complete is finished; the others read the
-binlog from their checkpoint.
+or starts that snapshot (an unfinished re-snapshot starts over: lakecdc.runtime.replacement); a ``snapshot``-mode
+table whose snapshot is complete is finished; the others read the binlog from their checkpoint.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from lakecdc.config import PipelineConfig
 from lakecdc.errors import BinlogPurgedError, SourceError
 from lakecdc.model import BinlogOffset, TableId
-from lakecdc.runtime.checkpoint import Checkpoint
+from lakecdc.runtime.checkpoint import PHASE_RESNAPSHOT, Checkpoint
 from lakecdc.runtime.plan import PipelinePlan, TargetPlan
 from lakecdc.source import ChunkKey, ChunkProgress, MySqlSource
 from lakecdc.source.ddl import online_tool_table_of
@@ -105,6 +105,7 @@ class TargetWork:
     done_sources: list[TableId] = field(default_factory=list)  # SNAPSHOT: sources already snapshotted
     skip_events: int = 0
     skip_rows: int = 0
+    replace: bool = False  # SNAPSHOT: a whole-table re-snapshot (lakecdc.runtime.replacement), read from the start
 
 
 def plan_work(config: PipelineConfig, plan: PipelinePlan, checkpoints: dict[TableId, Checkpoint | None],
@@ -128,6 +129,13 @@ def plan_work(config: PipelineConfig, plan: PipelinePlan, checkpoints: dict[Tabl
                 offset, skip_events, skip_rows = startup
                 work[target] = TargetWork(target, FRESH_BINLOG, None, offset=offset, skip_events=skip_events,
                                           skip_rows=skip_rows)
+            continue
+        if checkpoint.pending and checkpoint.phase == PHASE_RESNAPSHOT:
+            # a re-snapshot stopped half-way: its record of what it wrote went with it, so it starts over (rows
+            # already rewritten are rewritten again; the sweep then finds every stale row)
+            log.info("the re-snapshot of %s stopped before its end: it starts over", target)
+            work[target] = TargetWork(target, SNAPSHOT, checkpoint, progress={s: ChunkProgress() for s in sources},
+                                      replace=True)
             continue
         progress = {s: ChunkProgress.from_json(p) for s, p in checkpoint.pending.items() if s in sources}
         for s in sources:

@@ -26,6 +26,7 @@ from lakecdc.sink.lock import InProcessTableLock, TableLock, lock_path
 from lakecdc.sink.metadata import StoredTable, Warehouse, open_warehouse_metadata, uses_catalog_files
 from lakecdc.sink.reader import empty_changes as _empty_changes
 from lakecdc.sink.reader import read_changes as _read_changes
+from lakecdc.sink.reader import read_batches as _read_batches
 from lakecdc.sink.reader import read_table as _read_table
 from lakecdc.sink.reader import counted_from_files as _counted_from_files
 from lakecdc.sink.reader import row_count as _row_count
@@ -425,6 +426,23 @@ class PaimonSink:
                                 f"is {'at ' + str(first.time_millis) if first else 'not written yet'})")
             options["scan.timestamp-millis"] = str(int(timestamp_ms))
         return _read_table(table_id, self._require(table_id, options), columns, predicate_builder, limit)
+
+    def read_batches(self, table_id: TableId, columns: list[str] | None = None, *,
+                     snapshot_id: int | None = None) -> Iterator[pa.RecordBatch]:
+        """The merged rows of the latest snapshot (or of ``snapshot_id``) as record batches, one bucket at a time,
+        so a whole-table pass holds one batch, never the table."""
+        return _read_batches(table_id, self._at_snapshot(table_id, snapshot_id), columns)
+
+    def column_names(self, table_id: TableId, snapshot_id: int | None = None) -> list[str]:
+        """The table's columns, as of ``snapshot_id`` (its schema then) or now."""
+        return [f.name for f in self._at_snapshot(table_id, snapshot_id).table_schema.fields]
+
+    def _at_snapshot(self, table_id: TableId, snapshot_id: int | None):
+        options = dict(native.NATIVE_OPTIONS)
+        if snapshot_id is not None:
+            self._check_snapshot(table_id, snapshot_id)
+            options["scan.snapshot-id"] = str(int(snapshot_id))
+        return self._require(table_id, options)
 
     def _check_snapshot(self, table_id: TableId, snapshot_id: int) -> None:
         latest = self.latest_snapshot_id(table_id)

@@ -11,6 +11,8 @@ projection, a pushed-down predicate and a limit; and the changes between two sna
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -66,6 +68,30 @@ def read_table(table_id: TableId, table, columns: list[str] | None = None, predi
     if limit is not None and result.num_rows > limit:
         result = result.slice(0, limit)
     return result
+
+
+def read_batches(table_id: TableId, table, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """The snapshot of ``table`` (as :func:`read_table`) batch by batch, one split (a bucket's files) at a time:
+    memory holds one batch of one bucket's merged rows, never the table."""
+    _check_columns(table_id, table, columns)
+    try:
+        builder = table.new_read_builder()
+        if columns is not None:
+            builder = builder.with_projection(list(columns))
+        splits = builder.new_scan().plan().splits()
+        read = builder.new_read()
+        for split in splits:
+            reader = read.to_arrow_batch_reader([split], parallelism=1)
+            try:
+                yield from reader
+            finally:
+                close = getattr(reader, "close", None)
+                if close is not None:
+                    close()
+    except SinkError:
+        raise
+    except Exception as error:
+        raise SinkError(f"table {table_id}: read failed: {error}") from error
 
 
 def row_count(table_id: TableId, table, storage: dict[str, str] | None = None) -> int:

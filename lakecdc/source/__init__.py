@@ -158,6 +158,11 @@ class MySqlSource:
         with self._session() as conn:
             return _schema.describe_tables(conn, table_ids, self.options)
 
+    def leading_index_columns(self, table_id: TableId) -> set[str]:
+        """The columns that lead one of the table's indexes."""
+        with self._session() as conn:
+            return _schema.leading_index_columns(conn, table_id, self.options)
+
     def head_offset(self) -> BinlogOffset:
         """The current end of the binlog (SHOW MASTER STATUS) with its GTID position."""
         with self._session() as conn:
@@ -178,11 +183,13 @@ class MySqlSource:
             return {_connection.text(row[0]): int(row[1])
                     for row in _connection.query(conn, "SHOW BINARY LOGS", options=self.options)}
 
-    def snapshot(self, tables: list[SourceTable], *, incremental: bool = False) -> InitialLoadReader:
+    def snapshot(self, tables: list[SourceTable], *, incremental: bool = False,
+                 extra: dict[TableId, tuple[str, list]] | None = None) -> InitialLoadReader:
         """A consistent snapshot of ``tables`` (a context manager; ``offset`` is its exact binlog position), or with
         ``incremental`` a lock-free chunk-by-chunk read (``offset`` is where it started; each chunk's watermarks are
-        in ``windows``: see lakecdc.runtime.incremental for how they become exact)."""
-        return InitialLoadReader(self.options, list(tables), incremental=incremental)
+        in ``windows``: see lakecdc.runtime.incremental for how they become exact). ``extra``: per table, a condition
+        (SQL with ``%s`` parameters, and its arguments) every chunk statement adds."""
+        return InitialLoadReader(self.options, list(tables), incremental=incremental, extra=extra)
 
     def read_binlog(self, tables: dict[TableId, SourceTable], start_offsets: dict[TableId, BinlogOffset],
                     stop: BinlogOffset | None, *, cuts=(), skip_events: int = 0, skip_rows: int = 0,

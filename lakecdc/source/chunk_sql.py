@@ -84,6 +84,24 @@ def limited_query(table: SourceTable, key: ChunkKey, progress: ChunkProgress, si
             f"LIMIT {int(size)}", args)
 
 
+def ranges_condition(ranges: list) -> tuple[str, list] | None:
+    """The condition that rows lie in every one of ``ranges`` (lakecdc.transform.partition_ranges.ColumnRange: a
+    column IS NULL, = a value, or in [start, end)), as an ``extra`` of the chunk statements; None for no range."""
+    parts: list[str] = []
+    args: list = []
+    for r in ranges:
+        name = _name(r.column)
+        if r.is_null:
+            parts.append(f"{name} IS NULL")
+        elif r.equals is not None:
+            parts.append(f"{name} = %s")
+            args.append(r.equals)
+        else:
+            parts.append(f"{name} >= %s AND {name} < %s")
+            args += [r.start, r.end]
+    return (" AND ".join(f"({p})" for p in parts), args) if parts else None
+
+
 def _and(where: str, args: list, extra: tuple[str, list] | None) -> tuple[str, list]:
     """``where`` narrowed by an extra condition (a re-snapshot's partition range) when there is one."""
     if extra is None:

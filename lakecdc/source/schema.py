@@ -141,6 +141,13 @@ def _describe_batch(conn, database: str, names: list[str], options: MySqlSourceO
     return described
 
 
+def leading_index_columns(conn, table_id: TableId, options: MySqlSourceOptions) -> set[str]:
+    """The columns that lead an index of the table (a range of them is read without a scan)."""
+    rows = query(conn, "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s AND "
+                       "TABLE_NAME = %s AND SEQ_IN_INDEX = 1", (table_id.database, table_id.table), options=options)
+    return {text(r[0]) for r in rows}
+
+
 def _not_null_keys(indexes: dict[str, list[str]], columns: tuple) -> tuple[tuple[str, ...], ...]:
     """The unique indexes whose columns are all NOT NULL (a NULL-able unique column may repeat NULL), by name."""
     nullable = {c.name for c in columns if c.nullable}

@@ -208,6 +208,15 @@ class CompiledTransform:
         reads none). A stable accessor for column lineage; callers tell metadata names from source columns."""
         return {f.name: _referenced_columns(node) for f, node in self._columns}
 
+    def column_expression(self, name: str) -> Node | None:
+        """The compiled expression of output column ``name`` (None: no such column)."""
+        return next((node for f, node in self._columns if f.name == name), None)
+
+    @property
+    def zone(self) -> str:
+        """The pipeline's local time zone the expressions are evaluated in."""
+        return self._zone
+
     def apply(self, batch: ChangeBatch) -> pa.Table:
         """Project, filter, split UPDATEs and convert; returns the output columns plus ``OP_COLUMN``."""
         data = batch.data
