@@ -16,28 +16,9 @@ from lakecdc.runtime.checkpoint import PHASE_BINLOG, PHASE_RESNAPSHOT, read_chec
 from lakecdc.runtime.resnapshots import resnapshot
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
+from tests.test_source_chunked import PIPELINE
 
 LAKECDC = str(Path(sys.executable).parent / "lakecdc")
-
-PIPELINE = """
-source:
-  type: mysql
-  hostname: 127.0.0.1
-  port: {port}
-  username: root
-  password: ""
-  tables: {db}.orders
-  server-id: 5950-5959
-  scan.incremental.snapshot.chunk.size: 300
-{transform}
-sink:
-  type: paimon
-  catalog.properties.metastore: filesystem
-  catalog.properties.warehouse: {warehouse}
-pipeline:
-  name: regroup {db}
-  lakecdc.snapshot.commit-rows: {commit_rows}
-"""
 
 PARTITIONED = """
 transform:
@@ -53,8 +34,9 @@ def setup(server, db, tmp_path, *, partitioned=False, commit_rows=1000):
                    database=db)
     server.execute("INSERT INTO orders SELECT seq, seq % 7, TIMESTAMPADD(HOUR, seq % 240, '2026-01-01') "
                    "FROM seq_1_to_4000", database=db)
-    text = PIPELINE.format(port=server.port, db=db, warehouse=tmp_path / "warehouse", commit_rows=commit_rows,
-                           transform=PARTITIONED.format(db=db) if partitioned else "")
+    text = PIPELINE.format(port=server.port, tables=f"{db}.orders", db=db, chunk=300, commit_rows=commit_rows,
+                           extra="", warehouse=tmp_path / "warehouse", server_id="5950-5959")
+    text += PARTITIONED.format(db=db) if partitioned else ""
     path = tmp_path / "pipeline.yaml"
     path.write_text(text)
     return parse_pipeline(text, path=str(path)), path
