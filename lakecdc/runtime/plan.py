@@ -6,6 +6,7 @@ configuration error surfaces first.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pyarrow as pa
 
@@ -15,6 +16,8 @@ from lakecdc.model import SourceTable, TableId
 from lakecdc.selectors import TableSelector
 from lakecdc.source import MySqlSource
 from lakecdc.transform import CompiledTransform, compile_transform, select_rule
+from lakecdc.transform.expressions import DATA_EVENT_TYPE, parse_projection
+from lakecdc.transform.rules import SOFT_DELETE
 from lakecdc.transform.routes import CoercedTransform, Router, merge_schemas
 
 
@@ -159,3 +162,18 @@ def _merge_routed_schemas(config: PipelineConfig, targets: dict[TableId, TargetP
         if not source_plan.transform.output_schema.equals(schema):
             source_plan.transform = CoercedTransform(source_plan.transform, schema,
                                                      getattr(source_plan.transform, "_zone", "UTC"))
+
+
+def soft_delete_column(config: PipelineConfig, plan: TargetPlan) -> str | None | Literal[False]:
+    """For a SOFT_DELETE table, the output column carrying ``__data_event_type__`` unchanged (None when it has
+    none); False when the table does not soft-delete."""
+    soft = [s for s in plan.sources if s.transform.converter == SOFT_DELETE]
+    if not soft:
+        return False
+    rule = select_rule(config.transforms, soft[0].source.table_id)
+    if rule is None or not rule.projection:
+        return None
+    for item in parse_projection(rule.projection):
+        if not item.star and item.bare_column == DATA_EVENT_TYPE:
+            return item.alias
+    return None

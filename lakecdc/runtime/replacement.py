@@ -34,9 +34,8 @@ import pyarrow.compute as pc
 from lakecdc.config import PipelineConfig
 from lakecdc.errors import LakeCdcError
 from lakecdc.model import DELETE, INSERT, OP_COLUMN, UPDATE_AFTER, TableId
-from lakecdc.runtime.plan import TargetPlan
 from lakecdc.runtime.report import count_partitions
-from lakecdc.runtime.verify import soft_delete_column
+from lakecdc.runtime.plan import TargetPlan, soft_delete_column
 from lakecdc.sink import PaimonSink
 
 KEYS_PER_PARTITION = 1_000_000

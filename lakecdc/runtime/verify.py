@@ -22,7 +22,6 @@ says so.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,7 +31,7 @@ from lakecdc.errors import LakeCdcError
 from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, ChangeBatch, TableId
 from lakecdc.runtime.checkpoint import Checkpoint, read_checkpoint
 from lakecdc.runtime.connect import open_sink, open_source
-from lakecdc.runtime.plan import PipelinePlan, TargetPlan, build_plan
+from lakecdc.runtime.plan import PipelinePlan, TargetPlan, build_plan, soft_delete_column
 from lakecdc.runtime.schema_evolution import IGNORE, LENIENT, TRY_EVOLVE, included_types
 from lakecdc.sink import PaimonSink, TableDescription
 from lakecdc.sink.evolution import holds_every_value, paimon_type, readable_type_change
@@ -41,8 +40,7 @@ from lakecdc.source import MySqlSource, MySqlSourceOptions
 from lakecdc.source.activity import binlog_sizes, bytes_between
 from lakecdc.source.ddl import ADD_COLUMN, ALTER_COLUMN_TYPE, DROP_COLUMN, RENAME_COLUMN
 from lakecdc.source.schema import source_table_from_json
-from lakecdc.transform.expressions import DATA_EVENT_TYPE, parse_projection
-from lakecdc.transform.rules import SOFT_DELETE, select_rule
+from lakecdc.transform.rules import select_rule
 
 PK_UNIQUE = "primary_key_unique"
 ROW_COUNT = "row_count_matches_source"
@@ -121,21 +119,6 @@ def has_filter(config: PipelineConfig, sources: list[TableId]) -> bool:
 def check_names(config: PipelineConfig, sources: list[TableId]) -> list[str]:
     """The checks a table fed by ``sources`` has (no row count when a filter drops rows)."""
     return [n for n in CHECK_NAMES if n != ROW_COUNT or not has_filter(config, sources)]
-
-
-def soft_delete_column(config: PipelineConfig, plan: TargetPlan) -> str | None | Literal[False]:
-    """For a SOFT_DELETE table, the output column carrying ``__data_event_type__`` unchanged (None when it has
-    none); False when the table does not soft-delete."""
-    soft = [s for s in plan.sources if s.transform.converter == SOFT_DELETE]
-    if not soft:
-        return False
-    rule = select_rule(config.transforms, soft[0].source.table_id)
-    if rule is None or not rule.projection:
-        return None
-    for item in parse_projection(rule.projection):
-        if not item.star and item.bare_column == DATA_EVENT_TYPE:
-            return item.alias
-    return None
 
 
 # ------------------------------------------------------------------------------------------- table state
