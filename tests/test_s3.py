@@ -184,6 +184,36 @@ def test_sink_writes_reads_and_publishes_by_conditional_put(s3_server, s3_wareho
         "ETag"] == stored["ETag"]
 
 
+def test_a_snapshot_id_expiry_freed_is_not_published_again(s3_server):
+    """publish_snapshot: the conditional put of snapshot-N stands when N-1 exists, or when the EARLIEST hint is not
+    past N (an expiry that began after the put); when N-1 is gone and EARLIEST is past N (N had been expired and its
+    key freed), the object just written is deleted and the id counts as taken; likewise snapshot-1 once anything
+    was expired."""
+    client, bucket = s3_server.client(), s3_server.new_bucket()
+    keys = lambda: sorted(k.rsplit("/", 1)[1] for k in s3_server.keys(bucket))  # noqa: E731
+
+    def put(name: str, data: bytes = b"{}") -> None:
+        client.put_object(Bucket=bucket, Key=f"t/snapshot/{name}", Body=data)
+
+    def publish(snapshot_id: int) -> bool:  # each writer's own bytes (equal bytes are one writer's retried put)
+        return object_store.publish_snapshot(client, bucket, f"t/snapshot/snapshot-{snapshot_id}",
+                                             os.urandom(8))
+
+    assert publish(1) and publish(2) and not publish(2)  # new ids; a taken one
+    put("EARLIEST", b"2")
+    assert publish(3)  # snapshot 2 exists
+    for name in ("snapshot-1", "snapshot-2", "snapshot-3"):  # expired, EARLIEST written first
+        client.delete_object(Bucket=bucket, Key=f"t/snapshot/{name}")
+    put("EARLIEST", b"5")
+    put("snapshot-5")
+    assert not publish(3) and not publish(1)  # expired ids: withdrawn
+    assert keys() == ["EARLIEST", "snapshot-5"]
+    put("EARLIEST", b"6")  # an expiry that deleted 5 right after a writer published 6 on top of it
+    client.delete_object(Bucket=bucket, Key="t/snapshot/snapshot-5")
+    put("EARLIEST", b"5")
+    assert publish(6) and keys() == ["EARLIEST", "snapshot-6"]
+
+
 def _commit_once(options: dict, worker: int, commit: int, barrier=None) -> str:
     """One "run": load the table's state (the base snapshot), optionally wait for the others, commit one row."""
     sink = PaimonSink(options, commit_user_prefix=f"w{worker}-")
