@@ -112,6 +112,25 @@ class Figures:
     rows_read: list[dict[str, int]] = field(default_factory=list)  # status counter -> rows, per micro-batch
     cli_seconds: float = 0.0  # lakecdc run of CHANGES changes
     resnapshot: Measured | None = None  # lakecdc resnapshot (the large table only)
+    compactions: int = 0  # upkeep compactions (lakecdc.upkeep = compact) among the measured micro-batches
+
+
+def snapshots(table: Table) -> list:
+    """The table's Paimon snapshots (pypaimon Snapshot objects), oldest first."""
+    from lakecdc.config import load_pipeline
+    from lakecdc.model import TableId
+    from lakecdc.sink import PaimonSink
+
+    return PaimonSink(load_pipeline(table.yaml).sink.catalog_options).snapshots(TableId(DATABASE, table.name))
+
+
+def compactions_since(table: Table, snapshot_id: int) -> int:
+    """Upkeep compactions committed after ``snapshot_id`` (a compaction rewrites the table's live rows, so a
+    micro-batch that does one costs more)."""
+    from lakecdc.sink.upkeep import COMPACT, UPKEEP_PROPERTY
+
+    return sum(1 for s in snapshots(table)
+               if s.id > snapshot_id and (s.properties or {}).get(UPKEEP_PROPERTY) == COMPACT)
 
 
 def measure(server: MariaDBServer, large: Table, small: Table, repeats: int,
@@ -120,12 +139,15 @@ def measure(server: MariaDBServer, large: Table, small: Table, repeats: int,
     for t in (small, large):  # Dagster's first run also reports the CLI's commits: not measured
         change(server, t, 0)
         dagster_micro_batch(server, t, env)
+    before = {t.name: snapshots(t)[-1].id for t in (small, large)}
     for round_ in range(1, repeats + 1):
         for t in (small, large):
             change(server, t, round_)
             done, counted = dagster_micro_batch(server, t, env)
             figures[t.name].dagster_seconds.append(done.seconds)
             figures[t.name].rows_read.append(counted)
+    for t in (small, large):
+        figures[t.name].compactions = compactions_since(t, before[t.name])
     for t in (small, large):
         change(server, t, repeats + 1)
         figures[t.name].cli_seconds = lakecdc(t, env, "run").seconds
@@ -145,7 +167,8 @@ def report(large: Figures, small: Figures) -> list[str]:
                  f"whole command, median of {repeats}): {small.rows:,} rows {medians[0]:.2f} s, {large.rows:,} rows "
                  f"{medians[1]:.2f} s = {ratio:.2f}x (target <= {TIME_RATIO_TARGET:g}x): "
                  f"{verdict(ratio <= TIME_RATIO_TARGET)}")
-    lines.append(f"  runs (s): {runs}")
+    lines.append(f"  runs (s): {runs}; upkeep compactions among them (each rewrites the table's live rows): "
+                 f"{small.rows:,} rows {small.compactions}, {large.rows:,} rows {large.compactions}")
     for f in (small, large):
         worst = {name: max(r[name] for r in f.rows_read) for name in f.rows_read[0]}
         target = "" if f is small else \
