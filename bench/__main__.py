@@ -13,7 +13,10 @@ and prints for each case lakecdc's rate next to references measured in the same 
   follow mode and in sensor mode, and the fixed cost of a run;
 - whole-database: N tables (10, 100, 1,000) of 1,000 rows with 1,000 changes spread over them, the binlog run of
   the CLI (its whole command) vs one Dagster run of every table, with the MySQL connections each opened; loading the
-  definitions and one sensor tick (bench/wholedb_bench.py).
+  definitions and one sensor tick (bench/wholedb_bench.py);
+- routine: a 3,000,000-row and a 30,000-row table, each in its own pipeline: the Dagster micro-batch of 10 changes
+  (``dagster asset materialize``, whole command) on the large table as a ratio to the small one, the MySQL rows it
+  reads, and the peak memory of ``lakecdc resnapshot`` against the first snapshot's (bench/routine_bench.py).
 
 Benchmark-only dependencies (dlt, connectorx: the ``bench`` extra of pyproject.toml) are installed when missing,
 unless ``--no-install`` (then the dlt references are skipped).
@@ -31,14 +34,14 @@ from pathlib import Path
 
 from bench.common import ROOT, Case, bench_server, create_orders
 
-CASES = ("snapshot", "memory", "binlog", "transform", "upkeep", "s3", "freshness", "whole-database")
+CASES = ("snapshot", "memory", "binlog", "transform", "upkeep", "s3", "freshness", "whole-database", "routine")
 FULL = dict(rows=1_000_000, big_rows=5_000_000, changes=1_000_000, transform_rows=1_000_000,
             # upkeep_args=None: upkeep_bench.py's own defaults
             upkeep_args=None, s3_rows=200_000, freshness_seconds=60.0, sensor_interval=30.0, repeats=3,
-            wholedb_tables="10,100,1000")
+            wholedb_tables="10,100,1000", routine_rows="3000000,30000")
 QUICK = dict(rows=50_000, big_rows=250_000, changes=50_000, transform_rows=100_000,
              upkeep_args="20000 30 500", s3_rows=20_000, freshness_seconds=15.0, sensor_interval=5.0, repeats=1,
-             wholedb_tables="10,50")
+             wholedb_tables="10,50", routine_rows="300000,3000")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -58,6 +61,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="runs of lakecdc and of each reference in the snapshot and binlog cases, alternating; "
                              "the medians are compared (default 3; --quick: 1)")
     parser.add_argument("--wholedb-tables", help="table counts of the whole-database case (default 10,100,1000)")
+    parser.add_argument("--routine-rows", help="rows of the routine case's large and small tables (default "
+                                               "3000000,30000)")
     parser.add_argument("--upkeep-args", help="arguments for bench/upkeep_bench.py (ROWS COMMITS CHANGES)")
     parser.add_argument("--dlt-backends", default="pyarrow,connectorx",
                         help="dlt references of the snapshot case (comma-separated; empty: none)")
@@ -156,6 +161,10 @@ def run(args) -> list[Case]:
     if "whole-database" in args.cases:  # its own server and warehouses
         from bench import wholedb_bench
         report(wholedb_bench.case([int(n) for n in args.wholedb_tables.split(",")]))
+    if "routine" in args.cases:  # its own server, warehouse and Dagster instance
+        from bench import routine_bench
+        large, small = (int(n) for n in args.routine_rows.split(","))
+        report(routine_bench.case(large, small, args.repeats))
     return cases
 
 

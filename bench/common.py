@@ -202,6 +202,41 @@ def _cli_env() -> dict[str, str]:
     return env
 
 
+# The kernel's peak RSS of a waited child (getrusage's ru_maxrss) counts the memory of the process it was forked
+# from when it execs (Linux records the old address space's high-water mark at exec), so a command started from the
+# bench's own process would report at least the bench's size. It is started by this small launcher instead, which
+# writes the peak (KiB) and the exit code of the command it waited for into the file named first.
+_PEAK_LAUNCHER = ("import os, subprocess, sys\n"
+                  "child = subprocess.Popen(sys.argv[2:])\n"
+                  "_, status, usage = os.wait4(child.pid, 0)\n"
+                  "code = os.waitstatus_to_exitcode(status)\n"
+                  "open(sys.argv[1], 'w').write(f'{usage.ru_maxrss} {code}')\n"
+                  "sys.exit(code if code >= 0 else 1)\n")
+
+
+@dataclass
+class Measured:
+    """One command, start to exit: its seconds, its peak RSS (the largest of its process and the descendants it
+    waited for, as ``/usr/bin/time -v`` reports it) and what it printed."""
+
+    seconds: float
+    peak_mib: float
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def measured_run(command: list[str], *, env: dict[str, str] | None = None, cwd: Path = ROOT) -> Measured:
+    """Run ``command`` to its end through the peak-RSS launcher (about 20 ms of Python start-up added to its
+    seconds)."""
+    with tempfile.TemporaryDirectory(prefix="lakecdc-bench-peak-") as tmp:
+        result = Path(tmp) / "peak"
+        seconds, proc = timed(subprocess.run, [sys.executable, "-I", "-S", "-c", _PEAK_LAUNCHER, str(result),
+                                               *command], cwd=cwd, env=env, capture_output=True, text=True)
+        peak_kib, code = (int(v) for v in result.read_text().split()) if result.exists() else (0, proc.returncode)
+    return Measured(seconds, peak_kib / 1024, code, proc.stdout, proc.stderr)
+
+
 def cli_run(yaml_text: str) -> tuple[float, list[dict]]:
     """``lakecdc run --json`` of the pipeline in its own process, as a user runs it: the seconds from process start
     to exit, and the tables of its result."""

@@ -85,6 +85,8 @@ DEFAULT_KEY = b"lakecdc.default"  # Arrow field metadata: the column's default v
 # The snapshot property every checkpoint carries (its binlog file; lakecdc.runtime.checkpoint has the others): sink
 # upkeep finds checkpoints by it and never expires the newest snapshot that has it.
 CHECKPOINT_KEY = "lakecdc.binlog.file"
+# lakecdc's own files inside a warehouse, beside the tables: table locks, upkeep records, the S3 store probe
+LAKECDC_DIR = ".lakecdc"
 _SIZED_TYPE = re.compile(r"^(char|varchar|binary|varbinary)\((\d+)\)")
 _TEMPORAL_PRECISION = re.compile(r"^(datetime|timestamp|time)\((\d)\)")
 

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,11 +24,16 @@ from lakecdc.config import load_pipeline, parse_pipeline
 from lakecdc.errors import CommitConflictError, PipelineConfigError, SinkError
 from lakecdc.model import OP_COLUMN, TableId
 from lakecdc.runtime import run_micro_batch
+from lakecdc.runtime.checkpoint import read_checkpoint
 from lakecdc.sink import PaimonSink
 from lakecdc.sink import object_store
+from lakecdc.sink.table_files import References, open_table_files
 from lakecdc.sink.object_store import (PAUSE_BEFORE_PUBLISH, PAUSE_BEFORE_SCHEMA_PUBLISH, PAUSEPOINT_ENV,
                                       PAUSEPOINT_FILE_ENV)
 from tests.dagster_processes import materialize_out_of_process
+from tests.test_upkeep import PIPELINE as KEPT_UP_PIPELINE
+from tests.test_upkeep import change as change_kept_up_tables
+from tests.test_upkeep import create_tables as create_kept_up_tables
 from tests.s3_server import ACCESS_KEY, KEY_ENV, REGION, SECRET_ENV, SECRET_KEY
 
 pytestmark = pytest.mark.slow  # a private S3 server and full pipeline runs
@@ -176,6 +182,36 @@ def test_sink_writes_reads_and_publishes_by_conditional_put(s3_server, s3_wareho
     assert table.file_io.try_to_write_atomic(snapshot_2, "{}") is False
     assert s3_server.client().get_object(Bucket=bucket, Key="warehouse/db.db/items/snapshot/snapshot-2")[
         "ETag"] == stored["ETag"]
+
+
+def test_a_snapshot_id_expiry_freed_is_not_published_again(s3_server):
+    """publish_snapshot: the conditional put of snapshot-N stands when N-1 exists, or when the EARLIEST hint is not
+    past N (an expiry that began after the put); when N-1 is gone and EARLIEST is past N (N had been expired and its
+    key freed), the object just written is deleted and the id counts as taken; likewise snapshot-1 once anything
+    was expired."""
+    client, bucket = s3_server.client(), s3_server.new_bucket()
+    keys = lambda: sorted(k.rsplit("/", 1)[1] for k in s3_server.keys(bucket))  # noqa: E731
+
+    def put(name: str, data: bytes = b"{}") -> None:
+        client.put_object(Bucket=bucket, Key=f"t/snapshot/{name}", Body=data)
+
+    def publish(snapshot_id: int) -> bool:  # each writer's own bytes (equal bytes are one writer's retried put)
+        return object_store.publish_snapshot(client, bucket, f"t/snapshot/snapshot-{snapshot_id}",
+                                             os.urandom(8))
+
+    assert publish(1) and publish(2) and not publish(2)  # new ids; a taken one
+    put("EARLIEST", b"2")
+    assert publish(3)  # snapshot 2 exists
+    for name in ("snapshot-1", "snapshot-2", "snapshot-3"):  # expired, EARLIEST written first
+        client.delete_object(Bucket=bucket, Key=f"t/snapshot/{name}")
+    put("EARLIEST", b"5")
+    put("snapshot-5")
+    assert not publish(3) and not publish(1)  # expired ids: withdrawn
+    assert keys() == ["EARLIEST", "snapshot-5"]
+    put("EARLIEST", b"6")  # an expiry that deleted 5 right after a writer published 6 on top of it
+    client.delete_object(Bucket=bucket, Key="t/snapshot/snapshot-5")
+    put("EARLIEST", b"5")
+    assert publish(6) and keys() == ["EARLIEST", "snapshot-6"]
 
 
 def _commit_once(options: dict, worker: int, commit: int, barrier=None) -> str:
@@ -475,6 +511,131 @@ def test_upkeep_next_to_a_writer_stopped_at_publish(s3_server, s3_warehouse, tmp
     latest = PaimonSink(s3_warehouse).snapshots(target)[-1]
     assert latest.properties["lakecdc.upkeep"] in ("compact", "merge-manifests")
     assert latest.properties["lakecdc.binlog.file"] == "b.2"  # the checkpoint is the last committed one
+
+
+# tests/test_upkeep.py's pipeline (upkeep thresholds of 3 files, 2 retained snapshots, no time retained, orphans of
+# any age) with its primary-key table alone (accounts; the append table adds time, not cases), upkeep every 2 commits
+UPKEEP_PIPELINE = (KEPT_UP_PIPELINE.replace("server-id: 5880", "server-id: {server_id}")
+                   .replace("tables: {db}.accounts, {db}.events", "tables: {db}.accounts")
+                   + "  lakecdc.upkeep.every-commits: 2\n")
+UPKEEP_TABLES = ("accounts",)
+
+
+@pytest.fixture
+def upkeep_tables(mariadb, fresh_db, s3_env):
+    """tests/test_upkeep.py's tables, and a function giving their pipeline (upkeep every 2 commits) into a
+    warehouse."""
+    create_kept_up_tables(mariadb, fresh_db)
+
+    def pipeline(warehouse: str, server_id: int):
+        return parse_pipeline(UPKEEP_PIPELINE.format(port=mariadb.port, db=fresh_db, warehouse=warehouse,
+                                                     server_id=server_id))
+    return pipeline, fresh_db
+
+
+def upkeep_outcome(result) -> tuple | None:
+    """What an upkeep did, without its file names and time (None: no upkeep)."""
+    if result is None:
+        return None
+    return (result.skipped, result.compaction_snapshot_id, result.files_rewritten, result.upgrade_snapshot_id,
+            result.manifest_snapshot_id, result.manifests_before, result.manifests_after, result.expired_snapshots,
+            result.expired_files_deleted, result.orphan_files_deleted)
+
+
+def table_layout(sink: PaimonSink, target: TableId) -> tuple:
+    """The snapshots left, and the latest one's manifests and live data files per bucket (as counts)."""
+    files = open_table_files(sink._require(target, {}), target)
+    ids = files.snapshot_ids()
+    latest = files.snapshot(ids[-1])
+    buckets = Counter((r.partition_values, r.bucket) for r in files.live_entries(latest))
+    return ids, len(files.data_manifests(latest)), sorted(buckets.values())
+
+
+def test_upkeep_every_n_commits_on_s3_as_on_a_local_warehouse(mariadb, upkeep_tables, tmp_path, s3_server,
+                                                              s3_warehouse):
+    """The same pipeline into a local and an s3:// warehouse, upkeep every 2 commits: on S3 too upkeep runs only
+    every second commit (the record of each table's last upkeep is an object of the bucket), compacts the small
+    files, merges the manifests and expires old snapshots and their files exactly as on the local warehouse; the
+    tables equal MySQL and nothing the kept snapshots do not reference is left on S3."""
+    pipeline, db = upkeep_tables
+    configs = {"local": pipeline(str(tmp_path / "warehouse"), 5970),
+               "s3": pipeline(s3_server.warehouse_yaml(s3_warehouse["warehouse"]), 5971)}
+    targets = [TableId(db, table) for table in UPKEEP_TABLES]
+    outcomes: dict[str, list] = {where: [] for where in configs}
+    for step in range(5):
+        if step:
+            change_kept_up_tables(mariadb, db, step)
+        for where, config in configs.items():
+            result = run_micro_batch(config)
+            outcomes[where].append([upkeep_outcome(result.tables[target].upkeep) for target in targets])
+    assert outcomes["s3"] == outcomes["local"]
+    for table, steps in zip(UPKEEP_TABLES, zip(*outcomes["s3"])):
+        # the first run (never kept up), then every second commit: three files per bucket each time, compacted,
+        # manifests merged, older snapshots expired
+        assert [step for step, outcome in enumerate(steps) if outcome is not None] == [0, 2, 4], (table, steps)
+        for _, compaction, _, _, merge, before, after, expired, deleted, _ in (steps[2], steps[4]):
+            assert compaction is not None and merge == compaction + 1 and after == 1 < before, (table, steps)
+            assert expired and deleted, (table, steps)
+    sinks = {where: PaimonSink(config.sink.catalog_options) for where, config in configs.items()}
+    bucket, prefix = object_store.split_location(s3_warehouse["warehouse"])
+    for target in targets:
+        layout = table_layout(sinks["s3"], target)
+        assert layout == table_layout(sinks["local"], target)
+        ids, manifests, files_per_bucket = layout
+        assert len(ids) == 2 and manifests == 1 and set(files_per_bucket) == {1}, (target, layout)
+        files = open_table_files(sinks["s3"]._require(target, {}), target)
+        kept = References()
+        for snapshot_id in ids:
+            kept.update(files.references(files.snapshot(snapshot_id), full_state_only=True))
+        assert set(files.walk_files()) == kept.names  # the expired snapshots' files are gone from the bucket
+        record = s3_server.client().get_object(Bucket=bucket, Key=f"{prefix}/.lakecdc/upkeep/{target}.json")
+        assert json.loads(record["Body"].read()) == {"snapshot_id": ids[-1]}
+        for where, config in configs.items():
+            assert_same_rows(mariadb, config.sink.catalog_options, db, target.table, context=f"on {where}")
+
+
+def test_upkeep_racing_a_run_on_s3_loses_no_commit(mariadb, upkeep_tables, tmp_path, s3_server, s3_warehouse):
+    """``lakecdc upkeep --full`` frozen right before it publishes its compaction as snapshot 3; a run commits
+    snapshot 3 meanwhile and its own upkeep (due every 2 commits) compacts, merges and expires snapshots 1 to 3, so
+    the key snapshot-3 is free again; the frozen upkeep resumes: its conditional put succeeds, but snapshot 2 is
+    gone and EARLIEST is past 3, so it withdraws its snapshot and fails with a commit conflict. The run's commit
+    and checkpoint stand, no stale snapshot-3 is left, the LATEST hint names the latest snapshot, and the tables
+    equal MySQL, then and after one more run."""
+    _, db = upkeep_tables
+    path = tmp_path / "upkeep.yaml"
+    path.write_text(UPKEEP_PIPELINE.format(port=mariadb.port, db=db, server_id=5972,
+                                           warehouse=s3_server.warehouse_yaml(s3_warehouse["warehouse"])))
+    config = load_pipeline(path)
+    target = TableId(db, "accounts")
+    run_micro_batch(config)  # snapshot 1 (and its upkeep: nothing to do)
+    change_kept_up_tables(mariadb, db, 1)
+    run_micro_batch(config)  # snapshot 2: upkeep not due
+    upkeep, marker = start_pausing_writer([str(BIN / "lakecdc"), "upkeep", str(path), "--full"],
+                                          PAUSE_BEFORE_PUBLISH, tmp_path)
+    try:
+        assert paused_at_publish(upkeep, marker).endswith("/accounts/snapshot/snapshot-3")
+        change_kept_up_tables(mariadb, db, 2)
+        run = run_micro_batch(config).tables[target]
+        assert run.snapshot_id == 3 and run.upkeep is not None and run.upkeep.expired_snapshots == [1, 2, 3], \
+            run.upkeep and run.upkeep.summary()
+    finally:
+        os.kill(upkeep.pid, signal.SIGCONT)
+        out, err = upkeep.communicate(timeout=300)
+    assert upkeep.returncode == 1, out + err[-3000:]
+    assert f"table {target}: commit conflict: another writer published snapshot 3 first and table upkeep has " \
+           f"expired it since" in err, err
+    sink = PaimonSink(config.sink.catalog_options)
+    bucket, prefix = object_store.split_location(s3_warehouse["warehouse"])
+    snapshot_dir = f"{prefix}/{db}.db/accounts/snapshot/"
+    assert sorted(k[len(snapshot_dir):] for k in s3_server.keys(bucket, snapshot_dir) if k != snapshot_dir) == \
+        ["EARLIEST", "LATEST", "snapshot-4", "snapshot-5"]
+    hint = s3_server.client().get_object(Bucket=bucket, Key=f"{snapshot_dir}LATEST")["Body"].read()
+    assert hint == b"5" and sink.latest_snapshot_id(target) == 5
+    assert read_checkpoint(sink.checkpoint(target)).offset == run.offset  # the run's checkpoint stands
+    assert_same_rows(mariadb, config.sink.catalog_options, db, "accounts", context="after the race")
+    change_kept_up_tables(mariadb, db, 3)
+    run_micro_batch(config)
+    assert_same_rows(mariadb, config.sink.catalog_options, db, "accounts", context="after one more run")
 
 
 def test_writing_sql_is_refused_on_s3():

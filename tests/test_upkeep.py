@@ -476,12 +476,17 @@ pipeline:
 """
 
 
+def create_tables(mariadb, db: str) -> None:
+    """The pipeline's MySQL tables: accounts (primary key, 300 rows) and events (no key, 50 rows)."""
+    mariadb.execute("CREATE TABLE accounts (id INT PRIMARY KEY, owner VARCHAR(20), balance INT)", database=db)
+    mariadb.execute("CREATE TABLE events (payload VARCHAR(20), amount INT)", database=db)
+    mariadb.execute("INSERT INTO accounts SELECT seq, CONCAT('o', seq), seq FROM seq_1_to_300", database=db)
+    mariadb.execute("INSERT INTO events SELECT CONCAT('e', seq), seq FROM seq_1_to_50", database=db)
+
+
 @pytest.fixture
 def lake(mariadb, fresh_db, tmp_path):
-    mariadb.execute("CREATE TABLE accounts (id INT PRIMARY KEY, owner VARCHAR(20), balance INT)", database=fresh_db)
-    mariadb.execute("CREATE TABLE events (payload VARCHAR(20), amount INT)", database=fresh_db)
-    mariadb.execute("INSERT INTO accounts SELECT seq, CONCAT('o', seq), seq FROM seq_1_to_300", database=fresh_db)
-    mariadb.execute("INSERT INTO events SELECT CONCAT('e', seq), seq FROM seq_1_to_50", database=fresh_db)
+    create_tables(mariadb, fresh_db)
     path = tmp_path / "pipeline.yaml"
     path.write_text(PIPELINE.format(port=mariadb.port, db=fresh_db, warehouse=tmp_path / "warehouse"))
     return parse_pipeline(path.read_text(), path=str(path)), path, fresh_db

@@ -9,15 +9,15 @@
 
 Options: the table's stored options, overridden by the pipeline's current ``sink.table.properties.*``. When each
 table had its last upkeep is kept in ``<warehouse>/.lakecdc/upkeep/<db>.<table>.json`` (the snapshot id it
-reached); a missing or unreadable file means "due".
+reached; an object of the bucket on an s3:// warehouse, see PaimonSink.write_state); a missing or unreadable file
+means "due". It is only a hint: a lost or stale record makes an upkeep come early, and what upkeep does is decided
+by the table's thresholds and published by conditional commits (lakecdc.sink.upkeep).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-from pathlib import Path
 from typing import Callable
 
 from lakecdc.config import PipelineConfig
@@ -26,36 +26,27 @@ from lakecdc.model import TableId
 from lakecdc.runtime.checkpoint import PIPELINE
 from lakecdc.runtime.connect import open_sink
 from lakecdc.sink import PaimonSink
-from lakecdc.sink.catalog import local_warehouse_path
 from lakecdc.sink.upkeep import UpkeepPolicy, UpkeepResult, upkeep_table
 
 logger = logging.getLogger("lakecdc.runtime.upkeep")
 
-STATE_DIR = Path(".lakecdc") / "upkeep"
 
-
-def _state_path(sink: PaimonSink, table_id: TableId) -> Path | None:
-    warehouse = local_warehouse_path(sink.warehouse)
-    return warehouse / STATE_DIR / f"{table_id.database}.{table_id.table}.json" if warehouse else None
+def _state_name(table_id: TableId) -> str:
+    return f"upkeep/{table_id.database}.{table_id.table}.json"
 
 
 def _last_upkeep(sink: PaimonSink, table_id: TableId) -> int | None:
-    path = _state_path(sink, table_id)
     try:
-        return int(json.loads(path.read_text())["snapshot_id"]) if path else None
+        data = sink.read_state(_state_name(table_id))
+        return int(json.loads(data)["snapshot_id"]) if data is not None else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def _record_upkeep(sink: PaimonSink, table_id: TableId) -> None:
-    path = _state_path(sink, table_id)
     latest = sink.latest_snapshot_id(table_id)
-    if path is None or latest is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(json.dumps({"snapshot_id": latest}))
-    os.replace(temp, path)
+    if latest is not None:
+        sink.write_state(_state_name(table_id), json.dumps({"snapshot_id": latest}).encode())
 
 
 def _due(sink: PaimonSink, table_id: TableId, every_commits: int) -> bool:

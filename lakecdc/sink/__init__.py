@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
+from pathlib import PurePath, PurePosixPath
 from typing import ContextManager, Iterator
 
 import pyarrow as pa
 
 from lakecdc.errors import CommitConflictError, SinkError
-from lakecdc.model import CHECKPOINT_KEY, TableId
+from lakecdc.model import CHECKPOINT_KEY, LAKECDC_DIR, TableId
 from lakecdc.sink import native, object_store
 from lakecdc.sink.catalog import (create_catalog, identifier, local_warehouse_path, normalize_catalog_options,
                                   storage_options)
@@ -30,6 +31,7 @@ from lakecdc.sink.reader import read_batches as _read_batches
 from lakecdc.sink.reader import read_table as _read_table
 from lakecdc.sink.reader import counted_from_files as _counted_from_files
 from lakecdc.sink.reader import row_count as _row_count
+from lakecdc.sink.table_files import LocalStore, ObjectStore
 from lakecdc.sink.tables import TableDescription, build_schema, check_existing_table, describe_table
 from lakecdc.sink.writer import TableWriter
 
@@ -252,6 +254,26 @@ class PaimonSink:
                 return None
             snapshot = manager.get_snapshot_by_id(snapshot.id - 1)  # None once older snapshots were expired
         return None
+
+    # ------------------------------------------------------------ lakecdc's own files
+    def _state_path(self, name: str) -> tuple[LocalStore | ObjectStore, PurePath]:
+        if self._warehouse_dir is not None:
+            return LocalStore(), self._warehouse_dir / LAKECDC_DIR / name
+        file_io = self._metadata.file_io if self._metadata is not None else self._catalog.file_io
+        return ObjectStore(file_io), PurePosixPath(file_io.to_filesystem_path(self.warehouse)) / LAKECDC_DIR / name
+
+    def read_state(self, name: str) -> bytes | None:
+        """The file ``<warehouse>/.lakecdc/<name>`` that lakecdc keeps beside the tables (an object on an s3://
+        warehouse), or None when there is none; OSError when it cannot be read."""
+        store, path = self._state_path(name)
+        return store.read_bytes(path)
+
+    def write_state(self, name: str, data: bytes) -> None:
+        """Create or replace ``<warehouse>/.lakecdc/<name>`` atomically (readers see the old or the new bytes). No
+        lock and no condition, the last writer's bytes stand: only for hints whose loss costs work, never data
+        (when each table had its last upkeep)."""
+        store, path = self._state_path(name)
+        store.replace(path, data)
 
     # ------------------------------------------------------------ lock, write
     def _table_lock(self, table_id: TableId, owner: str) -> TableLock | InProcessTableLock:

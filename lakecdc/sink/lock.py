@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 
 from lakecdc.errors import SinkError, TableLockedError
-from lakecdc.model import TableId
+from lakecdc.model import LAKECDC_DIR, TableId
 
-LOCK_DIR = Path(".lakecdc") / "locks"
+LOCK_DIR = Path(LAKECDC_DIR) / "locks"
 
 
 def lock_path(warehouse_dir: Path, table_id: TableId) -> Path:

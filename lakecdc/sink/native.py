@@ -331,8 +331,11 @@ def guard_snapshot_commit(table, table_id, base_snapshot_id: int) -> None:
                 raise CommitConflictError(conflict_message(
                     table_id, base_snapshot_id, f"the table's latest snapshot is {snapshot.id - 1}"))
             if not self.inner.commit(base_snapshot_uuid, snapshot, statistics):
-                raise CommitConflictError(conflict_message(
-                    table_id, base_snapshot_id, f"another writer published snapshot {snapshot.id} first"))
+                found = f"another writer published snapshot {snapshot.id} first"
+                if not table.file_io.exists(table.snapshot_manager().get_snapshot_path(snapshot.id)):
+                    found += (" and table upkeep has expired it since (this writer stalled for longer than "
+                              "snapshot.time-retained)")
+                raise CommitConflictError(conflict_message(table_id, base_snapshot_id, found))
             return True
 
         def close(self):

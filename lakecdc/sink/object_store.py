@@ -10,6 +10,9 @@ two writers publishing ``snapshot-N`` exactly one wins, atomically, and the othe
 Together with the base-snapshot check (lakecdc.sink.native.guard_snapshot_commit: a commit must become exactly
 the snapshot after the one its run loaded the checkpoint from) and ``commit.max-retries = 0`` (no re-planning on
 top of someone else's snapshot), a conflicting commit aborts the run; the next run resumes from the checkpoint.
+Snapshot expiry (table upkeep) deletes old snapshot files and so frees their keys: a snapshot publication also
+checks that its id had not been expired (publish_snapshot), or a writer stalled for longer than
+``snapshot.time-retained`` could publish an id the table has left behind.
 
 The ``LATEST`` and ``EARLIEST`` hints are only hints (readers verify them): they are written with one plain
 ``PutObject``, which replaces the object atomically, instead of pyarrow's copy + delete.
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from lakecdc.errors import SinkError
+from lakecdc.model import LAKECDC_DIR
 
 S3_SCHEMES = frozenset({"s3"})
 # Why other stores are refused (docs/operations.md, "Object-store warehouses").
@@ -248,6 +252,59 @@ def put_if_absent(client, bucket: str, key: str, data: bytes) -> bool:
     return False
 
 
+_SNAPSHOT_KEY = re.compile(r"^(?P<directory>(?:.*/)?)snapshot-(?P<id>\d+)$")
+
+
+def publish_snapshot(client, bucket: str, key: str, data: bytes) -> bool:
+    """Publish ``snapshot-N`` by conditional put; False when the id is taken, now or before.
+
+    Snapshot expiry deletes old snapshot files, which frees their ids for ``If-None-Match: *``: a writer that loaded
+    snapshot N-1 and then stalled (longer than ``snapshot.time-retained``) while others committed and upkeep expired
+    N-1 and N would otherwise publish its N successfully, below the table's earliest snapshot, on top of a state the
+    table left long ago (and a reader finding no N+1 would take it for the latest). So after the put: when N-1 is
+    gone (or N is 1) and the ``EARLIEST`` hint (written by expiry before it deletes any snapshot file) is past N, N
+    had been expired; the object just written is ours and no hint names it yet, so it is deleted and the id counts
+    as taken. Expiry deletes snapshot files oldest first and never the latest, so a present N-1 proves that N was
+    free because it never existed; a missing N-1 with ``EARLIEST`` at N or before is an expiry that started after
+    this put."""
+    if not put_if_absent(client, bucket, key, data):
+        return False
+    match = _SNAPSHOT_KEY.match(key)
+    if match is None:
+        return True
+    directory, snapshot_id = match.group("directory"), int(match.group("id"))
+    if snapshot_id > 1 and _exists(client, bucket, f"{directory}snapshot-{snapshot_id - 1}"):
+        return True
+    earliest = _read(client, bucket, f"{directory}EARLIEST")
+    if earliest is None or not earliest.strip().isdigit() or int(earliest) <= snapshot_id:
+        return True
+    client.delete_object(Bucket=bucket, Key=key)
+    return False
+
+
+def _exists(client, bucket: str, key: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    try:
+        client.head_object(Bucket=bucket, Key=key)
+        return True
+    except ClientError as error:
+        if _status(error) == 404 or _error_code(error) in ("NoSuchKey", "404", "NotFound"):
+            return False
+        raise
+
+
+def _read(client, bucket: str, key: str) -> str | None:
+    from botocore.exceptions import ClientError
+
+    try:
+        return client.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8", "replace")
+    except ClientError as error:
+        if _status(error) == 404 or _error_code(error) in ("NoSuchKey", "404"):
+            return None
+        raise
+
+
 _probed: dict[tuple, None] = {}
 _probe_lock = threading.Lock()
 
@@ -262,7 +319,7 @@ def probe_conditional_put(settings: S3Settings, warehouse: str) -> None:
     with _probe_lock:
         if cache_key in _probed:
             return
-        key = f"{prefix.rstrip('/')}/.lakecdc/probe/{uuid.uuid4().hex}".lstrip("/")
+        key = f"{prefix.rstrip('/')}/{LAKECDC_DIR}/probe/{uuid.uuid4().hex}".lstrip("/")
         client = settings.client()
         try:
             first = _put_conditional_raw(client, bucket, key, b"1")
@@ -338,7 +395,8 @@ def conditional_file_io(warehouse: str, catalog_options, settings: S3Settings):
             return True
         if "/snapshot/snapshot-" in f"/{key}":
             _pause_before_publish(path, PAUSE_BEFORE_PUBLISH)
-        elif "/schema/schema-" in f"/{key}":
+            return publish_snapshot(client(), bucket, key, data)
+        if "/schema/schema-" in f"/{key}":
             _pause_before_publish(path, PAUSE_BEFORE_SCHEMA_PUBLISH)
         return put_if_absent(client(), bucket, key, data)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, Iterator, cast
 
-from lakecdc.errors import SinkError
+from lakecdc.errors import CommitConflictError, SinkError
 from lakecdc.sink.catalog import local_warehouse_path
 from lakecdc.sink.object_store import is_object_store
 
@@ -169,6 +169,12 @@ class LocalStore:
         _write_atomic(path, data)
 
     @staticmethod
+    def replace(path: PurePath, data: bytes) -> None:
+        """Create or replace the file atomically (written aside, then renamed), with its directories."""
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, data)
+
+    @staticmethod
     def walk(root: PurePath, skip_top: frozenset[str]) -> dict[str, list[PurePath]]:
         found: dict[str, list[PurePath]] = {}
         stack = [root]
@@ -239,6 +245,12 @@ class ObjectStore:
 
     def write_hint(self, path: PurePath, data: bytes) -> None:
         self.file_io.try_to_write_atomic(f"s3://{path}", data.decode())  # one plain PUT (a hint)
+
+    def replace(self, path: PurePath, data: bytes) -> None:
+        """Create or replace the object: S3 stores a written object whole or not at all, so readers see the old
+        bytes or the new ones (no condition: the last writer's bytes stand)."""
+        with self.fs.open_output_stream(str(path)) as f:
+            f.write(data)
 
     def walk(self, root: PurePath, skip_top: frozenset[str]) -> dict[str, list[PurePath]]:
         import pyarrow.fs as pafs  # s3:// only: local runs do without it
@@ -528,8 +540,9 @@ class TableFiles:
         committer = self.table.new_snapshot_commit()
         with committer:
             if not committer.commit(latest.uuid, snapshot, []):
-                raise SinkError(f"table {self.table_id}: snapshot {snapshot.id} already exists: another writer "
-                                f"committed while upkeep held the table lock")
+                raise CommitConflictError(f"table {self.table_id}: upkeep commit conflict: another writer "
+                                          f"published snapshot {snapshot.id} first (a run, another upkeep or an "
+                                          f"external engine); upkeep published nothing")
         return snapshot.id
 
     # ----------------------------------------------------------- file walk

@@ -22,9 +22,9 @@ under the table lock (lakecdc.sink.lock), so no lakecdc writer can commit in bet
 3. **Snapshot expiry** as Paimon's ExpireSnapshots: keep at least ``snapshot.num-retained.min`` (10), at most
    ``snapshot.num-retained.max`` (unbounded) and everything younger than ``snapshot.time-retained`` (1 h),
    expiring at most ``snapshot.expire.limit`` (10) per run; never the latest snapshot, the newest one carrying the
-   lakecdc checkpoint, or one a consumer still reads. Expired snapshot files are deleted (oldest first), the
-   ``EARLIEST`` hint is written, then every file the expired snapshots referenced and no kept snapshot or tag
-   needs (data, changelog, index files, manifests, manifest lists).
+   lakecdc checkpoint, or one a consumer still reads. The ``EARLIEST`` hint is written, the expired snapshot files
+   are deleted (oldest first), then every file the expired snapshots referenced and no kept snapshot or tag needs
+   (data, changelog, index files, manifests, manifest lists).
 4. **Orphan files**: files under the table directory no snapshot or tag references and older than
    ``older_than`` (1 day by default, Paimon's ``remove_orphan_files`` default), e.g. left by a crashed writer or a
    crash in the middle of step 3.
@@ -586,9 +586,11 @@ class _Upkeep:
             snapshot = self.files.snapshot(snapshot_id)
             if snapshot is not None:
                 candidates.update(self.files.references(snapshot, full_state_only=False))
+        # the hint first: a writer that publishes an expired id by conditional put finds it past its id and
+        # withdraws (lakecdc.sink.object_store.publish_snapshot)
+        self.files.write_earliest_hint(end)
         for snapshot_id in expired:  # oldest first: the snapshots left always form one range
             self.files.delete_snapshot_file(snapshot_id)
-        self.files.write_earliest_hint(end)
         self.result.expired_snapshots = expired
         self.result.expired_files_deleted = self._delete(candidates.names - keep.names, older_than_ms=None)
 
