@@ -13,7 +13,15 @@ transaction (its group ends with XA_PREPARE_LOG_EVENT, MySQL 8 and MariaDB ≥ 1
 group, where its rows take effect, or dropped at ``XA ROLLBACK``. ``open_xa_start`` tells where the oldest prepared
 transaction still open starts; a checkpoint records it and the next read scans from there (``xa_scan_start``), so
 the held rows are known again, while transactions that end at or before each table's start offset are not emitted.
-Statement-logged DML on a captured table, and a group with rows but no commit, stop the read with an error.
+An XA COMMIT whose prepare lies before where the read started scanning (the transaction was open when a table was
+snapshotted) is resolved by looking back in the binlog for that prepare and decoding its group alone
+(lakecdc.source.xa). Statement-logged DML on a captured table, and a group with rows but no commit, stop the read
+with an error.
+
+Every event the stream delivers is decided (lakecdc.source.event_types): applied, passed over when its type carries
+neither rows nor DDL, or the read stops at it, before anything past it is committed (the library's own filtering is
+kept from dropping any other: lakecdc.source.connection.open_binlog_stream). MariaDB's compressed events and MySQL's
+compressed transactions arrive as their plain events (lakecdc.source.compressed_events).
 
 A connection lost mid-read is retried ``connect_max_retries`` times with exponential backoff, from the end of the
 last whole transaction read (python-mysql-replication itself reconnects at once after errors 2006/2013; a server
