@@ -207,7 +207,8 @@ def test_every_event_type_is_decided():
 def test_compressed_transactions_land_exactly(lake, row_metadata):
     """Inserts, updates, deletes, a transaction over both tables and a large one (30,000 rows in many rows
     events), each as one TRANSACTION_PAYLOAD event: Paimon equals MySQL, the checkpoint is the last payload's end,
-    and the events inside it start where the payload starts in the file."""
+    the events inside it start where the payload starts in the file, and the sensor's scan attributes each
+    payload to its tables."""
     from lakecdc.source.connection import event_start, open_binlog_stream
     from pymysqlreplication.row_event import WriteRowsEvent
 
@@ -236,6 +237,10 @@ def test_compressed_transactions_land_exactly(lake, row_metadata):
         finally:
             stream.close()
         assert seen <= set(wrapper.wrapped) and len(seen) == 3  # the inserts' payloads
+        # the sensor's scan reads inside the payloads too: each table exactly, none counted as unknown
+        scan = scan_activity(config(proxy.port).source, {TableId(db, "items"), TableId(db, "log")}, after, until)
+        log_commit = BinlogOffset(until.file, wrapper.wrapped[3][1])  # the transaction over both tables
+        assert scan.changed == {TableId(db, "items"): until, TableId(db, "log"): log_commit}
     for table in ("items", "log"):
         assert_same_rows(server, direct.sink.catalog_options, db, table)
         checkpoint = read_checkpoint(state(direct, db, table)[1])

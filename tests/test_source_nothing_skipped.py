@@ -268,6 +268,25 @@ def test_xa_open_across_the_snapshot_lands_or_vanishes(lake, monkeypatch, increm
         assert checkpoint(config, db, table).xa_scan_start is None
 
 
+def test_xa_rows_lakecdc_cannot_know_stop_the_run_at_their_commit(lake):
+    """An XA transaction whose prepared rows lakecdc cannot know (a partial row image) is judged where its rows take
+    effect, at its XA COMMIT: prepared in one batch (before the checkpoint, kept through xa-scan-start) and
+    committed in the next, it stops that run instead of being applied without those rows."""
+    server, db, make = lake
+    config, _ = make()
+    server.execute("INSERT INTO items VALUES (1, 10)", database=db)
+    run_micro_batch(config)
+    xa = prepare_xa(server, db, "partial", ["UPDATE items SET v = 11 WHERE id = 1"],
+                    session=("SET SESSION binlog_row_image = 'MINIMAL'",))
+    server.execute("INSERT INTO items VALUES (2, 20)", database=db)
+    run_micro_batch(config)
+    assert checkpoint(config, db, "items").xa_scan_start is not None
+    resolve_xa(xa, "partial", "COMMIT")
+    with pytest.raises(SourceError, match=rf"{db}\.items.*binlog_row_image=MINIMAL"):
+        run_micro_batch(config)
+    assert rows(config, db, "items") == [(1, 10), (2, 20)]
+
+
 def test_xa_commit_whose_prepare_is_not_in_the_binlog_is_an_error(lake):
     """A prepare the binlog does not hold (here: logged by a session with sql_log_bin=0; a purged file is the
     same): the commit's rows cannot be known, so the run stops naming the transaction, before committing."""
