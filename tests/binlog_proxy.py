@@ -23,7 +23,7 @@ import threading
 import zlib
 from typing import Callable, Iterator
 
-import zstandard
+import pyarrow as pa
 
 Rewrite = Callable[[bytes], list[bytes]]
 
@@ -269,7 +269,7 @@ def payload_event(inner: list[bytes], template: bytes, end: int, size: int | Non
     size with its checksum, reached with a header field of a type MySQL's reader skips (None: as small as it
     comes)."""
     raw = b"".join(inner)
-    data = zstandard.ZstdCompressor(level=level).compress(raw) if compression == 0 else raw
+    data = pa.Codec("zstd", compression_level=level).compress(raw, asbytes=True) if compression == 0 else raw
     value = _packed(compression)
     fields = _packed(2) + _packed(len(value)) + value
     if compression != 255:
