@@ -1,5 +1,5 @@
 """Nothing on the source side is skipped silently: XA transactions are captured as MySQL applies them (across
-micro-batches and crashes), statement-logged DML on a captured table fails the run before anything is committed,
+micro-batches, crashes and snapshots, in both snapshot modes), statement-logged DML on a captured table fails the run before anything is committed,
 a DDL statement lakecdc cannot interpret fails evolve/exception runs (and what the other modes do), a binlog that
 no longer fits the schema history is an error, and a RENAME TABLE keeps what it kept before.
 
