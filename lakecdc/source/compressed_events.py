@@ -1,4 +1,5 @@
-"""MariaDB's compressed binlog events, turned back into the plain events they compress, on the wire.
+"""Compressed binlog events (MariaDB's compressed events, MySQL 8's compressed transactions), turned back into the
+plain events they hold, on the wire.
 
 With ``log_bin_compress=ON`` MariaDB (10.2.3 and later) writes each query event and rows event of at least
 ``log_bin_compress_min_len`` bytes in a compressed form of its own event type (QUERY_COMPRESSED_EVENT and the six
@@ -12,7 +13,7 @@ positions, which come from the end position) reads it as if the server had logge
 
 The compressed part (MariaDB's ``binlog_buf_compress``): one byte ``0x80 | n`` (bit 7 set; bits 4-6 the algorithm,
 0 = zlib, the only one MariaDB writes), ``n`` bytes of the uncompressed length (big-endian), then a zlib stream. A
-form lakecdc does not know (another algorithm, a length that does not match) is an error, never a skip.
+form lakecdc does not know (another algorithm, a length that does not match) is an error, never a skip (see below).
 
 MySQL 8's binlog transaction compression (``binlog_transaction_compression=ON``, 8.0.20 and later) writes each
 transaction after its GTID event as one TRANSACTION_PAYLOAD_EVENT (type 40), sent to replicas as it is. Its layout
@@ -30,7 +31,7 @@ in the file, and a checkpoint there resumes after it), its size in the file (so 
 start, a real position to read again from), and a checksum of its own when the stream has checksums. The payload
 event's checksum is verified before anything of it is read (zstd frames need not carry one of their own).
 
-A payload lakecdc cannot decode (another compression type, corrupt data, sizes that do not add up) is never
+A compressed event lakecdc cannot decode (another compression type, corrupt data, sizes that do not add up) is never
 skipped: the packet goes on as it is, marked with the reason (:class:`UndecodedPacket`), and the binlog reader
 stops at it (lakecdc.source.event_types).
 """
@@ -60,8 +61,8 @@ _HEADER_END = _HEADER_START + _HEADER.size
 _QUERY_POST_HEADER = 13  # thread id (4), execution time (4), schema length (1), error code (2), status length (2)
 _ROWS_POST_HEADER = 8  # table id (6), flags (2); MariaDB always writes 6-byte table ids in these event types
 _CHECKSUM_SIZE = 4
-_END_POSITION = struct.Struct("<I")  # at offset 13 of the header: the event's end position
-_SIZE_AT, _END_AT = 9, 13
+_UINT32 = struct.Struct("<I")
+_SIZE_AT, _END_AT = 9, 13  # where the header holds the event's size and its end position
 
 # TRANSACTION_PAYLOAD's header fields (MySQL: Transaction_payload_event's "OTW" field types)
 _PAYLOAD_END_MARK, _PAYLOAD_SIZE, _PAYLOAD_COMPRESSION, _PAYLOAD_UNCOMPRESSED_SIZE = 0, 1, 2, 3
@@ -203,13 +204,13 @@ def payload_packets(packet: MysqlPacket) -> Iterator[MysqlPacket]:
     cannot be decoded (after the inner events read until then)."""
     data = packet.get_all_data()
     event = data[_HEADER_START:]
-    size = _END_POSITION.unpack_from(event, _SIZE_AT)[0]
+    size = _UINT32.unpack_from(event, _SIZE_AT)[0]
     try:
         payload = _payload_parts(event)
         for inner in _inner_events(payload):
             if payload.checksum:
-                inner = inner[:_SIZE_AT] + _END_POSITION.pack(len(inner) + _CHECKSUM_SIZE) + inner[_SIZE_AT + 4:]
-                inner += _END_POSITION.pack(zlib.crc32(inner))
+                inner = inner[:_SIZE_AT] + _UINT32.pack(len(inner) + _CHECKSUM_SIZE) + inner[_SIZE_AT + 4:]
+                inner += _UINT32.pack(zlib.crc32(inner))
             result = UncompressedPacket(data[:_HEADER_START] + inner, None)
             result.stored_event_size = size
             yield result
@@ -226,7 +227,7 @@ def undecoded_packet(packet: MysqlPacket, reason: str) -> UndecodedPacket:
 
 def _payload_parts(event: bytes) -> _Payload:
     """A TRANSACTION_PAYLOAD event's header fields and payload; its checksum, when it has one, verified."""
-    if len(event) < _HEADER.size or _END_POSITION.unpack_from(event, _SIZE_AT)[0] != len(event):
+    if len(event) < _HEADER.size or _UINT32.unpack_from(event, _SIZE_AT)[0] != len(event):
         raise SourceError("its size does not match its header")
     body = memoryview(event)[_HEADER.size:]
     fields: dict[int, int] = {}
@@ -274,7 +275,7 @@ def _inner_events(payload: _Payload) -> Iterator[bytes]:
             header = stream.read(_HEADER.size)
             if not header:
                 break
-            size = _END_POSITION.unpack_from(header, _SIZE_AT)[0] if len(header) == _HEADER.size else 0
+            size = _UINT32.unpack_from(header, _SIZE_AT)[0] if len(header) == _HEADER.size else 0
             body = stream.read(size - _HEADER.size) if size >= _HEADER.size else b""
             if size < _HEADER.size or len(body) != size - _HEADER.size:
                 raise SourceError(f"an event inside it is truncated (at byte {total} of the uncompressed payload)")
