@@ -1,6 +1,6 @@
 """Every form a real server writes reaches Paimon exactly, or stops the run with nothing committed: MariaDB's
-compressed binlog events (log_bin_compress), partial row images written by sessions with binlog_row_image NOBLOB or
-MINIMAL, and event types lakecdc does not read.
+compressed binlog events (log_bin_compress) and partial row images written by sessions with binlog_row_image NOBLOB
+or MINIMAL (event types lakecdc does not read, and MySQL's compressed transactions: tests/test_source_events.py).
 
 Against the private MariaDB (under FULL, MINIMAL and NO_LOG row metadata where the decoding depends on it) and real
 Paimon files; each case is compared with MySQL."""
@@ -17,8 +17,6 @@ from lakecdc.model import TableId
 from lakecdc.runtime import run_micro_batch
 from lakecdc.sink import PaimonSink
 from lakecdc.source import compressed_events
-from lakecdc.source.event_types import (ANONYMOUS_GTID_LOG_EVENT, INCIDENT_EVENT, TRANSACTION_PAYLOAD_EVENT,
-                                        unread_event_problem)
 from tests.crosscheck import assert_same_rows
 
 PIPELINE = """
@@ -218,19 +216,6 @@ def test_after_image_takes_unlogged_columns_from_the_before_image():
     filled = fill_after_from_before(changes, gaps.fillable_after)
     assert filled.column("body").to_pylist() == ["a", "a", "b", "b"]
     assert filled.column("id").to_pylist() == [1, 1, 2, 3]
-
-
-# ------------------------------------------------------------------------------- event types lakecdc does not read
-
-
-def test_event_types_that_may_carry_rows_stop_the_read():
-    assert unread_event_problem(ANONYMOUS_GTID_LOG_EVENT, "binlog.000001:100") is None
-    payload = unread_event_problem(TRANSACTION_PAYLOAD_EVENT, "binlog.000001:100")
-    assert payload and "binlog_transaction_compression" in payload and "binlog.000001:100" in payload
-    incident = unread_event_problem(INCIDENT_EVENT, "binlog.000001:100")
-    assert incident and "Re-snapshot" in incident
-    unknown = unread_event_problem(0xEE, "binlog.000001:100")
-    assert unknown and "0xee" in unknown
 
 
 # ------------------------------------------------------------------------------------ statements with comments

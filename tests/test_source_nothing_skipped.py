@@ -1,5 +1,5 @@
 """Nothing on the source side is skipped silently: XA transactions are captured as MySQL applies them (across
-micro-batches and crashes), statement-logged DML on a captured table fails the run before anything is committed,
+micro-batches, crashes and snapshots, in both snapshot modes), statement-logged DML on a captured table fails the run before anything is committed,
 a DDL statement lakecdc cannot interpret fails evolve/exception runs (and what the other modes do), a binlog that
 no longer fits the schema history is an error, and a RENAME TABLE keeps what it kept before.
 
@@ -39,6 +39,7 @@ source:
   tables: {db}.\\.*
   server-id: 5820
   scan.incremental.snapshot.chunk.key-column: {db}.events:id
+  scan.incremental.snapshot.enabled: {incremental}
 sink:
   type: paimon
   catalog.properties.metastore: filesystem
@@ -57,9 +58,9 @@ def lake(source_server, source_db, tmp_path):
     source_server.execute("CREATE TABLE items (id INT PRIMARY KEY, v INT)", database=source_db)
     path = tmp_path / "pipeline.yaml"
 
-    def config(behavior: str = "evolve"):
+    def config(behavior: str = "evolve", incremental: bool = True):
         path.write_text(PIPELINE.format(port=source_server.port, db=source_db, warehouse=tmp_path / "wh",
-                                        behavior=behavior))
+                                        behavior=behavior, incremental=str(incremental).lower()))
         return parse_pipeline(path.read_text()), path
 
     yield source_server, source_db, config
@@ -89,12 +90,18 @@ def checkpoint(config, db: str, table: str):
     return read_checkpoint(PaimonSink(config.sink.catalog_options).checkpoint(TableId(db, table)))
 
 
-def prepare_xa(server, db: str, xid: str, statements: list[str]):
-    """A session that ran XA START, ``statements``, XA END, XA PREPARE (kept open: MariaDB resolves a prepared XA
-    transaction in its own session, or in any once that session is gone)."""
+READ_COMMITTED = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"  # no gap locks: prepared transactions
+# writing one table do not wait for each other
+
+
+def prepare_xa(server, db: str, xid: str, statements: list[str], *, session: tuple[str, ...] = ()):
+    """A session that ran ``session`` (settings), XA START, ``statements``, XA END, XA PREPARE (kept open: MariaDB
+    resolves a prepared XA transaction in its own session, or in any once that session is gone)."""
     conn = server.connect(db)
     _XA_SESSIONS.append(conn)
     with conn.cursor() as cur:
+        for setting in session:
+            cur.execute(setting)
         cur.execute(f"XA START '{xid}'")
         for statement in statements:
             cur.execute(statement)
@@ -208,16 +215,94 @@ def test_xa_across_a_crash(lake):
     assert rows(config, db, "events") == [(1, "xa"), (2, "plain")]
 
 
-def test_xa_commit_of_a_prepare_before_the_snapshot_is_an_error(lake):
-    """An XA transaction open while the table is snapshotted: its rows are not in the snapshot and its prepare lies
-    before the snapshot's position, so lakecdc cannot know them when the XA COMMIT comes: it says so."""
+@pytest.mark.parametrize("row_metadata,incremental", [
+    ("FULL", True), ("FULL", False),
+    ("MYSQL8", False),  # MySQL's consistent snapshot: FLUSH TABLES WITH READ LOCK while the XA transactions are open
+], ids=["lock-free chunks", "consistent snapshot", "consistent snapshot, MySQL 8"])
+@pytest.mark.parametrize("resolved", ["while the snapshot reads", "after the snapshot"])
+def test_xa_open_across_the_snapshot_lands_or_vanishes(lake, monkeypatch, incremental, resolved):
+    """Two XA transactions prepared before the snapshot, each writing the keyed table ``items`` and the table
+    without key ``events`` (chunked by its ``id``): the snapshot sees neither (prepared rows are invisible), and
+    their prepares lie before its position. One is committed, one rolled back, either from the snapshot reader's
+    test hook (between a chunk's watermarks; in the consistent mode after its position) or after the snapshot run,
+    with the prepares then in an older binlog file. The committed one lands, the rolled back one does not, with no
+    re-snapshot; the binlog scan of the sensor counts the commit as a change of both tables."""
+    from lakecdc.runtime.status import pipeline_status
+    from lakecdc.source import initial_load as initial_load_module
+    from tests.crosscheck import assert_same_rows
+
+    server, db, make = lake
+    config, _ = make(incremental=incremental)
+    server.execute("INSERT INTO events VALUES (1, 'before'), (2, 'before')", database=db)
+    server.execute("INSERT INTO items VALUES (1, 10), (2, 20), (3, 30)", database=db)
+    kept = prepare_xa(server, db, "kept", [
+        "INSERT INTO events VALUES (10, 'xa'), (11, 'xa')", "INSERT INTO items VALUES (10, 100)",
+        "UPDATE items SET v = 11 WHERE id = 1", "DELETE FROM items WHERE id = 3"], session=(READ_COMMITTED,))
+    gone = prepare_xa(server, db, "gone", [
+        "INSERT INTO events VALUES (20, 'gone')", "INSERT INTO items VALUES (20, 200)",
+        "UPDATE items SET v = 21 WHERE id = 2"], session=(READ_COMMITTED,))
+
+    def resolve(*_args) -> None:
+        if kept in _XA_SESSIONS:
+            resolve_xa(kept, "kept", "COMMIT")
+            resolve_xa(gone, "gone", "ROLLBACK")
+
+    if resolved == "while the snapshot reads":
+        monkeypatch.setattr(initial_load_module, "mid_chunk_hook", resolve)
+    else:
+        server.execute("FLUSH BINARY LOGS")  # the prepares now lie in an older file than the snapshot's position
+    run_micro_batch(config)
+    monkeypatch.setattr(initial_load_module, "mid_chunk_hook", None)
+    if resolved == "after the snapshot":
+        assert rows(config, db, "events") == [(1, "before"), (2, "before")]  # prepared: not visible yet
+        resolve()
+        status = {t.target: t for t in pipeline_status(config).tables}
+        assert status[TableId(db, "events")].behind and status[TableId(db, "items")].behind
+    assert kept not in _XA_SESSIONS  # resolved in either case
+    server.execute("INSERT INTO events VALUES (30, 'later')", database=db)
+    run_micro_batch(config)
+    assert rows(config, db, "events") == [(1, "before"), (2, "before"), (10, "xa"), (11, "xa"), (30, "later")]
+    assert rows(config, db, "items") == [(1, 11), (2, 20), (10, 100)]
+    for table in ("events", "items"):
+        assert_same_rows(server, config.sink.catalog_options, db, table)
+        assert checkpoint(config, db, table).xa_scan_start is None
+
+
+def test_xa_rows_lakecdc_cannot_know_stop_the_run_at_their_commit(lake):
+    """An XA transaction whose prepared rows lakecdc cannot know (a partial row image) is judged where its rows take
+    effect, at its XA COMMIT: prepared in one batch (before the checkpoint, kept through xa-scan-start) and
+    committed in the next, it stops that run instead of being applied without those rows."""
     server, db, make = lake
     config, _ = make()
-    xa = prepare_xa(server, db, "early", ["INSERT INTO events VALUES (1, 'xa')"])
+    server.execute("INSERT INTO items VALUES (1, 10)", database=db)
     run_micro_batch(config)
-    resolve_xa(xa, "early", "COMMIT")
-    with pytest.raises(SourceError, match=r"XA COMMIT of X'6561726c79'.*Re-snapshot"):
+    xa = prepare_xa(server, db, "partial", ["UPDATE items SET v = 11 WHERE id = 1"],
+                    session=("SET SESSION binlog_row_image = 'MINIMAL'",))
+    server.execute("INSERT INTO items VALUES (2, 20)", database=db)
+    run_micro_batch(config)
+    assert checkpoint(config, db, "items").xa_scan_start is not None
+    resolve_xa(xa, "partial", "COMMIT")
+    with pytest.raises(SourceError, match=rf"{db}\.items.*binlog_row_image=MINIMAL"):
         run_micro_batch(config)
+    assert rows(config, db, "items") == [(1, 10), (2, 20)]
+
+
+def test_xa_commit_whose_prepare_is_not_in_the_binlog_is_an_error(lake):
+    """A prepare the binlog does not hold (here: logged by a session with sql_log_bin=0; a purged file is the
+    same): the commit's rows cannot be known, so the run stops naming the transaction, before committing."""
+    server, db, make = lake
+    config, _ = make()
+    run_micro_batch(config)
+    unlogged = prepare_xa(server, db, "unlogged", ["INSERT INTO events VALUES (1, 'xa')"],
+                          session=("SET SESSION sql_log_bin = 0",))
+    unlogged.close()
+    _XA_SESSIONS.remove(unlogged)
+    server.execute("XA COMMIT 'unlogged'")  # from a new session, which logs it
+    before = PaimonSink(config.sink.catalog_options).latest_snapshot_id(TableId(db, "events"))
+    with pytest.raises(SourceError, match=r"XA COMMIT of X'756e6c6f67676564',X'',1 at binlog\.\d+:\d+: its XA "
+                                          r"PREPARE is not in the binlog .*sql_log_bin=0.*Re-snapshot"):
+        run_micro_batch(config)
+    assert PaimonSink(config.sink.catalog_options).latest_snapshot_id(TableId(db, "events")) == before
 
 
 # ------------------------------------------------------------------------------------------------ statement-logged DML
@@ -322,7 +407,8 @@ def test_partition_ddl_that_drops_rows_is_an_error(source_server, source_db, tmp
     server.execute("CREATE TABLE items (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) "
                    "(PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN MAXVALUE)", database=db)
     path = tmp_path / "p.yaml"
-    path.write_text(PIPELINE.format(port=server.port, db=db, warehouse=tmp_path / "wh", behavior="lenient"))
+    path.write_text(PIPELINE.format(port=server.port, db=db, warehouse=tmp_path / "wh", behavior="lenient",
+                                    incremental="true"))
     config = parse_pipeline(path.read_text())
     server.execute("INSERT INTO items VALUES (1, 1), (20, 2)", database=db)
     run_micro_batch(config)
@@ -391,7 +477,8 @@ def test_rows_written_with_full_metadata_read_while_the_setting_is_minimal(maria
     server.execute("CREATE TABLE items (id INT PRIMARY KEY, u INT UNSIGNED, e ENUM('a','b'), s SET('x','y'), "
                    "l VARCHAR(5) CHARACTER SET latin1)", database=db)
     path = tmp_path / "p.yaml"
-    path.write_text(PIPELINE.format(port=server.port, db=db, warehouse=tmp_path / "wh", behavior="evolve"))
+    path.write_text(PIPELINE.format(port=server.port, db=db, warehouse=tmp_path / "wh", behavior="evolve",
+                                    incremental="true"))
     config = parse_pipeline(path.read_text())
     run_micro_batch(config)
     old = server.execute("SELECT @@GLOBAL.binlog_row_metadata")[0][0]

@@ -6,7 +6,8 @@ source tables lies after its checkpoint) from one whose checkpoint merely trails
 The scan reads the binlog over the replication protocol (``COM_BINLOG_DUMP`` as ``mysqlbinlog`` does: server id 0,
 non-blocking, so it never displaces a replica or a lakecdc binlog reader that uses a server id of the range) and
 parses the event frames straight from the socket buffer: only event headers, table-map events (database and table
-names), query events (statements) and the transaction boundaries (GTID, Xid, XA PREPARE). Rows events are skipped
+names), query events (statements) and the transaction boundaries (GTID, Xid, XA PREPARE); MySQL's compressed
+transactions (TRANSACTION_PAYLOAD) are decompressed and their events read the same way. Rows events are skipped
 by their length. python-mysql-replication with ``only_events`` builds an object per packet and describes every
 table map: 2x slower on bulk rows events, 40x on one-row transactions (bench/activity_bench.py,
 docs/operations.md).
@@ -15,7 +16,10 @@ Transactions count as the binlog reader (lakecdc.source.binlog) applies them: a 
 of its commit (Xid, ``COMMIT``, ``ROLLBACK`` — non-transactional rows stay — or the end of a stand-alone statement),
 an XA transaction when its ``XA COMMIT`` arrives (prepared ones are carried over to the next scan), nothing after
 ``stop``. Statements are attributed conservatively: DDL or statement-logged DML that names a captured table (or
-its database's tables, when the statement cannot be attributed) touches it.
+its database's tables, when the statement cannot be attributed) touches it. An event that may carry rows or DDL
+and cannot be read here (a type lakecdc does not know, a compressed event it cannot decode; see
+lakecdc.source.event_types) touches every table: the binlog reader stops at it, naming it, so a run must be
+started to say so.
 """
 
 from __future__ import annotations
@@ -29,18 +33,26 @@ import pymysql
 
 from lakecdc.errors import BinlogPurgedError, SourceError
 from lakecdc.model import BinlogOffset, TableId
-from lakecdc.source.compressed_events import MARIADB_QUERY_COMPRESSED_EVENT as MARIADB_QUERY_COMPRESSED
-from lakecdc.source.compressed_events import decompress
+from lakecdc.source.compressed_events import decompress, payload_events
 from lakecdc.source.connection import connect, driver_reason, error_code, query, text
+from lakecdc.source.event_types import ANONYMOUS_GTID_LOG_EVENT as MYSQL_ANONYMOUS_GTID
+from lakecdc.source.event_types import EXECUTE_LOAD_QUERY_EVENT as EXECUTE_LOAD_QUERY
+from lakecdc.source.event_types import FORMAT_DESCRIPTION_EVENT as FORMAT_DESCRIPTION
+from lakecdc.source.event_types import GTID_LOG_EVENT as MYSQL_GTID
+from lakecdc.source.event_types import MARIADB_GTID_EVENT as MARIADB_GTID
+from lakecdc.source.event_types import MARIADB_QUERY_COMPRESSED_EVENT as MARIADB_QUERY_COMPRESSED
+from lakecdc.source.event_types import QUERY_EVENT as QUERY
+from lakecdc.source.event_types import ROTATE_EVENT as ROTATE
+from lakecdc.source.event_types import ROWS_EVENTS, is_ignorable
+from lakecdc.source.event_types import TABLE_MAP_EVENT as TABLE_MAP
+from lakecdc.source.event_types import TRANSACTION_PAYLOAD_EVENT as TRANSACTION_PAYLOAD
+from lakecdc.source.event_types import XA_PREPARE_LOG_EVENT as XA_PREPARE
+from lakecdc.source.event_types import XID_EVENT as XID
 from lakecdc.source.options import MySqlSourceOptions
 
-# Event types (MySQL binlog format v4 plus MariaDB's own)
-QUERY, ROTATE, FORMAT_DESCRIPTION, XID, TABLE_MAP = 2, 4, 15, 16, 19
-EXECUTE_LOAD_QUERY = 18  # a statement-logged LOAD DATA: a query event with a longer post-header
-MYSQL_GTID, MYSQL_ANONYMOUS_GTID, XA_PREPARE, TRANSACTION_PAYLOAD = 33, 34, 38, 40
-MARIADB_GTID = 162
 _MARIADB_STANDALONE = 0x01  # FL_STANDALONE: a statement without COMMIT / Xid
 _HEADER = 19  # timestamp 4, type 1, server id 4, event size 4, end position 4, flags 2
+_FLAGS_AT = 17
 _MAX_PACKET = 0xFFFFFF
 _READ_CHUNK = 1 << 20
 
@@ -154,9 +166,9 @@ def scan_activity(options: MySqlSourceOptions, tables: set[TableId], start: Binl
     started = time.monotonic()
     scanner = _Scanner(tables, activity)
     scanner.deadline = started + max_seconds if max_seconds is not None else None
-    conn = _dump(options, start)
+    conn = dump(options, start)
     try:
-        scanner.run(conn, stop)
+        scanner.run(conn)
     except _OutOfTime as cut:
         activity.stop = cut.offset
     except pymysql.MySQLError as exc:
@@ -172,7 +184,7 @@ def scan_activity(options: MySqlSourceOptions, tables: set[TableId], start: Binl
     return activity
 
 
-def _dump(options: MySqlSourceOptions, start: BinlogOffset):
+def dump(options: MySqlSourceOptions, start: BinlogOffset):
     """A connection streaming the binlog from ``start`` (COM_BINLOG_DUMP, non-blocking, server id 0)."""
     conn = connect(options)
     try:
@@ -199,30 +211,20 @@ class _OutOfTime(Exception):
 _TIME_CHECK_EVERY = 1024  # commits between two looks at the clock
 
 
-class _Scanner:
-    def __init__(self, tables: set[TableId], activity: BinlogActivity):
-        self.activity = activity
-        self.tables = set(tables)
-        self.by_database: dict[str, list[TableId]] = {}
-        for t in self.tables:
-            self.by_database.setdefault(t.database, []).append(t)
-        self.file = activity.start.file
-        self.group: _Group | None = None
-        self.query_post_header = 13
-        self.load_query_post_header = 26
-        self.table_map_post_header = 8
-        self.checksum = 0
-        self.deadline: float | None = None
-        self.commits = 0
-        self.maps: dict[bytes, TableId | None] = {}  # table-map names → captured table (None: not captured)
-        self.stop = activity.stop
-        self.stop_pos = 0
-        self.in_stop_file = False
+class EventFrames:
+    """Reads the event frames of a binlog dump (see :func:`dump`) straight from the socket buffer, calling
+    :meth:`event` with each event's bytes until it returns True or the binlog ends; follows the file names
+    (``file``) and, with ``stop``, says when a file lies past it."""
 
-    def run(self, conn, stop: BinlogOffset) -> None:
-        self.checksum = conn.lakecdc_checksum
+    def __init__(self, start: BinlogOffset, stop: BinlogOffset):
+        self.file = start.file
         self.stop = stop
         self.stop_pos = stop.pos
+        self.in_stop_file = False
+        self.checksum = 0  # bytes of checksum at each event's end
+
+    def run(self, conn) -> None:
+        self.checksum = conn.lakecdc_checksum
         self._entered(self.file)
         rfile = conn._rfile
         buf = b""
@@ -264,11 +266,48 @@ class _Scanner:
         return BinlogOffset(file, 4) > self.stop and not self.in_stop_file
 
     def event(self, data: bytes, p: int, end: int) -> bool:
+        raise NotImplementedError
+
+    def rotated(self, data: bytes, p: int, end: int) -> bool:
+        """A rotate event at ``data[p:end]``: follow it; True when its file lies past the stop position."""
+        return self._entered(data[p + _HEADER + 8:end - self.checksum].decode())
+
+    def payload(self, data: bytes, p: int, end: int) -> bool:
+        """The events of the TRANSACTION_PAYLOAD event at ``data[p:end]``, each handed to :meth:`event` (they have
+        no checksum); False when it cannot be decoded."""
+        checksum, self.checksum = self.checksum, 0
+        try:
+            for inner in payload_events(data[p:end]):
+                self.event(inner, 0, len(inner))
+        except SourceError:
+            return False
+        finally:
+            self.checksum = checksum
+        return True
+
+
+class _Scanner(EventFrames):
+    def __init__(self, tables: set[TableId], activity: BinlogActivity):
+        super().__init__(activity.start, activity.stop)
+        self.activity = activity
+        self.tables = set(tables)
+        self.by_database: dict[str, list[TableId]] = {}
+        for t in self.tables:
+            self.by_database.setdefault(t.database, []).append(t)
+        self.group: _Group | None = None
+        self.query_post_header = 13
+        self.load_query_post_header = 26
+        self.table_map_post_header = 8
+        self.deadline: float | None = None
+        self.commits = 0
+        self.maps: dict[bytes, TableId | None] = {}  # table-map names → captured table (None: not captured)
+
+    def event(self, data: bytes, p: int, end: int) -> bool:
         """Handle the event at ``data[p:end]`` (header first); True once past the stop position."""
         kind = data[p + 4]
         end_pos = data[p + 13] | data[p + 14] << 8 | data[p + 15] << 16 | data[p + 16] << 24
         if kind == ROTATE:
-            return self._entered(data[p + _HEADER + 8:end - self.checksum].decode())
+            return self.rotated(data, p, end)
         if kind == FORMAT_DESCRIPTION:
             post_headers = data[p + _HEADER + 2 + 50 + 4 + 1:]
             self.query_post_header = post_headers[QUERY - 1]
@@ -298,6 +337,8 @@ class _Scanner:
             if table_id is not None:
                 self.group.tables.add(table_id)
             return False
+        if kind in ROWS_EVENTS:  # its table is its table map's
+            return False
         if kind == MARIADB_GTID:
             flags = data[p + _HEADER + 12]
             self.group = _Group(multi=not flags & _MARIADB_STANDALONE)
@@ -316,12 +357,15 @@ class _Scanner:
             elif group is not None and group.tables:
                 self.touch(group.tables, end_pos)  # an XA PREPARE without XA START: count it now (conservative)
             return False
-        if kind == TRANSACTION_PAYLOAD:  # MySQL binlog_transaction_compression: its events are not read here
-            self.group = None
-            self.touch({EVERYTHING}, end_pos)
-            return False
         if kind in (QUERY, MARIADB_QUERY_COMPRESSED, EXECUTE_LOAD_QUERY):
             self.statement(data, p, end, kind, end_pos)
+            return False
+        if kind == TRANSACTION_PAYLOAD and self.payload(data, p, end):  # MySQL's compressed transaction
+            return False
+        if not is_ignorable(kind, data[p + _FLAGS_AT] | data[p + _FLAGS_AT + 1] << 8):
+            # an event that may carry rows or DDL and cannot be read here (a type lakecdc does not know, a payload
+            # it cannot decode): any table may have changed; the binlog reader stops at it, naming it
+            self.touch({EVERYTHING}, end_pos)
         return False
 
     def statement(self, data: bytes, p: int, end: int, kind: int, here: int) -> None:
@@ -333,7 +377,11 @@ class _Scanner:
         database = data[db_start:db_start + db_length].decode("utf-8", "replace")
         raw = data[db_start + db_length + 1:end - self.checksum]
         if kind == MARIADB_QUERY_COMPRESSED:
-            raw = decompress(raw, f"binlog event ending at {self.file}:{here}")[0]
+            try:
+                raw = decompress(raw, f"binlog event ending at {self.file}:{here}")[0]
+            except SourceError:  # the binlog reader stops at it, naming it: any table may have changed
+                self.touch({EVERYTHING}, here)
+                return
         statement = raw.decode("utf-8", "replace").strip()
         upper = statement[:24].upper()
         xa = _XA.match(statement) if upper.startswith("XA") else None

@@ -13,7 +13,15 @@ transaction (its group ends with XA_PREPARE_LOG_EVENT, MySQL 8 and MariaDB ≥ 1
 group, where its rows take effect, or dropped at ``XA ROLLBACK``. ``open_xa_start`` tells where the oldest prepared
 transaction still open starts; a checkpoint records it and the next read scans from there (``xa_scan_start``), so
 the held rows are known again, while transactions that end at or before each table's start offset are not emitted.
-Statement-logged DML on a captured table, and a group with rows but no commit, stop the read with an error.
+An XA COMMIT whose prepare lies before where the read started scanning (the transaction was open when a table was
+snapshotted) is resolved by looking back in the binlog for that prepare and decoding its group alone
+(lakecdc.source.xa). Statement-logged DML on a captured table, and a group with rows but no commit, stop the read
+with an error.
+
+Every event the stream delivers is decided (lakecdc.source.event_types): applied, passed over when its type carries
+neither rows nor DDL, or the read stops at it, before anything past it is committed (the library's own filtering is
+kept from dropping any other: lakecdc.source.connection.open_binlog_stream). MariaDB's compressed events and MySQL's
+compressed transactions arrive as their plain events (lakecdc.source.compressed_events).
 
 A connection lost mid-read is retried ``connect_max_retries`` times with exponential backoff, from the end of the
 last whole transaction read (python-mysql-replication itself reconnects at once after errors 2006/2013; a server
@@ -34,7 +42,7 @@ from typing import Callable, Iterator, Union
 
 import pymysql
 from pymysqlreplication.event import (ExecuteLoadQueryEvent, GtidEvent, HeartbeatLogEvent, MariadbGtidEvent,
-                                      NotImplementedEvent, QueryEvent, RotateEvent, XAPrepareEvent, XidEvent)
+                                      QueryEvent, XAPrepareEvent, XidEvent)
 from pymysqlreplication.row_event import (DeleteRowsEvent, PartialUpdateRowsEvent, TableMapEvent, UpdateRowsEvent,
                                           WriteRowsEvent)
 
@@ -66,6 +74,7 @@ from lakecdc.source.event_types import unread_event_problem
 from lakecdc.source.row_images import image_gaps, partial_image_message
 from lakecdc.source.sql_text import executed_statement, has_comment, without_set_statement
 from lakecdc.source.rows_decoder import build_change_batch, decode_rows_event, event_kind
+from lakecdc.source.xa import find_prepare, xid_text
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +83,9 @@ install_binlog_decoding()
 FLUSH_ROWS = 50_000  # emit pending batches once this many change rows are buffered (at a commit)
 _MARIADB_GTID_STANDALONE = 0x01  # FL_STANDALONE: the group is one statement with no COMMIT / Xid event
 _ROW_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
+# the library's classes of every event type the reader reads (lakecdc.source.event_types.READ; a test checks it)
+READ_EVENT_CLASSES = (MariadbGtidEvent, GtidEvent, QueryEvent, ExecuteLoadQueryEvent, XidEvent, XAPrepareEvent,
+                      TableMapEvent, *_ROW_EVENTS, PartialUpdateRowsEvent)
 # statements the binlog logs only when they change rows (a logged SELECT / DO / CALL runs a stored function or
 # procedure that writes; WITH starts MySQL 8's UPDATE / DELETE with common table expressions)
 _DML_PREFIXES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD DATA", "LOAD XML", "WITH", "SELECT", "DO", "CALL")
@@ -113,11 +125,14 @@ class _Txn:
 @dataclass
 class _PreparedXa:
     """An XA transaction prepared (XA PREPARE) and not yet committed or rolled back: its rows take effect at the XA
-    COMMIT, which comes later in the binlog as a group of its own."""
+    COMMIT, which comes later in the binlog as a group of its own (so do its rows lakecdc cannot know, and its
+    statement-logged DML: judged at the commit, against the tables' start offsets)."""
 
     changes: list
     start: BinlogOffset  # where its prepare group starts: a read that must still see it scans from here
     prepared_at: BinlogOffset
+    problems: list = field(default_factory=list)
+    statements: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -296,16 +311,16 @@ class BinlogReader:
             resume_stream=True,
             blocking=follow,
             is_mariadb=False,
-            # NotImplementedEvent: every event type the library does not parse, so that none that may carry rows or
-            # DDL passes unseen (lakecdc.source.event_types); PartialUpdateRowsEvent: MySQL's partial JSON updates
-            only_events=[MariadbGtidEvent, GtidEvent, QueryEvent, ExecuteLoadQueryEvent, XidEvent, XAPrepareEvent,
-                         RotateEvent, TableMapEvent, *_ROW_EVENTS, PartialUpdateRowsEvent, NotImplementedEvent,
-                         *([HeartbeatLogEvent] if follow else [])],
+            # the classes of every type lakecdc reads (lakecdc.source.event_types.READ; PartialUpdateRowsEvent: MySQL's
+            # partial JSON updates); the stream adds the classes of every type that may not be passed over
+            only_events=[*READ_EVENT_CLASSES, *([HeartbeatLogEvent] if follow else [])],
             only_schemas=sorted({t.database for t in self.tables}),
             only_tables=sorted({t.table for t in self.tables}),
             slave_heartbeat=heartbeat,
-            report_slave=REPLICA_NAME,
+            report_slave=REPLICA_NAME if self._registers else None,
         )
+
+    _registers = True  # the stream registers as a replica (SHOW SLAVE HOSTS) with an id of the server-id range
 
     def _server_ids(self) -> Iterator[int]:
         """The ids to connect with, in order: a free one of the range first, then round-robin."""
@@ -328,6 +343,7 @@ class BinlogReader:
         self._gtid_position = start.gtid
         self._gtid_base = start
         scan = min(start, self.xa_scan_start) if self.xa_scan_start is not None else start
+        self._scan_from = scan  # every XA PREPARE from here on is seen (lakecdc.source.xa: the ones before it)
         pending = _Pending()
         ids = self._server_ids()
         attempt = 0
@@ -408,14 +424,6 @@ class BinlogReader:
                             next_checkpoint = max(next_checkpoint + (self.checkpoint_seconds or 0), time.monotonic())
                     if isinstance(ev, HeartbeatLogEvent):
                         continue
-                    if isinstance(ev, NotImplementedEvent):
-                        problem = unread_event_problem(ev.event_type, f"{stream.log_file}:{ev.packet.log_pos}")
-                        if problem is None:
-                            continue
-                        if stop is not None and BinlogOffset(stream.log_file, ev.packet.log_pos) > stop:
-                            reached = True  # past the stop position: not this read's to judge
-                            break
-                        raise SourceError(problem)
                     if isinstance(ev, TableMapEvent):  # of a captured table (the library filters the others)
                         keep_signedness(ev)
                         continue
@@ -460,8 +468,6 @@ class BinlogReader:
                     if isinstance(ev, GtidEvent):  # MySQL: BEGIN follows for DML, DDL stands alone
                         txn = _Txn(ev.timestamp, multi=False, gtid=getattr(ev, "gtid", "") or "",
                                    start=_event_start(stream, ev))
-                        continue
-                    if isinstance(ev, RotateEvent):
                         continue
                     end = None
                     xa: tuple | None = None  # (action, xid) of an XA PREPARE / COMMIT / ROLLBACK ending the group
@@ -510,6 +516,9 @@ class BinlogReader:
                             if txn.multi:  # a statement inside a transaction
                                 continue
                             end = BinlogOffset(stream.log_file, ev.packet.log_pos)
+                    elif self._past_undecided(ev, stream.log_file, stop):  # any other event: pass over it or stop
+                        reached = True
+                        break
                     if end is None:
                         continue
                     # ---- a group (transaction / DDL) ends at `end`
@@ -540,6 +549,20 @@ class BinlogReader:
             stream.close()
         return reached, eof_pos, txn is not None
 
+    @staticmethod
+    def _past_undecided(ev, log_file: str, stop: BinlogOffset | None) -> bool:
+        """An event of a type the reader does not apply (NotImplementedEvent: a type the library does not parse, or
+        a compressed event that could not be decoded): False when it is known to carry neither rows nor DDL, True
+        when it lies past ``stop`` (not this read's to judge); else SourceError, so that nothing past it is
+        committed."""
+        problem = unread_event_problem(ev.packet.event_type, f"{log_file}:{ev.packet.log_pos}", flags=ev.packet.flags,
+                                       undecoded=getattr(ev.packet.packet, "undecoded", None))
+        if problem is None:
+            return False
+        if stop is not None and BinlogOffset(log_file, ev.packet.log_pos) > stop:
+            return True
+        raise SourceError(problem)
+
     def _executed(self, statement: str) -> str:
         """``statement`` as the server executed it (comments removed, executable comments opened, MariaDB's
         ``SET STATEMENT ... FOR`` prefix dropped): what decides whether it is DML, DDL or a transaction boundary."""
@@ -569,23 +592,37 @@ class BinlogReader:
             txn = _Txn(timestamp, multi=False)
         if action == _XA_PREPARE:
             if xid in self._prepared:
-                raise SourceError(f"XA transaction {_xid_text(xid)} prepared twice (again at {end}) in the binlog")
-            self._prepared[xid] = _PreparedXa(txn.changes, txn.start or self._last_end or end, end)
-            txn.changes = []
+                raise SourceError(f"XA transaction {xid_text(xid)} prepared twice (again at {end}) in the binlog")
+            self._prepared[xid] = _PreparedXa(txn.changes, txn.start or self._last_end or end, end, txn.problems,
+                                              txn.statements)
+            txn.changes, txn.problems, txn.statements = [], [], []
             return txn
         prepared = self._prepared.pop(xid, None)
         if action == _XA_ROLLBACK:
             return txn
         if prepared is None:
-            if end > self._gtid_base:
-                raise SourceError(
-                    f"XA COMMIT of {_xid_text(xid)} at {end}: its XA PREPARE lies before the position this read "
-                    f"started from ({self._gtid_base}; the prepare was open when the table was snapshotted or "
-                    "when a checkpoint without XA tracking was written), so lakecdc does not know its rows. "
-                    "Re-snapshot the tables that transaction changed")
-            return txn  # committed before every checkpoint: applied by an earlier run
+            if end <= self._gtid_base:
+                return txn  # committed before every checkpoint: applied by an earlier run
+            prepared = self._prepared_before_read(xid, end)
         txn.changes = prepared.changes + txn.changes
+        txn.problems = prepared.problems + txn.problems
+        txn.statements = prepared.statements + txn.statements
         return txn
+
+    def _prepared_before_read(self, xid: tuple, end: BinlogOffset) -> _PreparedXa:
+        """The prepared rows of an XA transaction committed at ``end`` whose XA PREPARE lies before where this read
+        started scanning (it was open when a table was snapshotted): found in the binlog before that position and
+        decoded alone (lakecdc.source.xa)."""
+        what = f"XA COMMIT of {xid_text(xid)} at {end}"
+        group = find_prepare(self.options, xid, self._scan_from, what)
+        reader = _PrepareGroupReader(self.options, self.tables, {t: group.start for t in self.tables}, group.end)
+        for _ in reader:
+            pass  # a prepare group commits nothing: the reader only holds its rows
+        prepared = reader._prepared.get(xid)
+        if prepared is None:
+            raise SourceError(f"{what}: the binlog from {group.start} to {group.end} holds no XA PREPARE of it on a "
+                              "second read; run again, and report this if it persists")
+        return prepared
 
     def _check_problems(self, txn: _Txn, end: BinlogOffset) -> None:
         """Stop at a transaction with rows lakecdc cannot know exactly, of a table whose checkpoint lies before it."""
@@ -809,11 +846,18 @@ def parse_xid(statement: str, position: str) -> tuple[int, bytes, bytes]:
     return int(fmt) if fmt else 1, part(hex1, str1), part(hex2, str2)
 
 
-def _xid_text(xid: tuple[int, bytes, bytes]) -> str:
-    fmt, gtrid, bqual = xid
-    return f"X'{gtrid.hex()}',X'{bqual.hex()}',{fmt}"
-
-
 def _event_start(stream, ev) -> BinlogOffset:
     """Where ``ev`` starts in the binlog."""
     return BinlogOffset(stream.log_file, event_start(ev))
+
+
+class _PrepareGroupReader(BinlogReader):
+    """Reads one XA prepare group for its rows (lakecdc.source.xa) while another reader's dump connection is open:
+    as server id 0 without registering, like ``mysqlbinlog``, so that connection is not displaced (a server drops
+    an older dump connection with the same id)."""
+
+    _registers = False
+
+    def _server_ids(self) -> Iterator[int]:
+        while True:
+            yield 0

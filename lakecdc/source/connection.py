@@ -4,16 +4,19 @@ current binlog position)."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import pymysql
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import RotateEvent
+from pymysqlreplication.event import NotImplementedEvent, RotateEvent
+from pymysqlreplication.packet import BinLogPacketWrapper
 
 from lakecdc.errors import SourceError
 from lakecdc.model import BinlogOffset
-from lakecdc.source.compressed_events import COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID, uncompressed_packet
+from lakecdc.source.compressed_events import (COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID, TYPE_AT, WIRE_REWRITTEN,
+                                              payload_packets, uncompressed_packet, undecoded_packet)
+from lakecdc.source.event_types import READ, TRANSACTION_PAYLOAD_EVENT, is_ignorable
 from lakecdc.source.options import MySqlSourceOptions
 
 # Every session reads TIMESTAMP values as UTC instants: the server converts from its internal UTC value, so the
@@ -227,8 +230,7 @@ def _probe_binlog_dump(options: MySqlSourceOptions, head: BinlogOffset) -> BaseE
 
 def check_server(conn, options: MySqlSourceOptions) -> None:
     """Raise SourceError naming the setting and the fix when the server cannot serve as a CDC source."""
-    names = ["log_bin", "binlog_format", "binlog_row_image", "binlog_transaction_compression",
-             "binlog_row_value_options"]
+    names = ["log_bin", "binlog_format", "binlog_row_image", "binlog_row_value_options"]
     variables = _global_variables(conn, names)
     where = f"MySQL at {options.address}"
     cnf = "and in the server config ([mysqld] section of my.cnf) so it survives restarts"
@@ -248,14 +250,8 @@ def check_server(conn, options: MySqlSourceOptions) -> None:
         raise SourceError(
             f"{where}: binlog_row_image is {image} but CDC needs FULL: run SET GLOBAL binlog_row_image='FULL' {cnf}"
         )
-    # MySQL 8: compressed transactions and partial JSON updates are forms the binlog reader stops at (it checks each
-    # event too: a writer session may set either for itself)
-    if variables.get("binlog_transaction_compression", "OFF").upper() in ("ON", "1"):
-        raise SourceError(
-            f"{where}: binlog_transaction_compression is ON: MySQL then logs each transaction as one zstd-compressed "
-            "TRANSACTION_PAYLOAD event, which lakecdc does not decode. Run SET GLOBAL "
-            f"binlog_transaction_compression=OFF {cnf}"
-        )
+    # MySQL 8: partial JSON updates are a form the binlog reader stops at (it checks each event too: a writer session
+    # may set it for itself). Compressed transactions (binlog_transaction_compression) are decoded.
     if "PARTIAL_JSON" in variables.get("binlog_row_value_options", "").upper():
         raise SourceError(
             f"{where}: binlog_row_value_options is PARTIAL_JSON: MySQL then logs JSON updates as diffs, which lakecdc "
@@ -312,10 +308,14 @@ def registered_replica_ids(options: MySqlSourceOptions) -> set[int]:
 
 class BinlogDumpConnection(Connection):
     """The connection of python-mysql-replication's control and dump connections. Once it has asked for a binlog
-    dump, every packet it reads that carries a MariaDB compressed event is turned into the plain event before the
-    library parses it (lakecdc.source.compressed_events), so no compressed rows or DDL are lost."""
+    dump, every packet it reads that carries a compressed event is turned into the plain events it holds before the
+    library parses them (lakecdc.source.compressed_events): a MariaDB compressed event into its plain event, a MySQL
+    TRANSACTION_PAYLOAD event into the events of its transaction, handed over one per read, so no compressed rows or
+    DDL are lost. A compressed event that cannot be decoded goes on marked with the reason, for the binlog reader to
+    stop at (lakecdc.source.event_types)."""
 
     _dumping = False
+    _payload: Iterator[MysqlPacket] | None = None  # the inner events of a TRANSACTION_PAYLOAD not yet handed over
 
     def _write_bytes(self, data):
         # a command packet: 3 bytes of length, a sequence number, then the command
@@ -324,8 +324,26 @@ class BinlogDumpConnection(Connection):
         return super()._write_bytes(data)
 
     def _read_packet(self, packet_type=MysqlPacket):
+        if self._payload is not None:
+            inner = next(self._payload, None)
+            if inner is not None:
+                return inner
+            self._payload = None
         packet = super()._read_packet(packet_type)
-        return uncompressed_packet(packet) if self._dumping else packet
+        if self._dumping:
+            data = packet.get_all_data()  # an event: the OK byte, then its header (the type is its fifth byte)
+            if len(data) > TYPE_AT and data[TYPE_AT] in WIRE_REWRITTEN and data[0] == 0:
+                return self._decoded(packet, data[TYPE_AT])
+        return packet
+
+    def _decoded(self, packet: MysqlPacket, event_type: int) -> MysqlPacket:
+        if event_type == TRANSACTION_PAYLOAD_EVENT:
+            self._payload = payload_packets(packet)
+            return next(self._payload)  # at least one packet: an inner event, or the payload marked undecoded
+        try:
+            return uncompressed_packet(packet)
+        except SourceError as exc:
+            return undecoded_packet(packet, str(exc))
 
 
 def pymysql_connect(**kwargs):
@@ -357,15 +375,39 @@ class BinlogStream(BinLogStreamReader):
         self._BinLogStreamReader__optional_meta_data = True
 
 
-def open_binlog_stream(options: MySqlSourceOptions, *, settings: dict | None = None, server_id: int | None = None,
-                       **reader_options) -> BinlogStream:
+def open_binlog_stream(options: MySqlSourceOptions, *, only_events: list[type], settings: dict | None = None,
+                       server_id: int | None = None, **reader_options) -> BinlogStream:
     """The one place a binlog dump is opened: the source's connection settings (or ``settings``), a free id of
     the ``server-id`` range unless ``server_id`` is given, no library logging, and pymysql's current argument
-    names; ``reader_options`` go to BinLogStreamReader as they are (position, events, blocking, ...)."""
+    names; ``reader_options`` go to BinLogStreamReader as they are (position, blocking, ...).
+
+    The stream delivers the event classes in ``only_events`` and every event that may carry rows or DDL
+    (lakecdc.source.event_types): NotImplementedEvent (types the library does not parse) and the class of every
+    type the library parses that is not known to be ignorable. The library drops only the events of the ignorable
+    types a caller did not ask for."""
     return BinlogStream(
         connection_settings=settings if settings is not None else connection_kwargs(options),
         server_id=server_id if server_id is not None else free_server_id(options),
         enable_logging=False,
         pymysql_wrapper=pymysql_connect,
+        only_events=[*only_events, *(cls for cls in undecided_event_classes() if cls not in only_events)],
+        filter_non_implemented_events=False,
         **reader_options,
     )
+
+
+def library_event_classes() -> dict[int, type]:
+    """python-mysql-replication's event type → the class it parses the event as (its private map: the version is
+    pinned in constraints.txt, and tests compare it with lakecdc.source.event_types)."""
+    return dict(BinLogPacketWrapper._BinLogPacketWrapper__event_map)
+
+
+def undecided_event_classes() -> list[type]:
+    """The classes every binlog stream delivers whoever asked: NotImplementedEvent, and the class of each type the
+    library parses that lakecdc neither reads nor knows to be ignorable (none in the pinned version: this keeps a
+    newer library from dropping one silently). A reader of rows asks for the classes of the types it reads."""
+    classes = [NotImplementedEvent]
+    for event_type, cls in library_event_classes().items():
+        if event_type not in READ and not is_ignorable(event_type) and cls not in classes:
+            classes.append(cls)
+    return classes
