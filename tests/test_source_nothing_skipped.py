@@ -1,7 +1,8 @@
 """Nothing on the source side is skipped silently: XA transactions are captured as MySQL applies them (across
-micro-batches, crashes and snapshots, in both snapshot modes), statement-logged DML on a captured table fails the run before anything is committed,
-a DDL statement lakecdc cannot interpret fails evolve/exception runs (and what the other modes do), a binlog that
-no longer fits the schema history is an error, and a RENAME TABLE keeps what it kept before.
+micro-batches, crashes and snapshots, in both snapshot modes), statement-logged DML on a captured table fails the run
+before anything is committed, a DDL statement lakecdc cannot interpret fails evolve/exception runs (and what the
+other modes do), a binlog that no longer fits the schema history is an error, and a RENAME TABLE keeps what it kept
+before.
 
 All against the private MariaDB (10.11 logs XA PREPARE as XA_PREPARE_LOG_EVENT and the XA COMMIT / ROLLBACK as a
 group of its own, like MySQL 8) and real Paimon files."""
@@ -228,7 +229,7 @@ def test_xa_open_across_the_snapshot_lands_or_vanishes(lake, monkeypatch, increm
     with the prepares then in an older binlog file. The committed one lands, the rolled back one does not, with no
     re-snapshot; the binlog scan of the sensor counts the commit as a change of both tables."""
     from lakecdc.runtime.status import pipeline_status
-    from lakecdc.source import initial_load as initial_load_module
+    from lakecdc.source import chunk_reader as chunk_reader_module
     from tests.crosscheck import assert_same_rows
 
     server, db, make = lake
@@ -248,11 +249,11 @@ def test_xa_open_across_the_snapshot_lands_or_vanishes(lake, monkeypatch, increm
             resolve_xa(gone, "gone", "ROLLBACK")
 
     if resolved == "while the snapshot reads":
-        monkeypatch.setattr(initial_load_module, "mid_chunk_hook", resolve)
+        monkeypatch.setattr(chunk_reader_module, "mid_chunk_hook", resolve)
     else:
         server.execute("FLUSH BINARY LOGS")  # the prepares now lie in an older file than the snapshot's position
     run_micro_batch(config)
-    monkeypatch.setattr(initial_load_module, "mid_chunk_hook", None)
+    monkeypatch.setattr(chunk_reader_module, "mid_chunk_hook", None)
     if resolved == "after the snapshot":
         assert rows(config, db, "events") == [(1, "before"), (2, "before")]  # prepared: not visible yet
         resolve()
