@@ -38,7 +38,7 @@ from lakecdc.runtime.report import count_partitions
 from lakecdc.runtime.plan import TargetPlan, soft_delete_column
 from lakecdc.sink import PaimonSink
 
-KEYS_PER_PARTITION = 1_000_000
+KEYS_PER_PARTITION = 250_000  # keys compared at once by the sweep: its memory (the tables joined) stays small
 _HASH = "__lakecdc_values_hash__"
 _ALIVE = "__lakecdc_alive__"
 _SEQ = "__lakecdc_seq__"
