@@ -9,8 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lakecdc.config import parse_pipeline
 from lakecdc.model import TableId
+from lakecdc.runtime import replacement as replacement_module
 from lakecdc.runtime import run_micro_batch
 from lakecdc.runtime.checkpoint import PHASE_BINLOG, PHASE_RESNAPSHOT, read_checkpoint
 from lakecdc.runtime.resnapshots import resnapshot
@@ -70,8 +73,11 @@ def day_of(row_id: int) -> int:
     return 1 + (row_id % 240) // 24
 
 
-def test_whole_table_in_commit_groups(source_server, source_db, tmp_path):
+@pytest.mark.parametrize("keys_per_partition", [250_000, 500])
+def test_whole_table_in_commit_groups(source_server, source_db, tmp_path, monkeypatch, keys_per_partition):
+    """With the sweep's keys in one hash partition, or in several (about 8)."""
     server, db = source_server, source_db
+    monkeypatch.setattr(replacement_module, "KEYS_PER_PARTITION", keys_per_partition)
     config, _ = setup(server, db, tmp_path)
     run_micro_batch(config)
     drift(server, db)
