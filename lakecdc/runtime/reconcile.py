@@ -1,0 +1,376 @@
+"""Full reconciliation of a pipeline's Paimon tables against MySQL: the whole-table checks that Dagster's reconcile
+job runs on its own schedule (``pipeline.lakecdc.reconcile.schedule``) and ``lakecdc check`` runs from the CLI.
+Routine runs never do this (their own checks look at their own commit: lakecdc.runtime.verify).
+
+* ``row_count_matches_source``: the active rows of the Paimon table at its checkpoint equal the MySQL rows at that
+  checkpoint, exactly. MySQL is read in chunks of the chunk key, as the incremental snapshot reads it
+  (``scan.incremental.snapshot.chunk.size`` rows per statement, ``pipeline.lakecdc.reconcile.pause`` between two
+  statements, each chunk between two reads of the binlog head, its watermarks), never in one long scan. Then the
+  binlog from the checkpoint to the last chunk's high watermark is read once: a change to a key before the chunk
+  holding it was read is undone from the count; a change to a key while its chunk was read may or may not have been
+  seen by the SELECT and is the stated tolerance (usually 0: a chunk's SELECT takes milliseconds); a change after is
+  irrelevant. Tables with a ``filter`` have no such check (the filtered-out rows are not in Paimon), nor append
+  tables (a row per change) or SOFT_DELETE tables without a column holding ``__data_event_type__``.
+* ``primary_key_unique``: no two live rows share a primary key, read bucket by bucket (the key columns only), so
+  memory holds one bucket's keys. Paimon keeps each key in one bucket of its partition (the bucket its hash or the
+  dynamic-bucket index gives it), and the partition columns are part of the key: within a bucket is where a
+  duplicate can be.
+
+Both read the Paimon table at the snapshot that carries the checkpoint, so a micro-batch committing meanwhile
+changes nothing of what they compare. ``lakecdc check`` adds ``schema_matches_source`` against MySQL's schema now.
+
+MySQL writes a transaction to the binlog before InnoDB commits it, so one logged right before a chunk's low
+watermark and committed only after its SELECT started is counted as seen when it was not: the one race of the
+incremental snapshot's algorithm, as in Flink CDC; a check failing by that margin passes on the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import pyarrow.compute as pc
+
+from lakecdc.config import PipelineConfig
+from lakecdc.errors import LakeCdcError
+from lakecdc.model import (CHECKPOINT_KEY, DELETE, INSERT, OP_COLUMN, UPDATE_AFTER, BinlogOffset, ChangeBatch,
+                           SourceTable, TableId)
+from lakecdc.runtime.checkpoint import Checkpoint, read_checkpoint
+from lakecdc.runtime.connect import open_sink, open_source
+from lakecdc.runtime.plan import TargetPlan, build_plan
+from lakecdc.runtime.verify import (SCHEMA, CheckResult, has_filter, not_applicable, not_evaluated, schema_check,
+                                    soft_delete_column)
+from lakecdc.sink import PaimonSink
+from lakecdc.source import ChunkKey, ChunkProgress, MySqlSource, MySqlSourceOptions, snapshotted_mask
+from lakecdc.source.activity import binlog_sizes, bytes_between
+from lakecdc.source.schema import source_table_from_json
+
+logger = logging.getLogger("lakecdc.runtime.reconcile")
+
+ROW_COUNT = "row_count_matches_source"
+PK_UNIQUE = "primary_key_unique"
+RECONCILE_CHECKS = (ROW_COUNT, PK_UNIQUE)
+# Reading more binlog than this from the checkpoint to the start of the count would make the check slower than the
+# run that moves the checkpoint: run the pipeline first.
+MAX_RECONCILE_BYTES = 64 * 1024 * 1024
+DUPLICATES_SHOWN = 5
+
+
+def reconcile_check_names(config: PipelineConfig, sources: list[TableId]) -> list[str]:
+    """The reconciliation checks a table fed by ``sources`` has (no row count when a filter drops rows)."""
+    return [n for n in RECONCILE_CHECKS if n != ROW_COUNT or not has_filter(config, sources)]
+
+
+@dataclass
+class CountAtCheckpoint:
+    """MySQL's row count reconciled to a checkpoint (see the module docstring)."""
+
+    expected_rows: int  # MySQL rows at the checkpoint
+    rows_read: int  # rows the chunks' SELECTs returned
+    chunks: int
+    net_inserts_since: int  # inserts − deletes after the checkpoint of keys whose chunk was not read yet
+    tolerance: int  # changes of a chunk's keys while its SELECT ran
+    binlog_bytes_since: int  # binlog written from the checkpoint to the start of the count
+    counted_from: BinlogOffset | None = None  # the first chunk's low watermark
+    counted_to: BinlogOffset | None = None  # the last chunk's high watermark
+    seconds: float = 0.0
+
+
+@dataclass
+class LakeTally:
+    """One pass over a Paimon table bucket by bucket: its rows, active rows and keys held twice."""
+
+    rows: int = 0
+    active_rows: int = 0
+    buckets: int = 0
+    largest_bucket: int = 0
+    duplicate_keys: int = 0
+    duplicates_shown: list = field(default_factory=list)
+
+
+def pinned_checkpoint(sink: PaimonSink, target: TableId) -> tuple[int, Checkpoint] | None:
+    """The latest snapshot of ``target`` and the checkpoint it carries (upkeep snapshots carry their commit's), from
+    one snapshot chain: what the reconciliation compares, whatever commits meanwhile. None without a checkpoint."""
+    manager = sink.snapshot_manager(target)
+    latest = manager.get_latest_snapshot() if manager is not None else None
+    snapshot = latest
+    while snapshot is not None:
+        if CHECKPOINT_KEY in (snapshot.properties or {}):
+            checkpoint = read_checkpoint(dict(snapshot.properties))
+            assert latest is not None and checkpoint is not None
+            return latest.id, checkpoint
+        snapshot = manager.get_snapshot_by_id(snapshot.id - 1) if snapshot.id > 1 else None
+    return None
+
+
+def binlog_bytes_since(source: MySqlSource | MySqlSourceOptions, checkpoint: BinlogOffset, head: BinlogOffset) -> int:
+    """The binlog bytes written from ``checkpoint`` to ``head``, across rotations (the file sizes of SHOW BINARY
+    LOGS; through ``source``'s connection, or a new one for bare options); LakeCdcError when reconciling them
+    would read more than MAX_RECONCILE_BYTES or the checkpoint's file is gone."""
+    if head <= checkpoint:
+        return 0
+    sizes = source.binary_log_sizes() if isinstance(source, MySqlSource) else binlog_sizes(source)
+    written = bytes_between(sizes, checkpoint, head)
+    if written is None:
+        raise LakeCdcError(f"the checkpoint's binlog file {checkpoint.file} is no longer on the server (purged), so "
+                           "the count at the checkpoint cannot be reconciled; run the pipeline (its checkpoint moves "
+                           "to a binlog file the server has), or re-snapshot the table if the run says the binlog "
+                           "was purged")
+    if written > MAX_RECONCILE_BYTES:
+        raise LakeCdcError(f"{_mib(written)} of binlog were written since the checkpoint {checkpoint} (up to "
+                           f"{head}), more than the {_mib(MAX_RECONCILE_BYTES)} the check reads to reconcile the "
+                           "count; run the pipeline (its checkpoint moves to the head), then the check")
+    return written
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB" if size >= 1 << 20 else f"{size} bytes"
+
+
+# ------------------------------------------------------------------------------------------- MySQL side
+
+
+@dataclass
+class _Chunks:
+    """One source table read chunk by chunk: its chunk key, the windows of its chunks (in key order, which is also
+    the order they were read in) and the rows they returned."""
+
+    table: SourceTable
+    key: ChunkKey | None
+    windows: list = field(default_factory=list)  # lakecdc.source.ChunkWindow
+    rows: int = 0
+
+
+def _read_chunks(source: MySqlSource, table: SourceTable, pause_seconds: float) -> _Chunks:
+    """Count ``table``'s rows chunk by chunk (one chunk-size SELECT per call, a pause after each)."""
+    key = source.chunk_key(table)
+    chunks = _Chunks(table, key)
+    size = source.options.chunk_size
+    with source.snapshot([table], incremental=True) as snap:
+        progress = ChunkProgress.not_started(key)
+        while not progress.done:
+            chunks.rows += sum(batch.num_rows for batch in snap.read_chunks(table.table_id, key, progress,
+                                                                             max_rows=size, chunk_size=size))
+            assert snap.progress is not None  # set by read_chunks
+            progress = snap.progress
+            if not progress.done and pause_seconds > 0:
+                time.sleep(pause_seconds)  # leave the server room between two statements
+        chunks.windows = [w for w in snap.windows if w.table == table.table_id]
+    return chunks
+
+
+def _undo_changes(source: MySqlSource, chunks: dict[TableId, _Chunks], schemas: dict[TableId, SourceTable],
+                  checkpoint: Checkpoint) -> tuple[int, int]:
+    """(net inserts to undo, tolerance) from the binlog after ``checkpoint`` up to the last chunk's high watermark
+    (see the module docstring). Each batch lies between two watermarks (they are cuts of the read)."""
+    windows = [w for c in chunks.values() for w in c.windows]
+    stop = max(w.high for w in windows)
+    if stop <= checkpoint.offset:
+        return 0, 0
+    cuts = {w.low for w in windows} | {w.high for w in windows}
+    done = {t: 0 for t in chunks}  # per table, how many of its windows ended before the batch at hand
+    net = tolerance = 0
+    reader = source.read_binlog(schemas, {t: checkpoint.offset for t in schemas}, stop, cuts=cuts, track_schemas=True,
+                                xa_scan_start=checkpoint.xa_scan_start)
+    for item in reader:
+        if not isinstance(item, ChangeBatch) or item.num_rows == 0:
+            continue  # a DDL after the checkpoint: the reader decodes the rows after it with the new schema
+        table_id = item.table.table_id
+        table_chunks = chunks[table_id]
+        ws = table_chunks.windows
+        first = item.first_commit
+        assert first is not None
+        i = done[table_id]
+        while i < len(ws) and ws[i].high < first:
+            i += 1
+        done[table_id] = i
+        before = ws[i - 1].upper if i else ChunkProgress.not_started(table_chunks.key)
+        current = ws[i] if i < len(ws) and ws[i].low < first else None
+        values = item.data.column(table_chunks.key.name if table_chunks.key is not None else 0)
+        options = source.options
+        open_keys = pc.invert(snapshotted_mask(options, table_chunks.key, before, values))
+        if current is not None:
+            reading = pc.and_(open_keys, snapshotted_mask(options, table_chunks.key, current.upper, values))
+            tolerance += int(pc.sum(reading).as_py() or 0)
+            open_keys = pc.and_(open_keys, pc.invert(reading))
+        kinds = item.data.column(OP_COLUMN)
+        adds = pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER))
+        delta = pc.if_else(adds, 1, -1)
+        net += int(pc.sum(pc.if_else(open_keys, delta, 0)).as_py() or 0)
+    return net, tolerance
+
+
+def count_at_checkpoint(config: PipelineConfig, source: MySqlSource, plan: TargetPlan, checkpoint: Checkpoint, *,
+                        log: logging.Logger | logging.LoggerAdapter = logger) -> CountAtCheckpoint:
+    """The MySQL rows of ``plan``'s source tables at ``checkpoint``, counted chunk by chunk (module docstring).
+    LakeCdcError when it cannot be reconciled (too much binlog since the checkpoint, its file purged)."""
+    started = time.monotonic()
+    written = binlog_bytes_since(source, checkpoint.offset, source.head_offset())
+    chunks = {}
+    for source_plan in plan.sources:
+        table = source_plan.source
+        chunks[table.table_id] = _read_chunks(source, table, config.reconcile.pause_seconds)
+        log.info("reconcile %s: %s counted, %d rows in %d chunk(s)", plan.target, table.table_id,
+                 chunks[table.table_id].rows, len(chunks[table.table_id].windows))
+    # the binlog after the checkpoint is decoded with the schemas the checkpoint records (a DDL since is followed)
+    schemas = {t: source_table_from_json(checkpoint.schemas[t], source.options) if t in checkpoint.schemas
+               else c.table for t, c in chunks.items()}
+    net, tolerance = _undo_changes(source, chunks, schemas, checkpoint)
+    rows = sum(c.rows for c in chunks.values())
+    windows = [w for c in chunks.values() for w in c.windows]
+    return CountAtCheckpoint(rows - net, rows, len(windows), net, tolerance, written,
+                             min((w.low for w in windows), default=None), max((w.high for w in windows), default=None),
+                             time.monotonic() - started)
+
+
+# ------------------------------------------------------------------------------------------- Paimon side
+
+
+def tally_lake(sink: PaimonSink, target: TableId, snapshot_id: int, keys: list[str],
+               marker: str | None) -> LakeTally:
+    """Rows, active rows (``marker``: the SOFT_DELETE column, rows marked ``-D`` are not active) and keys held
+    twice, reading snapshot ``snapshot_id`` one bucket at a time (the key columns and the marker only)."""
+    tally = LakeTally()
+    columns = list(dict.fromkeys([*keys, *([marker] if marker else [])]))
+    for _, _, rows in sink.read_buckets(target, columns, snapshot_id):
+        tally.buckets += 1
+        tally.rows += rows.num_rows
+        tally.largest_bucket = max(tally.largest_bucket, rows.num_rows)
+        deleted = pc.sum(pc.fill_null(pc.equal(rows.column(marker), DELETE), False)).as_py() if marker else 0
+        tally.active_rows += rows.num_rows - int(deleted or 0)
+        if keys and rows.num_rows:
+            counts = rows.group_by(keys, use_threads=False).aggregate([([], "count_all")])
+            twice = counts.filter(pc.greater(counts.column("count_all"), 1))
+            tally.duplicate_keys += twice.num_rows
+            room = DUPLICATES_SHOWN - len(tally.duplicates_shown)
+            if twice.num_rows and room > 0:
+                tally.duplicates_shown += twice.slice(0, room).to_pylist()
+    return tally
+
+
+# ------------------------------------------------------------------------------------------- the checks
+
+
+def _unique(target: TableId, keys: list[str], tally: LakeTally, snapshot_id: int) -> CheckResult:
+    if not keys:
+        return not_applicable(PK_UNIQUE, target, "an append table has no primary key", primary_keys="")
+    metadata: dict[str, int | str | bool] = {
+        "primary_keys": ", ".join(keys), "rows": tally.rows, "buckets_read": tally.buckets,
+        "largest_bucket_rows": tally.largest_bucket, "snapshot_id": snapshot_id, "duplicate_keys": tally.duplicate_keys}
+    if tally.duplicate_keys:
+        sample = "; ".join(str(row) for row in tally.duplicates_shown)
+        return CheckResult(PK_UNIQUE, target, False, f"{tally.duplicate_keys} primary keys are held by more than one "
+                           f"row, e.g. {sample}", metadata={**metadata, "sample": sample})
+    return CheckResult(PK_UNIQUE, target, True, f"every ({', '.join(keys)}) of the {tally.rows} rows of snapshot "
+                       f"{snapshot_id} is unique ({tally.buckets} buckets read one at a time)", metadata=metadata)
+
+
+def _row_count(config: PipelineConfig, target: TableId, plan: TargetPlan, checkpoint: Checkpoint,
+               tally: LakeTally, snapshot_id: int, source: MySqlSource, log) -> CheckResult:
+    count = count_at_checkpoint(config, source, plan, checkpoint, log=log)
+    difference = tally.active_rows - count.expected_rows
+    metadata: dict[str, int | str | bool] = {
+        "paimon_active_rows": tally.active_rows, "expected_rows_at_checkpoint": count.expected_rows,
+        "difference": difference, "tolerance": count.tolerance, "checkpoint": str(checkpoint.offset),
+        "snapshot_id": snapshot_id, "mysql_rows_read": count.rows_read, "mysql_chunks": count.chunks,
+        "chunk_size": source.options.chunk_size, "net_inserts_since_checkpoint": count.net_inserts_since,
+        "binlog_bytes_since_checkpoint": count.binlog_bytes_since, "counted_to": str(count.counted_to),
+        "seconds": f"{count.seconds:.1f}"}
+    how = "exact" if count.tolerance == 0 else f"within ±{count.tolerance} (rows changed while their chunk was read)"
+    if abs(difference) <= count.tolerance:
+        return CheckResult(ROW_COUNT, target, True, f"{tally.active_rows} active rows in Paimon, "
+                           f"{count.expected_rows} in MySQL at {checkpoint.offset} ({how}; {count.rows_read} rows "
+                           f"counted in {count.chunks} chunks)", metadata=metadata)
+    return CheckResult(ROW_COUNT, target, False, f"{tally.active_rows} active rows in Paimon but "
+                       f"{count.expected_rows} in MySQL at {checkpoint.offset} (difference {difference:+d}, "
+                       f"tolerance {count.tolerance})", metadata=metadata)
+
+
+def reconcile_table(config: PipelineConfig, target: TableId, plan: TargetPlan | None, *, source: MySqlSource,
+                    sink: PaimonSink, names: set[str] | list[str] | tuple[str, ...] = RECONCILE_CHECKS,
+                    plan_error: str = "",
+                    log: logging.Logger | logging.LoggerAdapter = logger) -> list[CheckResult]:
+    """The selected reconciliation checks of ``target`` (``plan``: its plan from MySQL now, None with
+    ``plan_error``). An error inside a check is a failed result."""
+    wanted = [n for n in RECONCILE_CHECKS if n in names]
+    if not sink.table_exists(target):
+        return [not_evaluated(n, target, f"the Paimon table {target} does not exist yet") for n in wanted]
+    pinned = pinned_checkpoint(sink, target)
+    if pinned is None:
+        return [not_evaluated(n, target, f"{target} has no committed checkpoint yet") for n in wanted]
+    snapshot_id, checkpoint = pinned
+    if checkpoint.snapshot_pending:
+        why = f"the snapshot of {target} is still in progress (it resumes with the next run)"
+        return [not_evaluated(n, target, why) for n in wanted]
+    keys = list(sink.describe(target).primary_keys)
+    marker = soft_delete_column(config, plan) if plan is not None else False
+    results = []
+    try:
+        tally = tally_lake(sink, target, snapshot_id, keys, marker or None)
+    except LakeCdcError as exc:
+        return [not_evaluated(n, target, str(exc)) for n in wanted]
+    if PK_UNIQUE in wanted:
+        results.append(_unique(target, keys, tally, snapshot_id))
+    if ROW_COUNT in wanted:
+        try:
+            if plan is None:
+                results.append(not_evaluated(ROW_COUNT, target, f"cannot read the source tables: {plan_error}"))
+            elif not keys:
+                results.append(not_applicable(ROW_COUNT, target, "an append table gets a row per change, so its row "
+                                              "count is not comparable with MySQL's"))
+            elif has_filter(config, [s.source.table_id for s in plan.sources]):
+                results.append(not_applicable(ROW_COUNT, target, "a transform filter keeps some MySQL rows out"))
+            elif marker is None:
+                results.append(not_applicable(ROW_COUNT, target, "a SOFT_DELETE table without a column holding "
+                                              "__data_event_type__ cannot tell deleted rows from active ones"))
+            else:
+                results.append(_row_count(config, target, plan, checkpoint, tally, snapshot_id, source, log))
+        except LakeCdcError as exc:
+            results.append(not_evaluated(ROW_COUNT, target, str(exc)))
+    return sorted(results, key=lambda r: RECONCILE_CHECKS.index(r.check))
+
+
+def _plans(config: PipelineConfig, source: MySqlSource, tables: list[TableId] | None):
+    """(targets, their plans from MySQL now, why a plan is missing): one plan of the pipeline."""
+    plan = build_plan(config, source, targets=set(tables) if tables else None)
+    targets = sorted(tables) if tables else sorted(plan.targets)
+    plan = plan.restrict(set(targets))  # unknown tables are an error
+    return targets, plan.targets
+
+
+def reconcile_pipeline(config: PipelineConfig, tables: list[TableId] | None = None, *,
+                       names: dict[TableId, set[str]] | None = None, with_schema: bool = False,
+                       log: logging.Logger | logging.LoggerAdapter = logger) -> list[CheckResult]:
+    """The reconciliation of every Paimon table of the pipeline (or of ``tables``; ``names``: the checks wanted per
+    table, default all), table after table; ``with_schema`` adds ``schema_matches_source`` against MySQL now. The
+    pipeline is planned once; the short queries share one MySQL connection, each table's chunk reads and binlog
+    read open their own."""
+    source = open_source(config)
+    source.share_connection()
+    try:
+        targets, plans = _plans(config, source, tables)
+        sink = open_sink(config)
+        results: list[CheckResult] = []
+        for target in targets:
+            wanted = names.get(target, set()) if names is not None else set(RECONCILE_CHECKS)
+            if wanted & set(RECONCILE_CHECKS):
+                started = time.monotonic()
+                results += reconcile_table(config, target, plans.get(target), source=source, sink=sink,
+                                           names=wanted, log=log)
+                log.info("reconcile %s: %.1f s", target, time.monotonic() - started)
+            if with_schema:
+                stored = sink.paimon_types(target) if sink.table_exists(target) else None
+                results.append(schema_check(config, target, plans.get(target), stored, reached="MySQL's schema now"))
+        return results
+    finally:
+        source.close()
+
+
+def check_pipeline(config: PipelineConfig, tables: list[TableId] | None = None) -> list[CheckResult]:
+    """``lakecdc check``: the reconciliation of every table (or of ``tables``) plus its schema against MySQL now."""
+    return reconcile_pipeline(config, tables, with_schema=True)
+
+
+__all__ = ["ROW_COUNT", "PK_UNIQUE", "RECONCILE_CHECKS", "SCHEMA", "reconcile_check_names", "reconcile_table",
+           "reconcile_pipeline", "check_pipeline", "count_at_checkpoint", "tally_lake", "CountAtCheckpoint"]
