@@ -207,11 +207,12 @@ def tables_failure(errors: dict[TableId, BaseException]) -> dg.Failure:
 
 def report(context, config: PipelineConfig, target: TableId, committed, *, with_checks: set[str],
            expect_materialization: bool, keys: Optional[AssetKeys] = None, sink=None, result=None,
-           plan: Optional[TargetPlan] = None, as_output: bool = True):
+           plan: Optional[TargetPlan] = None, plan_error: str = "", as_output: bool = True):
     """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the results of the
     selected checks of the run's commit (lakecdc.runtime.verify.verify_run). ``result``: the table's result of the
     run (``committed`` when it committed; None when no run wrote the table here); ``plan``: the target's plan the
-    run committed with (for a check run alone, from MySQL now): lineage and checks use it, nothing is planned here.
+    run committed with (for a check run alone, from MySQL now; ``plan_error``: why there is none): lineage and
+    checks use it, nothing is planned here.
     ``as_output``: the materialisation is the asset's output (a step of the run reads it); else an event, which
     Dagster records without the output's bookkeeping. ``keys``: the pipeline's asset keys (default: the default
     translator's); ``sink``: the op's (one per run)."""
@@ -236,7 +237,7 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
         else:
             context.log.info(f"{target}: no new changes")
     if with_checks:
-        for checked in verify_run(config, sink, target, result, plan, with_checks):
+        for checked in verify_run(config, sink, target, result, plan, with_checks, plan_error=plan_error):
             yield asset_check_result(key, checked)
 
 
@@ -256,19 +257,17 @@ class ReportingError(LakeCdcError):
     """Reporting a table failed after its commit (not transient: a retry would not re-report the commit)."""
 
 
-def plans_without_run(config: PipelineConfig, targets: list[TableId],
-                      failed: dict[TableId, BaseException]) -> dict[TableId, TargetPlan]:
-    """The plans (from MySQL now) of tables whose checks were selected without a materialisation: one plan for
-    all of them; a table whose plan fails is added to ``failed``."""
+def plans_without_run(config: PipelineConfig, targets: list[TableId]) -> tuple[dict[TableId, TargetPlan], str]:
+    """The plans (from MySQL now) of tables checked without a run of theirs (checks selected without a
+    materialisation, a re-snapshot): one plan for all of them. (plans, "") or, when planning fails, ({}, why): their
+    schema checks then say they could not look."""
     if not targets:
-        return {}
+        return {}, ""
     try:
         plan = build_plan(config, shared_source(config), targets=set(targets)).restrict(set(targets))
     except LakeCdcError as exc:
-        for target in targets:
-            failed[target] = ReportingError(f"{target}: planning the table for its checks failed: {exc}")
-        return {}
-    return dict(plan.targets)
+        return {}, str(exc)
+    return dict(plan.targets), ""
 
 
 def outputs_read_in_run(context, selected: list[TableId], keys: AssetKeys) -> set[TableId]:
@@ -288,9 +287,10 @@ def materialize_tables(context, config: PipelineConfig, targets: list[TableId], 
     failed: planned in a failed run, not materialised)."""
     runs = run_tables_of_run(context, config, targets, resnapshot, partition)
     failed: dict[TableId, BaseException] = dict(runs.errors)
-    plans = dict(runs.plans)
-    check_only = sorted(t for t in checks if t not in targets and t not in failed and t not in plans)
-    plans.update(plans_without_run(config, check_only, failed))
+    plans = dict(runs.plans)  # a micro-batch's; a re-snapshot, or checks selected alone, plan here (once)
+    unplanned = sorted(t for t in set(targets) | set(checks) if t not in failed and t not in plans)
+    planned, plan_error = plans_without_run(config, unplanned)
+    plans.update(planned)
     sink = open_sink(config)
     read = outputs_read_in_run(context, targets, keys)
     for target in sorted(set(targets) | set(checks)):
@@ -299,8 +299,9 @@ def materialize_tables(context, config: PipelineConfig, targets: list[TableId], 
         try:
             yield from report(context, config, target, runs.committed.get(target),
                               with_checks=checks.get(target, set()), expect_materialization=target in targets,
-                              keys=keys, sink=sink, result=runs.results.get(target) if target in targets else None,
-                              plan=plans.get(target), as_output=target in read)
+                              keys=keys, sink=sink, result=runs.results.get(target, runs.committed.get(target))
+                              if target in targets else None,
+                              plan=plans.get(target), plan_error=plan_error, as_output=target in read)
         except Exception as exc:  # noqa: BLE001 - reporting after a commit fails this table alone, never retried
             failed[target] = ReportingError(f"{target}: reporting the commit failed: {exc}")
     if failed:

@@ -21,7 +21,7 @@ import dagster as dg
 
 from lakecdc.config import PipelineConfig
 from lakecdc.dagster.assets import (ReportingError, partitions_name, plans_without_run, pool_name, register_partitions,
-                                    report, run_table, table_lineage, tables_failure)
+                                    report, run_table, table_lineage)
 from lakecdc.dagster.checks import asset_check_evaluation, asset_check_result, reconcile_check_specs
 from lakecdc.runtime import follow_pipeline
 from lakecdc.runtime.connect import open_sink
@@ -66,10 +66,10 @@ def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[
     def _resnapshot(context: dg.OpExecutionContext):
         effective = effective_config(pipeline, context.resources)
         committed = run_table(context, effective, target, resnapshot=True, partition=context.partition_key)
-        failed: dict[TableId, BaseException] = {}
-        plan = plans_without_run(effective, [target], failed).get(target)  # the schema check's, from MySQL now
+        plans, plan_error = plans_without_run(effective, [target])  # the schema check's, from MySQL now
         for event in report(context, effective, target, committed, with_checks=set(RUN_CHECKS),
-                            expect_materialization=False, keys=keys, result=committed, plan=plan):
+                            expect_materialization=False, keys=keys, result=committed, plan=plans.get(target),
+                            plan_error=plan_error):
             if isinstance(event, dg.MaterializeResult):
                 context.log_event(as_asset_materialization(event))
             else:
@@ -77,8 +77,6 @@ def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[
                 context.log_event(dg.AssetCheckEvaluation(  # type: ignore[arg-type]
                     asset_key=event.asset_key, check_name=event.check_name, passed=event.passed,
                     metadata=event.metadata, severity=event.severity, description=event.description))
-        if failed:
-            raise tables_failure(failed)
 
     @dg.job(name=resnapshot_job_name(target), partitions_def=partitions, executor_def=dg.in_process_executor,
             tags={PIPELINE_TAG: config.slug, TABLE_TAG: str(target)},

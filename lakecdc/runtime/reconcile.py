@@ -331,12 +331,18 @@ def reconcile_table(config: PipelineConfig, target: TableId, plan: TargetPlan | 
     return sorted(results, key=lambda r: RECONCILE_CHECKS.index(r.check))
 
 
-def _plans(config: PipelineConfig, source: MySqlSource, tables: list[TableId] | None):
-    """(targets, their plans from MySQL now, why a plan is missing): one plan of the pipeline."""
-    plan = build_plan(config, source, targets=set(tables) if tables else None)
+def _plans(config: PipelineConfig, source: MySqlSource,
+           tables: list[TableId] | None) -> tuple[list[TableId], dict[TableId, TargetPlan], str]:
+    """(targets, their plans from MySQL now, why there are none): one plan of the pipeline. When MySQL cannot be
+    planned against, the named ``tables`` are still checked (what reads Paimon only evaluates)."""
+    try:
+        plan = build_plan(config, source, targets=set(tables) if tables else None)
+    except LakeCdcError as exc:
+        if not tables:
+            raise
+        return sorted(tables), {}, str(exc)
     targets = sorted(tables) if tables else sorted(plan.targets)
-    plan = plan.restrict(set(targets))  # unknown tables are an error
-    return targets, plan.targets
+    return targets, plan.restrict(set(targets)).targets, ""  # unknown tables are an error
 
 
 def reconcile_pipeline(config: PipelineConfig, tables: list[TableId] | None = None, *,
@@ -349,7 +355,7 @@ def reconcile_pipeline(config: PipelineConfig, tables: list[TableId] | None = No
     source = open_source(config)
     source.share_connection()
     try:
-        targets, plans = _plans(config, source, tables)
+        targets, plans, plan_error = _plans(config, source, tables)
         sink = open_sink(config)
         results: list[CheckResult] = []
         for target in targets:
@@ -357,11 +363,12 @@ def reconcile_pipeline(config: PipelineConfig, tables: list[TableId] | None = No
             if wanted & set(RECONCILE_CHECKS):
                 started = time.monotonic()
                 results += reconcile_table(config, target, plans.get(target), source=source, sink=sink,
-                                           names=wanted, log=log)
+                                           names=wanted, plan_error=plan_error, log=log)
                 log.info("reconcile %s: %.1f s", target, time.monotonic() - started)
             if with_schema:
                 stored = sink.paimon_types(target) if sink.table_exists(target) else None
-                results.append(schema_check(config, target, plans.get(target), stored, reached="MySQL's schema now"))
+                results.append(schema_check(config, target, plans.get(target), stored, reached="MySQL's schema now",
+                                            plan_error=plan_error))
         return results
     finally:
         source.close()

@@ -133,12 +133,13 @@ def soft_delete_column(config: PipelineConfig, plan: TargetPlan) -> str | None |
 
 
 def verify_run(config: PipelineConfig, sink: PaimonSink, target: TableId, result, plan: TargetPlan | None,
-               names: set[str] | list[str] | tuple[str, ...] = RUN_CHECKS) -> list[CheckResult]:
+               names: set[str] | list[str] | tuple[str, ...] = RUN_CHECKS, *,
+               plan_error: str = "") -> list[CheckResult]:
     """The selected checks of what one run (or one follow commit) did to ``target``: ``result`` is its
     ``TableResult`` (with ``written``: the run recorded its writes), ``plan`` the target's plan the run committed
     with. Without a result (no run: a check executed alone) the row checks say there is nothing to check and the
-    schema check compares ``plan`` (from MySQL now) with the stored table. An error inside a check is a failed
-    result."""
+    schema check compares ``plan`` (from MySQL now; None with ``plan_error`` when it could not be made) with the
+    stored table. An error inside a check is a failed result."""
     results = []
     rows = unique = None
     if CHANGED_ROWS in names or CHANGED_KEYS_UNIQUE in names:
@@ -153,10 +154,10 @@ def verify_run(config: PipelineConfig, sink: PaimonSink, target: TableId, result
         results.append(unique)
     if SCHEMA in names:
         try:
-            stored = result.paimon_types if result is not None and result.paimon_types else \
-                sink.paimon_types(target) if sink.table_exists(target) else None
+            stored = getattr(result, "paimon_types", None) or \
+                (sink.paimon_types(target) if sink.table_exists(target) else None)
             results.append(schema_check(config, target, plan, stored, reached="the source schemas the run reached"
-                                        if result is not None else "MySQL's schema now"))
+                                        if result is not None else "MySQL's schema now", plan_error=plan_error))
         except LakeCdcError as exc:
             results.append(not_evaluated(SCHEMA, target, str(exc)))
     return [r for r in results if r is not None]
