@@ -142,6 +142,12 @@ class _Chunks:
     rows: int = 0
 
 
+def pause(seconds: float) -> None:
+    """Between two chunk statements: leave the server room (``pipeline.lakecdc.reconcile.pause``)."""
+    if seconds > 0:
+        time.sleep(seconds)
+
+
 def _read_chunks(source: MySqlSource, table: SourceTable, pause_seconds: float) -> _Chunks:
     """Count ``table``'s rows chunk by chunk (one chunk-size SELECT per call, a pause after each)."""
     key = source.chunk_key(table)
@@ -154,8 +160,8 @@ def _read_chunks(source: MySqlSource, table: SourceTable, pause_seconds: float) 
                                                                              max_rows=size, chunk_size=size))
             assert snap.progress is not None  # set by read_chunks
             progress = snap.progress
-            if not progress.done and pause_seconds > 0:
-                time.sleep(pause_seconds)  # leave the server room between two statements
+            if not progress.done:
+                pause(pause_seconds)
         chunks.windows = [w for w in snap.windows if w.table == table.table_id]
     return chunks
 
