@@ -203,8 +203,10 @@ def test_check_opens_a_fixed_number_of_connections(mariadb, tmp_path):
             assert all(r.passed for r in results), [r.description for r in results if not r.passed]
             counts = {str(r.target): r.metadata for r in results if r.check == "row_count_matches_source"}
             assert counts[f"{db}.t1"]["net_inserts_since_checkpoint"] == -1  # the delete after the checkpoint
-    assert opened[6] == opened[2] == 1, f"MySQL connections of `lakecdc check` by tables: {opened}"
-    assert lagging[6] == lagging[2] <= 3, f"... with checkpoints behind the head: {lagging}"
+    # one for the short queries, one for every table's chunks (one after the other); the binlog read when checkpoints
+    # lag behind the head
+    assert opened[6] == opened[2] == 2, f"MySQL connections of `lakecdc check` by tables: {opened}"
+    assert lagging[6] == lagging[2] <= 4, f"... with checkpoints behind the head: {lagging}"
 
 
 def test_a_run_of_idle_tables_opens_a_fixed_number_of_connections(mariadb, tmp_path):

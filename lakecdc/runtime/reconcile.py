@@ -110,7 +110,13 @@ def binlog_bytes_since(source: MySqlSource | MySqlSourceOptions, checkpoint: Bin
     would read more than MAX_RECONCILE_BYTES or the checkpoint's file is gone."""
     if head <= checkpoint:
         return 0
-    sizes = source.binary_log_sizes() if isinstance(source, MySqlSource) else binlog_sizes(source)
+    return _bytes_since(source.binary_log_sizes() if isinstance(source, MySqlSource) else binlog_sizes(source),
+                        checkpoint, head)
+
+
+def _bytes_since(sizes: dict[str, int], checkpoint: BinlogOffset, head: BinlogOffset) -> int:
+    if head <= checkpoint:
+        return 0
     written = bytes_between(sizes, checkpoint, head)
     if written is None:
         raise LakeCdcError(f"the checkpoint's binlog file {checkpoint.file} is no longer on the server (purged), so "
@@ -140,6 +146,7 @@ class _Chunks:
     key: ChunkKey | None
     windows: list = field(default_factory=list)  # lakecdc.source.ChunkWindow
     rows: int = 0
+    seconds: float = 0.0
 
 
 def pause(seconds: float) -> None:
@@ -148,86 +155,135 @@ def pause(seconds: float) -> None:
         time.sleep(seconds)
 
 
-def _read_chunks(source: MySqlSource, table: SourceTable, pause_seconds: float) -> _Chunks:
-    """Count ``table``'s rows chunk by chunk (one chunk-size SELECT per call, a pause after each)."""
+def _read_chunks(source: MySqlSource, snap, table: SourceTable, pause_seconds: float) -> _Chunks:
+    """Count ``table``'s rows chunk by chunk on the open incremental reader ``snap`` (one chunk-size SELECT per
+    call, a pause after each)."""
+    started = time.monotonic()
     key = source.chunk_key(table)
     chunks = _Chunks(table, key)
     size = source.options.chunk_size
-    with source.snapshot([table], incremental=True) as snap:
-        progress = ChunkProgress.not_started(key)
-        while not progress.done:
-            chunks.rows += sum(batch.num_rows for batch in snap.read_chunks(table.table_id, key, progress,
-                                                                             max_rows=size, chunk_size=size))
-            assert snap.progress is not None  # set by read_chunks
-            progress = snap.progress
-            if not progress.done:
-                pause(pause_seconds)
-        chunks.windows = [w for w in snap.windows if w.table == table.table_id]
+    first = len(snap.windows)
+    progress = ChunkProgress.not_started(key)
+    while not progress.done:
+        chunks.rows += sum(batch.num_rows for batch in snap.read_chunks(table.table_id, key, progress,
+                                                                         max_rows=size, chunk_size=size))
+        assert snap.progress is not None  # set by read_chunks
+        progress = snap.progress
+        if not progress.done:
+            pause(pause_seconds)
+    chunks.windows = list(snap.windows[first:])
+    chunks.seconds = time.monotonic() - started
     return chunks
 
 
-def _undo_changes(source: MySqlSource, chunks: dict[TableId, _Chunks], schemas: dict[TableId, SourceTable],
-                  checkpoint: Checkpoint) -> tuple[int, int]:
-    """(net inserts to undo, tolerance) from the binlog after ``checkpoint`` up to the last chunk's high watermark
-    (see the module docstring). Each batch lies between two watermarks (they are cuts of the read)."""
+@dataclass
+class _Undo:
+    """Per target: inserts − deletes to undo and the tolerance (module docstring)."""
+
+    net: int = 0
+    tolerance: int = 0
+
+
+def _undo_changes(source: MySqlSource, chunks: dict[TableId, _Chunks], feeds: dict[TableId, list[TableId]],
+                  checkpoints: dict[TableId, Checkpoint]) -> dict[TableId, _Undo]:
+    """Per target, what the binlog after its checkpoint up to the last chunk's high watermark undoes from its
+    sources' counts (module docstring): one read for all of them. ``feeds``: source table → the targets it feeds.
+    Each batch lies between two watermarks and on one side of every checkpoint (they are cuts of the read)."""
+    undo = {t: _Undo() for t in checkpoints}
     windows = [w for c in chunks.values() for w in c.windows]
     stop = max(w.high for w in windows)
-    if stop <= checkpoint.offset:
-        return 0, 0
-    cuts = {w.low for w in windows} | {w.high for w in windows}
+    starts = {s: min(checkpoints[t].offset for t in targets) for s, targets in feeds.items()}
+    if stop <= min(starts.values()):
+        return undo
+    schemas = {}
+    for table_id, start in starts.items():  # decoded with the schema the oldest checkpoint records (DDL followed)
+        recorded = [checkpoints[t].schemas[table_id] for t in feeds[table_id]
+                    if checkpoints[t].offset == start and table_id in checkpoints[t].schemas]
+        schemas[table_id] = source_table_from_json(recorded[0], source.options) if recorded \
+            else chunks[table_id].table
+    cuts = {w.low for w in windows} | {w.high for w in windows} | {c.offset for c in checkpoints.values()}
+    xa_starts = [c.xa_scan_start for c in checkpoints.values() if c.xa_scan_start is not None]
     done = {t: 0 for t in chunks}  # per table, how many of its windows ended before the batch at hand
-    net = tolerance = 0
-    reader = source.read_binlog(schemas, {t: checkpoint.offset for t in schemas}, stop, cuts=cuts, track_schemas=True,
-                                xa_scan_start=checkpoint.xa_scan_start)
+    reader = source.read_binlog(schemas, starts, stop, cuts=cuts, track_schemas=True,
+                                xa_scan_start=min(xa_starts, default=None))
     for item in reader:
         if not isinstance(item, ChangeBatch) or item.num_rows == 0:
             continue  # a DDL after the checkpoint: the reader decodes the rows after it with the new schema
         table_id = item.table.table_id
-        table_chunks = chunks[table_id]
-        ws = table_chunks.windows
         first = item.first_commit
         assert first is not None
-        i = done[table_id]
-        while i < len(ws) and ws[i].high < first:
-            i += 1
-        done[table_id] = i
-        before = ws[i - 1].upper if i else ChunkProgress.not_started(table_chunks.key)
-        current = ws[i] if i < len(ws) and ws[i].low < first else None
-        values = item.data.column(table_chunks.key.name if table_chunks.key is not None else 0)
-        options = source.options
-        open_keys = pc.invert(snapshotted_mask(options, table_chunks.key, before, values))
-        if current is not None:
-            reading = pc.and_(open_keys, snapshotted_mask(options, table_chunks.key, current.upper, values))
-            tolerance += int(pc.sum(reading).as_py() or 0)
-            open_keys = pc.and_(open_keys, pc.invert(reading))
-        kinds = item.data.column(OP_COLUMN)
-        adds = pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER))
-        delta = pc.if_else(adds, 1, -1)
-        net += int(pc.sum(pc.if_else(open_keys, delta, 0)).as_py() or 0)
-    return net, tolerance
+        net, tolerance = _batch_changes(source.options, chunks[table_id], done, item, first)
+        for target in feeds[table_id]:
+            if first > checkpoints[target].offset:
+                undo[target].net += net
+                undo[target].tolerance += tolerance
+    return undo
 
 
-def count_at_checkpoint(config: PipelineConfig, source: MySqlSource, plan: TargetPlan, checkpoint: Checkpoint, *,
-                        log: logging.Logger | logging.LoggerAdapter = logger) -> CountAtCheckpoint:
-    """The MySQL rows of ``plan``'s source tables at ``checkpoint``, counted chunk by chunk (module docstring).
-    LakeCdcError when it cannot be reconciled (too much binlog since the checkpoint, its file purged)."""
-    started = time.monotonic()
-    written = binlog_bytes_since(source, checkpoint.offset, source.head_offset())
-    chunks = {}
-    for source_plan in plan.sources:
-        table = source_plan.source
-        chunks[table.table_id] = _read_chunks(source, table, config.reconcile.pause_seconds)
-        log.info("reconcile %s: %s counted, %d rows in %d chunk(s)", plan.target, table.table_id,
-                 chunks[table.table_id].rows, len(chunks[table.table_id].windows))
-    # the binlog after the checkpoint is decoded with the schemas the checkpoint records (a DDL since is followed)
-    schemas = {t: source_table_from_json(checkpoint.schemas[t], source.options) if t in checkpoint.schemas
-               else c.table for t, c in chunks.items()}
-    net, tolerance = _undo_changes(source, chunks, schemas, checkpoint)
-    rows = sum(c.rows for c in chunks.values())
-    windows = [w for c in chunks.values() for w in c.windows]
-    return CountAtCheckpoint(rows - net, rows, len(windows), net, tolerance, written,
-                             min((w.low for w in windows), default=None), max((w.high for w in windows), default=None),
-                             time.monotonic() - started)
+def _batch_changes(options: MySqlSourceOptions, table_chunks: _Chunks, done: dict[TableId, int], batch: ChangeBatch,
+                   first: BinlogOffset) -> tuple[int, int]:
+    """(inserts − deletes of keys whose chunk was not read yet, changes of the chunk being read) of one batch."""
+    table_id = batch.table.table_id
+    ws = table_chunks.windows
+    i = done[table_id]
+    while i < len(ws) and ws[i].high < first:
+        i += 1
+    done[table_id] = i
+    before = ws[i - 1].upper if i else ChunkProgress.not_started(table_chunks.key)
+    current = ws[i] if i < len(ws) and ws[i].low < first else None
+    values = batch.data.column(table_chunks.key.name if table_chunks.key is not None else 0)
+    open_keys = pc.invert(snapshotted_mask(options, table_chunks.key, before, values))
+    tolerance = 0
+    if current is not None:
+        reading = pc.and_(open_keys, snapshotted_mask(options, table_chunks.key, current.upper, values))
+        tolerance = int(pc.sum(reading).as_py() or 0)
+        open_keys = pc.and_(open_keys, pc.invert(reading))
+    kinds = batch.data.column(OP_COLUMN)
+    delta = pc.if_else(pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER)), 1, -1)
+    return int(pc.sum(pc.if_else(open_keys, delta, 0)).as_py() or 0), tolerance
+
+
+def count_at_checkpoints(config: PipelineConfig, source: MySqlSource, wanted: dict[TableId, tuple[TargetPlan,
+                         Checkpoint]], *, log: logging.Logger | logging.LoggerAdapter = logger
+                         ) -> dict[TableId, CountAtCheckpoint | LakeCdcError]:
+    """For each target of ``wanted`` (its plan from MySQL now, its checkpoint) the MySQL rows of its source tables
+    at its checkpoint, counted chunk by chunk (module docstring), or why it cannot be reconciled (too much binlog
+    since the checkpoint, its file purged). The chunks of every source table are read on one connection, one table
+    after the other, and the binlog once for all of them: the connections stay the same whatever the tables."""
+    head = source.head_offset()
+    sizes = source.binary_log_sizes()
+    outcome: dict[TableId, CountAtCheckpoint | LakeCdcError] = {}
+    written = {}
+    for target, (_, checkpoint) in wanted.items():
+        try:
+            written[target] = _bytes_since(sizes, checkpoint.offset, head)
+        except LakeCdcError as exc:
+            outcome[target] = exc
+    counted = {t: wanted[t] for t in written}
+    if not counted:
+        return outcome
+    tables: dict[TableId, SourceTable] = {}
+    feeds: dict[TableId, list[TableId]] = {}
+    for target, (plan, _) in counted.items():
+        for source_plan in plan.sources:
+            tables[source_plan.source.table_id] = source_plan.source
+            feeds.setdefault(source_plan.source.table_id, []).append(target)
+    chunks: dict[TableId, _Chunks] = {}
+    with source.snapshot(list(tables.values()), incremental=True) as snap:
+        for table_id, table in tables.items():
+            chunks[table_id] = _read_chunks(source, snap, table, config.reconcile.pause_seconds)
+            log.info("reconcile: %s counted, %d rows in %d chunk(s) in %.1f s", table_id, chunks[table_id].rows,
+                     len(chunks[table_id].windows), chunks[table_id].seconds)
+    undo = _undo_changes(source, chunks, feeds, {t: c for t, (_, c) in counted.items()})
+    for target, (plan, _) in counted.items():
+        mine = [chunks[s.source.table_id] for s in plan.sources]
+        rows = sum(c.rows for c in mine)
+        windows = [w for c in mine for w in c.windows]
+        outcome[target] = CountAtCheckpoint(
+            rows - undo[target].net, rows, len(windows), undo[target].net, undo[target].tolerance, written[target],
+            min((w.low for w in windows), default=None), max((w.high for w in windows), default=None),
+            sum(c.seconds for c in mine))
+    return outcome
 
 
 # ------------------------------------------------------------------------------------------- Paimon side
@@ -272,15 +328,16 @@ def _unique(target: TableId, keys: list[str], tally: LakeTally, snapshot_id: int
                        f"{snapshot_id} is unique ({tally.buckets} buckets read one at a time)", metadata=metadata)
 
 
-def _row_count(config: PipelineConfig, target: TableId, plan: TargetPlan, checkpoint: Checkpoint,
-               tally: LakeTally, snapshot_id: int, source: MySqlSource, log) -> CheckResult:
-    count = count_at_checkpoint(config, source, plan, checkpoint, log=log)
+def _row_count(target: TableId, checkpoint: Checkpoint, tally: LakeTally, snapshot_id: int,
+               count: CountAtCheckpoint | LakeCdcError, chunk_size: int) -> CheckResult:
+    if isinstance(count, LakeCdcError):
+        return not_evaluated(ROW_COUNT, target, str(count))
     difference = tally.active_rows - count.expected_rows
     metadata: dict[str, int | str | bool] = {
         "paimon_active_rows": tally.active_rows, "expected_rows_at_checkpoint": count.expected_rows,
         "difference": difference, "tolerance": count.tolerance, "checkpoint": str(checkpoint.offset),
         "snapshot_id": snapshot_id, "mysql_rows_read": count.rows_read, "mysql_chunks": count.chunks,
-        "chunk_size": source.options.chunk_size, "net_inserts_since_checkpoint": count.net_inserts_since,
+        "chunk_size": chunk_size, "net_inserts_since_checkpoint": count.net_inserts_since,
         "binlog_bytes_since_checkpoint": count.binlog_bytes_since, "counted_to": str(count.counted_to),
         "seconds": f"{count.seconds:.1f}"}
     how = "exact" if count.tolerance == 0 else f"within ±{count.tolerance} (rows changed while their chunk was read)"
@@ -293,48 +350,58 @@ def _row_count(config: PipelineConfig, target: TableId, plan: TargetPlan, checkp
                        f"tolerance {count.tolerance})", metadata=metadata)
 
 
-def reconcile_table(config: PipelineConfig, target: TableId, plan: TargetPlan | None, *, source: MySqlSource,
-                    sink: PaimonSink, names: set[str] | list[str] | tuple[str, ...] = RECONCILE_CHECKS,
-                    plan_error: str = "",
-                    log: logging.Logger | logging.LoggerAdapter = logger) -> list[CheckResult]:
-    """The selected reconciliation checks of ``target`` (``plan``: its plan from MySQL now, None with
-    ``plan_error``). An error inside a check is a failed result."""
-    wanted = [n for n in RECONCILE_CHECKS if n in names]
+@dataclass
+class _TableCheck:
+    """One table's reconciliation while it runs: what is known, and what the MySQL count still has to give."""
+
+    target: TableId
+    wanted: list[str]
+    results: list[CheckResult] = field(default_factory=list)
+    count_for: tuple[TargetPlan, Checkpoint] | None = None  # a row count to make: (plan, checkpoint)
+    tally: LakeTally | None = None
+    snapshot_id: int = 0
+
+
+def _lake_side(config: PipelineConfig, target: TableId, plan: TargetPlan | None, wanted: list[str],
+               sink: PaimonSink, plan_error: str) -> _TableCheck:
+    """The checks of ``target`` that read Paimon only, and the row count to make against MySQL, if any."""
+    check = _TableCheck(target, wanted)
     if not sink.table_exists(target):
-        return [not_evaluated(n, target, f"the Paimon table {target} does not exist yet") for n in wanted]
+        check.results = [not_evaluated(n, target, f"the Paimon table {target} does not exist yet") for n in wanted]
+        return check
     pinned = pinned_checkpoint(sink, target)
     if pinned is None:
-        return [not_evaluated(n, target, f"{target} has no committed checkpoint yet") for n in wanted]
-    snapshot_id, checkpoint = pinned
+        check.results = [not_evaluated(n, target, f"{target} has no committed checkpoint yet") for n in wanted]
+        return check
+    check.snapshot_id, checkpoint = pinned
     if checkpoint.snapshot_pending:
         why = f"the snapshot of {target} is still in progress (it resumes with the next run)"
-        return [not_evaluated(n, target, why) for n in wanted]
+        check.results = [not_evaluated(n, target, why) for n in wanted]
+        return check
     keys = list(sink.describe(target).primary_keys)
     marker = soft_delete_column(config, plan) if plan is not None else False
-    results = []
     try:
-        tally = tally_lake(sink, target, snapshot_id, keys, marker or None)
+        check.tally = tally_lake(sink, target, check.snapshot_id, keys, marker or None)
     except LakeCdcError as exc:
-        return [not_evaluated(n, target, str(exc)) for n in wanted]
+        check.results = [not_evaluated(n, target, str(exc)) for n in wanted]
+        return check
     if PK_UNIQUE in wanted:
-        results.append(_unique(target, keys, tally, snapshot_id))
-    if ROW_COUNT in wanted:
-        try:
-            if plan is None:
-                results.append(not_evaluated(ROW_COUNT, target, f"cannot read the source tables: {plan_error}"))
-            elif not keys:
-                results.append(not_applicable(ROW_COUNT, target, "an append table gets a row per change, so its row "
-                                              "count is not comparable with MySQL's"))
-            elif has_filter(config, [s.source.table_id for s in plan.sources]):
-                results.append(not_applicable(ROW_COUNT, target, "a transform filter keeps some MySQL rows out"))
-            elif marker is None:
-                results.append(not_applicable(ROW_COUNT, target, "a SOFT_DELETE table without a column holding "
-                                              "__data_event_type__ cannot tell deleted rows from active ones"))
-            else:
-                results.append(_row_count(config, target, plan, checkpoint, tally, snapshot_id, source, log))
-        except LakeCdcError as exc:
-            results.append(not_evaluated(ROW_COUNT, target, str(exc)))
-    return sorted(results, key=lambda r: RECONCILE_CHECKS.index(r.check))
+        check.results.append(_unique(target, keys, check.tally, check.snapshot_id))
+    if ROW_COUNT not in wanted:
+        return check
+    if plan is None:
+        check.results.append(not_evaluated(ROW_COUNT, target, f"cannot read the source tables: {plan_error}"))
+    elif not keys:
+        check.results.append(not_applicable(ROW_COUNT, target, "an append table gets a row per change, so its row "
+                                            "count is not comparable with MySQL's"))
+    elif has_filter(config, [s.source.table_id for s in plan.sources]):
+        check.results.append(not_applicable(ROW_COUNT, target, "a transform filter keeps some MySQL rows out"))
+    elif marker is None:
+        check.results.append(not_applicable(ROW_COUNT, target, "a SOFT_DELETE table without a column holding "
+                                            "__data_event_type__ cannot tell deleted rows from active ones"))
+    else:
+        check.count_for = (plan, checkpoint)
+    return check
 
 
 def _plans(config: PipelineConfig, source: MySqlSource,
@@ -355,27 +422,39 @@ def reconcile_pipeline(config: PipelineConfig, tables: list[TableId] | None = No
                        names: dict[TableId, set[str]] | None = None, with_schema: bool = False,
                        log: logging.Logger | logging.LoggerAdapter = logger) -> list[CheckResult]:
     """The reconciliation of every Paimon table of the pipeline (or of ``tables``; ``names``: the checks wanted per
-    table, default all), table after table; ``with_schema`` adds ``schema_matches_source`` against MySQL now. The
-    pipeline is planned once; the short queries share one MySQL connection, each table's chunk reads and binlog
-    read open their own."""
+    table, default all); ``with_schema`` adds ``schema_matches_source`` against MySQL now. The pipeline is planned
+    once, the Paimon tables are read one after the other (bucket by bucket), then MySQL: every table's chunks on one
+    connection, and the binlog once (lakecdc.runtime.reconcile.count_at_checkpoints); the short queries share one
+    more connection. An error inside a check is a failed result."""
     source = open_source(config)
     source.share_connection()
     try:
         targets, plans, plan_error = _plans(config, source, tables)
         sink = open_sink(config)
-        results: list[CheckResult] = []
+        checks = []
         for target in targets:
-            wanted = names.get(target, set()) if names is not None else set(RECONCILE_CHECKS)
-            if wanted & set(RECONCILE_CHECKS):
-                started = time.monotonic()
-                results += reconcile_table(config, target, plans.get(target), source=source, sink=sink,
-                                           names=wanted, plan_error=plan_error, log=log)
-                log.info("reconcile %s: %.1f s", target, time.monotonic() - started)
-            if with_schema:
+            wanted = [n for n in RECONCILE_CHECKS
+                      if n in (names.get(target, set()) if names is not None else RECONCILE_CHECKS)]
+            if wanted:
+                checks.append(_lake_side(config, target, plans.get(target), wanted, sink, plan_error))
+        to_count = {c.target: c.count_for for c in checks if c.count_for is not None}
+        try:
+            counts = count_at_checkpoints(config, source, to_count, log=log) if to_count else {}
+        except LakeCdcError as exc:
+            counts = {t: exc for t in to_count}
+        results: list[CheckResult] = []
+        for check in checks:
+            if check.count_for is not None:
+                assert check.tally is not None
+                check.results.append(_row_count(check.target, check.count_for[1], check.tally, check.snapshot_id,
+                                                counts[check.target], source.options.chunk_size))
+            results += sorted(check.results, key=lambda r: RECONCILE_CHECKS.index(r.check))
+        if with_schema:
+            for target in targets:
                 stored = sink.paimon_types(target) if sink.table_exists(target) else None
                 results.append(schema_check(config, target, plans.get(target), stored, reached="MySQL's schema now",
                                             plan_error=plan_error))
-        return results
+        return sorted(results, key=lambda r: str(r.target))
     finally:
         source.close()
 
@@ -385,5 +464,5 @@ def check_pipeline(config: PipelineConfig, tables: list[TableId] | None = None) 
     return reconcile_pipeline(config, tables, with_schema=True)
 
 
-__all__ = ["ROW_COUNT", "PK_UNIQUE", "RECONCILE_CHECKS", "SCHEMA", "reconcile_check_names", "reconcile_table",
-           "reconcile_pipeline", "check_pipeline", "count_at_checkpoint", "tally_lake", "CountAtCheckpoint"]
+__all__ = ["ROW_COUNT", "PK_UNIQUE", "RECONCILE_CHECKS", "SCHEMA", "reconcile_check_names", "reconcile_pipeline",
+           "check_pipeline", "count_at_checkpoints", "tally_lake", "CountAtCheckpoint"]
