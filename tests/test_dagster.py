@@ -467,6 +467,15 @@ def test_resources_override_yaml_and_transient_errors_are_retried(mariadb, fresh
         schedule = defs.resolve_schedule_def(f"{config.slug}_schedule")
         assert schedule.cron_schedule == "15 3 * * *"
         assert schedule.job_name == f"{config.slug}_job"
+        # The reconcile job's schedule: daily by default, running; `none` leaves the job without one.
+        reconcile_schedule = defs.resolve_schedule_def(f"{config.slug}_reconcile_schedule")
+        assert (reconcile_schedule.cron_schedule, reconcile_schedule.job_name) == ("0 4 * * *",
+                                                                                   f"{config.slug}_reconcile")
+        assert reconcile_schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+        off = build_pipeline_definitions(parse_pipeline(RESOURCE_PIPELINE.format(user=user, db=fresh_db).replace(
+            "pipeline:\n", "pipeline:\n  lakecdc.reconcile.schedule: none\n")))
+        assert [s.name for s in off.schedules] == [f"{config.slug}_schedule"]
+        assert off.resolve_job_def(f"{config.slug}_reconcile").name == f"{config.slug}_reconcile"
     finally:
         mariadb.execute(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'")
 
