@@ -24,11 +24,13 @@ every selected table, each in one commit, and with ``partition: k=v`` (exactly o
 partition (see ``lakecdc.runtime.resnapshots``).
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import re
-from typing import Optional
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Iterator, Optional
 
 import dagster as dg
 from pydantic import Field
@@ -207,7 +209,8 @@ def tables_failure(errors: dict[TableId, BaseException]) -> dg.Failure:
 
 def report(context, config: PipelineConfig, target: TableId, committed, *, with_checks: set[str],
            expect_materialization: bool, keys: Optional[AssetKeys] = None, sink=None, result=None,
-           plan: Optional[TargetPlan] = None, plan_error: str = "", as_output: bool = True):
+           plan: Optional[TargetPlan] = None, plan_error: str = "", as_output: bool = True,
+           checked: Optional[Future] = None):
     """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the results of the
     selected checks of the run's commit (lakecdc.runtime.verify.verify_run). ``result``: the table's result of the
     run (``committed`` when it committed; None when no run wrote the table here); ``plan``: the target's plan the
@@ -215,7 +218,8 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
     checks use it, nothing is planned here.
     ``as_output``: the materialisation is the asset's output (a step of the run reads it); else an event, which
     Dagster records without the output's bookkeeping. ``keys``: the pipeline's asset keys (default: the default
-    translator's); ``sink``: the op's (one per run)."""
+    translator's); ``sink``: the op's (one per run); ``checked``: the checks' results already under way
+    (:func:`verify_in_background`)."""
     keys = keys or AssetKeys.default([target])
     key = keys.paimon[target]
     sink = sink or open_sink(config)
@@ -237,8 +241,10 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
         else:
             context.log.info(f"{target}: no new changes")
     if with_checks:
-        for checked in verify_run(config, sink, target, result, plan, with_checks, plan_error=plan_error):
-            yield asset_check_result(key, checked)
+        results = checked.result() if checked is not None else \
+            verify_run(config, sink, target, result, plan, with_checks, plan_error=plan_error)
+        for one in results:
+            yield asset_check_result(key, one)
 
 
 def register_partitions(instance, target: TableId, committed, key: dg.AssetKey) -> None:
@@ -270,6 +276,27 @@ def plans_without_run(config: PipelineConfig, targets: list[TableId]) -> tuple[d
     return dict(plan.targets), ""
 
 
+# Threads reading the tables' keys back while the op hands the previous tables' events to Dagster (whose event
+# storage waits on its database most of the time).
+VERIFY_THREADS = 2
+
+
+@contextlib.contextmanager
+def verify_in_background(config: PipelineConfig, sink, checks: dict[TableId, set[str]], results: dict,
+                         plans: dict[TableId, TargetPlan], plan_error: str) -> Iterator[dict[TableId, Future]]:
+    """The checks of each table of ``checks`` started in VERIFY_THREADS threads, in the order the op reports the
+    tables; yields each table's Future of its results."""
+    sink.prepare_writes()  # pypaimon's catalog, created once before the threads share the sink
+    with ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="lakecdc-verify") as pool:
+        futures = {t: pool.submit(verify_run, config, sink, t, results.get(t), plans.get(t), names,
+                                  plan_error=plan_error) for t, names in checks.items()}
+        try:
+            yield futures
+        finally:
+            for future in futures.values():
+                future.cancel()
+
+
 def outputs_read_in_run(context, selected: list[TableId], keys: AssetKeys) -> set[TableId]:
     """The selected tables whose asset output a later step of this run reads (an asset downstream of the table in
     the same run); the others are reported as events, without an output nothing reads. The run's job is the subset
@@ -293,17 +320,18 @@ def materialize_tables(context, config: PipelineConfig, targets: list[TableId], 
     plans.update(planned)
     sink = open_sink(config)
     read = outputs_read_in_run(context, targets, keys)
-    for target in sorted(set(targets) | set(checks)):
-        if target in failed:
-            continue
-        try:
-            yield from report(context, config, target, runs.committed.get(target),
-                              with_checks=checks.get(target, set()), expect_materialization=target in targets,
-                              keys=keys, sink=sink, result=runs.results.get(target, runs.committed.get(target))
-                              if target in targets else None,
-                              plan=plans.get(target), plan_error=plan_error, as_output=target in read)
-        except Exception as exc:  # noqa: BLE001 - reporting after a commit fails this table alone, never retried
-            failed[target] = ReportingError(f"{target}: reporting the commit failed: {exc}")
+    reported = [t for t in sorted(set(targets) | set(checks)) if t not in failed]
+    results = {t: runs.results.get(t, runs.committed.get(t)) if t in targets else None for t in reported}
+    with verify_in_background(config, sink, {t: checks[t] for t in reported if checks.get(t)}, results, plans,
+                              plan_error) as checked:
+        for target in reported:
+            try:
+                yield from report(context, config, target, runs.committed.get(target),
+                                  with_checks=checks.get(target, set()), expect_materialization=target in targets,
+                                  keys=keys, sink=sink, result=results[target], plan=plans.get(target),
+                                  plan_error=plan_error, as_output=target in read, checked=checked.get(target))
+            except Exception as exc:  # noqa: BLE001 - reporting after a commit fails this table alone, never retried
+                failed[target] = ReportingError(f"{target}: reporting the commit failed: {exc}")
     if failed:
         for target, error in sorted(failed.items()):
             context.log.error(f"{target} failed: {error}")
