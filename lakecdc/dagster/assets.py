@@ -9,8 +9,8 @@ reports table by table from those, planning nothing again: its commit with snaps
 counts, row count, column schema, column lineage and the partitions it changed (an observation when only the
 checkpoint moved, the commit of a crashed earlier run when Dagster never recorded it), followed by the checks of its
 commit (lakecdc.runtime.verify: the keys it wrote read back, their uniqueness, the schema). A table's
-materialisation is the asset's output only when a later step of the run reads it; otherwise it is an event, which
-spares Dagster an output nobody reads. Checks selected alone ("Execute check") run without a micro-batch. Failures
+materialisation and check results are the op's outputs only when a later step of the run reads them; otherwise they
+are events, which spares Dagster the outputs nobody reads (a failed blocking check fails the step all the same). Checks selected alone ("Execute check") run without a micro-batch. Failures
 stay per table: when the micro-batch fails as a whole each table runs alone, and a table that fails (its own error,
 or held by another writer until the end) is not reported; after every other table, one Failure names each failed
 table, and Dagster shows those failed (planned in a failed run, not materialised) while the others keep their
@@ -36,7 +36,7 @@ import dagster as dg
 from pydantic import Field
 
 from lakecdc.config import PipelineConfig
-from lakecdc.dagster.checks import asset_check_result, run_check_specs
+from lakecdc.dagster.checks import asset_check_evaluation, asset_check_result, run_check_specs
 from lakecdc.dagster.failures import as_failure, retry_policy
 from lakecdc.dagster.metadata import (CHECKPOINT_ONLY_KEY, as_asset_materialization, column_origins, column_schema,
                                       commit_event, paimon_key, unrecorded_commit, without_not_null)
@@ -216,8 +216,9 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
     run (``committed`` when it committed; None when no run wrote the table here); ``plan``: the target's plan the
     run committed with (for a check run alone, from MySQL now; ``plan_error``: why there is none): lineage and
     checks use it, nothing is planned here.
-    ``as_output``: the materialisation is the asset's output (a step of the run reads it); else an event, which
-    Dagster records without the output's bookkeeping. ``keys``: the pipeline's asset keys (default: the default
+    ``as_output``: the materialisation and the checks' results are the op's outputs (a step of the run reads
+    them); else events, which Dagster records without an output's bookkeeping (a failed blocking check still fails
+    the step). ``keys``: the pipeline's asset keys (default: the default
     translator's); ``sink``: the op's (one per run); ``checked``: the checks' results already under way
     (:func:`verify_in_background`)."""
     keys = keys or AssetKeys.default([target])
@@ -244,7 +245,7 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
         results = checked.result() if checked is not None else \
             verify_run(config, sink, target, result, plan, with_checks, plan_error=plan_error)
         for one in results:
-            yield asset_check_result(key, one)
+            yield asset_check_result(key, one) if as_output else asset_check_evaluation(key, one, blocking=True)
 
 
 def register_partitions(instance, target: TableId, committed, key: dg.AssetKey) -> None:
@@ -332,6 +333,10 @@ def materialize_tables(context, config: PipelineConfig, targets: list[TableId], 
                                   plan_error=plan_error, as_output=target in read, checked=checked.get(target))
             except Exception as exc:  # noqa: BLE001 - reporting after a commit fails this table alone, never retried
                 failed[target] = ReportingError(f"{target}: reporting the commit failed: {exc}")
+    as_events = [t for t in reported if checks.get(t) and t not in read and t not in failed]
+    if as_events:
+        context.log.info(f"the checks of {len(as_events)} table(s) are recorded as check evaluations, not as outputs: "
+                         "no step of this run reads them (Dagster then lists those outputs as not yielded)")
     if failed:
         for target, error in sorted(failed.items()):
             context.log.error(f"{target} failed: {error}")
