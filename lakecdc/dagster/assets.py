@@ -10,11 +10,12 @@ counts, row count, column schema, column lineage and the partitions it changed (
 checkpoint moved, the commit of a crashed earlier run when Dagster never recorded it), followed by the checks of its
 commit (lakecdc.runtime.verify: the keys it wrote read back, their uniqueness, the schema). A table's
 materialisation and check results are the op's outputs only when a later step of the run reads them; otherwise they
-are events, which spares Dagster the outputs nobody reads (a failed blocking check fails the step all the same). Checks selected alone ("Execute check") run without a micro-batch. Failures
-stay per table: when the micro-batch fails as a whole each table runs alone, and a table that fails (its own error,
-or held by another writer until the end) is not reported; after every other table, one Failure names each failed
-table, and Dagster shows those failed (planned in a failed run, not materialised) while the others keep their
-materialisations. The specs are skippable: a table the run does not yield skips only what is downstream of it.
+are events, which spares Dagster the outputs nobody reads (a failed blocking check fails the step all the same).
+Checks selected alone ("Execute check") run without a micro-batch. Failures stay per table: when the micro-batch
+fails as a whole each table runs alone, and a table that fails (its own error, or held by another writer until the
+end) is not reported; after every other table, one Failure names each failed table, and Dagster shows those failed
+(planned in a failed run, not materialised) while the others keep their materialisations. The specs are skippable:
+a table the run does not yield skips only what is downstream of it.
 
 The reconciliation against MySQL (row count, uniqueness over the whole table) is not in this op: it is the
 reconcile job's (lakecdc.dagster.jobs).
