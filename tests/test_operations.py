@@ -228,11 +228,19 @@ def test_the_checks_of_a_commit_catch_what_paimon_does_not_hold_as_written(maria
     from lakecdc.runtime.verify import verify_run
     from lakecdc.sink import written as written_rows
 
-    config = make_config(mariadb, fresh_db, tmp_path, "evolve")
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve",
+                         source_extra=f"  scan.incremental.snapshot.chunk.key-column: {fresh_db}.notes:id")
     sink = PaimonSink(config.sink.catalog_options)
-    first = run_micro_batch(config, record_writes=True).tables[members]
+    notes = TableId(fresh_db, "notes")  # no primary key: an append table
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.notes (id INT, text VARCHAR(20))")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.notes VALUES (1, 'a'), (2, 'b')")
+    run = run_micro_batch(config, record_writes=True)
+    first = run.tables[members]
     assert [r.passed for r in verify_run(config, sink, members, first, first.plan)] == [True, True, True]
     assert first.written.keys == 3 and not first.written.sampled
+    [appended, unique, _] = verify_run(config, sink, notes, run.tables[notes], run.tables[notes].plan)
+    assert appended.passed and appended.applicable and appended.metadata["rows_written"] == 2
+    assert "append table" in appended.description and unique.passed and not unique.applicable
     mariadb.execute(f"UPDATE `{fresh_db}`.members SET age = 22 WHERE id = 1008")
     mariadb.execute(f"DELETE FROM `{fresh_db}`.members WHERE id = 1009")
     result = run_micro_batch(config, record_writes=True).tables[members]
