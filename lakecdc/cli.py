@@ -195,7 +195,7 @@ def cmd_resnapshot(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from lakecdc.model import TableId
-    from lakecdc.runtime.verify import check_pipeline
+    from lakecdc.runtime.reconcile import check_pipeline
 
     config = _load(args.pipeline)
     try:
@@ -287,8 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
                             help="only this Paimon partition, e.g. order_day=20260101 (k1=v1/k2=v2 for several keys)")
     resnapshot.add_argument("--json", action="store_true")
     resnapshot.set_defaults(func=cmd_resnapshot)
-    check = commands.add_parser("check", help="the asset checks without Dagster: unique primary keys, row count at "
-                                              "the checkpoint, schema against MySQL (exit code 3 when one fails)")
+    check = commands.add_parser("check", help="full reconciliation against MySQL, as Dagster's reconcile job: row "
+                                              "count at the checkpoint (MySQL read in chunks), unique primary keys "
+                                              "(Paimon read bucket by bucket), and the schema against MySQL now "
+                                              "(exit code 3 when one fails)")
     check.add_argument("pipeline")
     check.add_argument("--table", action="append", default=[], metavar="DB.TABLE",
                        help="only this table (repeatable); default: every table of the pipeline")

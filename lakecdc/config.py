@@ -190,6 +190,41 @@ class UpkeepConfig:
                                   doc="cron expression of a schedule for the Dagster job `<pipeline>_upkeep`")
 
 
+def _schedule_or_off(example: str):
+    """A converter to a cron expression, or None for ``none``/``off`` (no schedule)."""
+    check = _cron(example)
+
+    def convert(value: str, where: Where) -> str | None:
+        if value.strip().lower() in ("none", "off"):
+            return None
+        problem = check(value)
+        if problem:
+            raise where.error(f"{problem}, or none")
+        return value
+    return convert
+
+
+DEFAULT_RECONCILE_SCHEDULE = "0 4 * * *"
+
+
+@dataclass
+class ReconcileConfig:
+    """``pipeline.lakecdc.reconcile.*``: the full reconciliation against MySQL (lakecdc.runtime.reconcile): the
+    schedule of the Dagster job that runs it and how gently it reads MySQL."""
+
+    schedule: str | None = option(
+        "lakecdc.reconcile.schedule", STRING, DEFAULT_RECONCILE_SCHEDULE, convert=_schedule_or_off("0 4 * * *"),
+        default_doc=f"`{DEFAULT_RECONCILE_SCHEDULE}`",
+        doc="cron expression (in `local-time-zone`) of the schedule of the Dagster job `<pipeline>_reconcile`: the "
+            "row count of every table against MySQL at its checkpoint and primary-key uniqueness over the whole "
+            "table ([dagster.md](dagster.md#asset-checks)); `none` turns the schedule off (the job stays runnable "
+            "from the UI, `lakecdc check` from the CLI)")
+    pause_seconds: float = option(
+        "lakecdc.reconcile.pause", DURATION, 0.05, default_doc="`50ms`",
+        doc="the reconciliation reads MySQL in chunks of `scan.incremental.snapshot.chunk.size` rows, one statement "
+            "each, and waits this long after each")
+
+
 # Flink checkpointing has no default interval (it is off until set); Flink CDC's tutorial sets 3 s
 DEFAULT_CHECKPOINT_INTERVAL_SECONDS = 3.0
 
@@ -243,6 +278,7 @@ class PipelineConfig:
         convert=lambda mode, where: 38 if _one_of("UP_TO_19", "UP_TO_38")(mode, where) == "UP_TO_38" else 19,
         doc="`UP_TO_38` lets DECIMAL results of expressions (and CAST targets) have up to 38 digits instead of 19")
     upkeep: UpkeepConfig = nested(UpkeepConfig)
+    reconcile: ReconcileConfig = nested(ReconcileConfig)
     # a chunked snapshot commits its progress after this many rows
     snapshot_commit_rows: int = option(
         "lakecdc.snapshot.commit-rows", INT, 1_000_000, minimum=1,

@@ -1,6 +1,7 @@
-"""The Dagster experience in process, against the private MariaDB and real Paimon files: asset checks (and a
-failing one blocking), column lineage, the partitions a commit changed, re-snapshots of a partition and of a
-table, resources, retries of transient errors only, the schedule, the failure alert, progress logs."""
+"""The Dagster experience in process, against the private MariaDB and real Paimon files: the checks of each run's
+commit (and a failing one blocking), the reconcile job's checks, column lineage, the partitions a commit changed,
+re-snapshots of a partition and of a table, resources, retries of transient errors only, the schedule, the failure
+alert, progress logs."""
 
 import http.server
 import json
@@ -79,12 +80,23 @@ def materialize(defs, instance, *, run_config=None, selection=(ORDERS_KEY, REPOR
         selection = dg.AssetSelection.checks(*selection)
     else:
         selection = list(selection)
-    result = dg.materialize([*defs.assets, orders_report], instance=instance, selection=selection,
-                            raise_on_error=False, run_config=run_config, resources=defs.resources)
+    result = dg.materialize([*defs.assets, *defs.asset_checks, orders_report], instance=instance,
+                            selection=selection, raise_on_error=False, run_config=run_config, resources=defs.resources)
     materializations = {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
     checks = {e.check_name: e
               for e in result.get_asset_check_evaluations()}
     return result, materializations, checks
+
+
+RUN_CHECKS = {"changed_rows_match", "changed_keys_unique", "schema_matches_source"}
+ROW_COUNT_KEY = dg.AssetCheckKey(ORDERS_KEY, "row_count_matches_source")
+PK_UNIQUE_KEY = dg.AssetCheckKey(ORDERS_KEY, "primary_key_unique")
+
+
+def reconcile(defs, instance, name="enrich_mysql_orders_with_soft_deletes_reconcile"):
+    """Run the pipeline's reconcile job: (result, check evaluations by name)."""
+    result = defs.resolve_job_def(name).execute_in_process(instance=instance, raise_on_error=False)
+    return result, {e.check_name: e for e in result.get_asset_check_evaluations()}
 
 
 def active_rows(config):
@@ -117,21 +129,21 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         assert partitions["order_day=20260101"]["+I"] == 1
         assert partitions["order_day=20260101"]["rows_now"] == 1
         assert sorted(instance.get_dynamic_partitions(partitions_name(ORDERS))) == sorted(partitions)
-        # The checks ran with the materialisation and passed; the quiet source gives an exact count.
-        assert set(checks) == {"primary_key_unique", "row_count_matches_source", "schema_matches_source"}
+        # The checks of the run's commit ran with the materialisation and passed: the two keys it wrote hold its rows.
+        assert set(checks) == RUN_CHECKS
         assert all(c.passed for c in checks.values()), {n: c.description for n, c in checks.items()}
         assert REPORT_KEY in metadata  # passing blocking checks let the downstream asset run
-        count = checks["row_count_matches_source"].metadata
-        assert count["tolerance"].value == 0 and count["source_quiet"].value is True
-        assert count["paimon_active_rows"].value == 2
+        rows = checks["changed_rows_match"].metadata
+        assert (rows["keys_checked"].value, rows["keys_present"].value, rows["sampled"].value) == (2, 2, False)
 
-        # Binlog changes: soft-deleted rows are not active rows, the count still matches.
+        # Binlog changes: the three keys the run wrote read back as written (SOFT_DELETE keeps 102, marked -D).
         mariadb.execute("UPDATE inventory.orders SET product = 'notebook' WHERE id = 101")
         mariadb.execute("DELETE FROM inventory.orders WHERE id = 102")
         mariadb.execute("INSERT INTO inventory.orders VALUES (103, 'pencil', 3.50, '2026-01-03 12:00:00')")
         result, metadata, checks = materialize(defs, instance)
         assert result.success and all(c.passed for c in checks.values())
-        assert checks["row_count_matches_source"].metadata["paimon_active_rows"].value == 2
+        assert checks["changed_rows_match"].metadata["keys_present"].value == 3
+        assert checks["changed_keys_unique"].metadata["duplicate_keys"].value == 0
         meta = metadata[ORDERS_KEY]
         partitions = {r.data["partition"]: r.data for r in meta["lakecdc/partitions_changed"].value.records}
         # Paimon rows per row kind: the MySQL delete (top level) is written as a +I row marking 102 deleted
@@ -139,19 +151,26 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         assert partitions["order_day=20260102"]["-D"] == 0
         # dagster/row_count: every row of the merged table; lakecdc/active_rows: the rows the row-count check counts
         assert meta["dagster/row_count"].value == 3 and meta["lakecdc/active_rows"].value == 2
-        checkpoint = sink.checkpoint(ORDERS)
+        # the reconcile job: soft-deleted rows are not active rows, the count matches exactly
+        outcome, reconciled = reconcile(defs, instance)
+        assert outcome.success and set(reconciled) == {"row_count_matches_source", "primary_key_unique"}
+        assert all(c.passed for c in reconciled.values()), {n: c.description for n, c in reconciled.items()}
+        count = reconciled["row_count_matches_source"].metadata
+        assert count["paimon_active_rows"].value == 2 and count["tolerance"].value == 0
 
-        # Drift behind the binlog's back: the row-count check fails, and being blocking, fails the run.
+        # Drift behind the binlog's back: a run's checks look at its own commit and pass; the reconcile job's row
+        # count sees it (non-blocking: the reconcile run itself succeeds).
         without_binlog(mariadb, "DELETE FROM inventory.orders WHERE id = 103")
+        mariadb.execute("UPDATE inventory.orders SET price = 30.00 WHERE id = 101")
         result, metadata, checks = materialize(defs, instance)
-        failed = checks["row_count_matches_source"]
-        assert not failed.passed and failed.severity == dg.AssetCheckSeverity.ERROR
+        assert result.success and all(c.passed for c in checks.values())
+        checkpoint = sink.checkpoint(ORDERS)
+        outcome, reconciled = reconcile(defs, instance)
+        failed = reconciled["row_count_matches_source"]
+        assert not failed.passed and failed.severity == dg.AssetCheckSeverity.ERROR and not failed.blocking
         assert failed.metadata["difference"].value == 1 and failed.metadata["tolerance"].value == 0
         assert "2 active rows in Paimon but 1 in MySQL" in failed.description
-        assert not result.success
-        # blocking: the failed check keeps the downstream asset from running (the others passed in this run)
-        assert checks["primary_key_unique"].passed and REPORT_KEY not in metadata
-        assert not result.is_node_success("orders_report")
+        assert reconciled["primary_key_unique"].passed and outcome.success
 
         # Re-snapshot one partition through the partitioned job: 103 is marked deleted; a row missing from
         # another partition stays missing (that partition is not re-read).
@@ -201,13 +220,37 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         assert whole["lakecdc.resnapshot.offset"] == f"{whole['lakecdc.binlog.file']}:{whole['lakecdc.binlog.pos']}"
         assert metadata[ORDERS_KEY]["lakecdc/phase"].value == "resnapshot"
 
-        # Schema drift in MySQL: the schema check fails, naming the column, before any run would.
+        # Schema drift in MySQL: the schema check run alone compares with MySQL now and names the column.
         mariadb.execute("ALTER TABLE inventory.orders ADD COLUMN coupon VARCHAR(10)")
         _, _, checks = materialize(defs, instance,
                                    selection=[dg.AssetCheckKey(ORDERS_KEY, "schema_matches_source")])
         drift = checks["schema_matches_source"]
         assert not drift.passed and "coupon" in drift.description
         assert drift.severity == dg.AssetCheckSeverity.ERROR  # blocking: stops downstream assets
+
+
+def test_a_failing_check_of_the_commit_blocks_downstream(mariadb, tutorial, tmp_path):
+    """A column narrowed in the Paimon table behind the pipeline's back (evolve mode: the table no longer follows
+    MySQL): the next run commits, its schema check fails and, being blocking, keeps the downstream asset from running
+    and fails the run; the checks of the rows it wrote pass."""
+    from pypaimon.schema.data_types import AtomicType
+    from pypaimon.schema.schema_change import SchemaChange
+
+    config, pipelines = tutorial
+    defs = build_definitions(pipelines)
+    sink = PaimonSink(config.sink.catalog_options)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assert materialize(defs, instance)[0].success
+        sink.checkpoint(ORDERS)
+        sink.alter_table(ORDERS, [SchemaChange.update_column_type("product", AtomicType("VARCHAR(5)"))])
+        mariadb.execute("UPDATE inventory.orders SET price = 30.00 WHERE id = 101")
+        result, metadata, checks = materialize(defs, instance)
+        assert ORDERS_KEY in metadata  # committed and reported
+        drift = checks["schema_matches_source"]
+        assert not drift.passed and drift.severity == dg.AssetCheckSeverity.ERROR
+        assert "product: VARCHAR(5) in Paimon, VARCHAR(100) NOT NULL from MySQL" in drift.description
+        assert checks["changed_rows_match"].passed and checks["changed_keys_unique"].passed
+        assert not result.success and REPORT_KEY not in metadata and not result.is_node_success("orders_report")
 
 
 def test_a_check_that_cannot_evaluate_fails_with_error_severity(mariadb, tutorial, tmp_path, monkeypatch):
@@ -218,9 +261,8 @@ def test_a_check_that_cannot_evaluate_fails_with_error_severity(mariadb, tutoria
             s.bind(("127.0.0.1", 0))
             monkeypatch.setenv("MYSQL_PORT", str(s.getsockname()[1]))
         defs = build_definitions(pipelines)
-        _, _, checks = materialize(defs, instance, selection=[
-            dg.AssetCheckKey(ORDERS_KEY, name) for name in ("primary_key_unique", "row_count_matches_source",
-                                                            "schema_matches_source")])
+        _, _, checks = materialize(defs, instance, selection=[PK_UNIQUE_KEY, ROW_COUNT_KEY,
+                                                              dg.AssetCheckKey(ORDERS_KEY, "schema_matches_source")])
         assert checks["primary_key_unique"].passed  # reads Paimon only
         for name in ("row_count_matches_source", "schema_matches_source"):
             check = checks[name]
@@ -288,13 +330,10 @@ def test_a_refresh_that_only_moves_the_checkpoint_is_an_observation(mariadb, tut
         assert metadata[ORDERS_KEY]["lakecdc/updated"].value == 1
 
 
-ROW_COUNT_KEY = dg.AssetCheckKey(ORDERS_KEY, "row_count_matches_source")
-
-
 def test_row_count_check_reconciles_across_binlog_rotations(mariadb, tutorial, tmp_path, monkeypatch):
     """After a binlog rotation (FLUSH BINARY LOGS, a server restart) the check compares at the committed offset
     across files: it measures the few bytes written since, not 'another file, too far'."""
-    import lakecdc.runtime.verify as verify
+    import lakecdc.runtime.reconcile as reconcile
 
     config, pipelines = tutorial
     defs = build_definitions(pipelines)
@@ -315,10 +354,10 @@ def test_row_count_check_reconciles_across_binlog_rotations(mariadb, tutorial, t
         assert 0 < written < 64 * 1024, written
 
         # More binlog than the check reads to reconcile: it fails as not evaluated and says how much was written.
-        monkeypatch.setattr(verify, "MAX_RECONCILE_BYTES", 100)
+        monkeypatch.setattr(reconcile, "MAX_RECONCILE_BYTES", 100)
         result, _, checks = materialize(defs, instance, selection=[ROW_COUNT_KEY])
         check = checks["row_count_matches_source"]
-        assert not check.passed and not result.success
+        assert not check.passed and result.success  # non-blocking: the run goes on
         assert check.metadata["evaluated"].value is False
         measured = re.search(r"(\d+) bytes of binlog were written since the checkpoint", check.description)
         assert measured and written <= int(measured.group(1)) < 64 * 1024, check.description
@@ -327,7 +366,7 @@ def test_row_count_check_reconciles_across_binlog_rotations(mariadb, tutorial, t
     # A checkpoint in a binlog file the server no longer has cannot be reconciled: the error says so.
     head = config_head(config)
     with pytest.raises(LakeCdcError, match="no longer on the server"):
-        verify.binlog_bytes_since(config.source, BinlogOffset("mysql-bin.000000", 4), head)
+        reconcile.binlog_bytes_since(config.source, BinlogOffset("mysql-bin.000000", 4), head)
 
 
 def config_head(config):
@@ -428,6 +467,15 @@ def test_resources_override_yaml_and_transient_errors_are_retried(mariadb, fresh
         schedule = defs.resolve_schedule_def(f"{config.slug}_schedule")
         assert schedule.cron_schedule == "15 3 * * *"
         assert schedule.job_name == f"{config.slug}_job"
+        # The reconcile job's schedule: daily by default, running; `none` leaves the job without one.
+        reconcile_schedule = defs.resolve_schedule_def(f"{config.slug}_reconcile_schedule")
+        assert (reconcile_schedule.cron_schedule, reconcile_schedule.job_name) == ("0 4 * * *",
+                                                                                   f"{config.slug}_reconcile")
+        assert reconcile_schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+        off = build_pipeline_definitions(parse_pipeline(RESOURCE_PIPELINE.format(user=user, db=fresh_db).replace(
+            "pipeline:\n", "pipeline:\n  lakecdc.reconcile.schedule: none\n")))
+        assert [s.name for s in off.schedules] == [f"{config.slug}_schedule"]
+        assert off.resolve_job_def(f"{config.slug}_reconcile").name == f"{config.slug}_reconcile"
     finally:
         mariadb.execute(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'")
 

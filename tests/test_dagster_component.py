@@ -105,10 +105,11 @@ def test_component_scaffold_check_list_launch(mariadb, fresh_db, tmp_path, monke
     assert assets[key]["group_name"] == "lake" and assets[source_key]["group_name"] == "mysql"
     # the MySQL asset names the server the component's override points at, not the YAML's port 3306
     assert f"`127.0.0.1:{mariadb.port}`" in assets[source_key]["description"]
-    assert {c["name"] for c in defs["asset_checks"]} == {"primary_key_unique", "row_count_matches_source",
-                                                         "schema_matches_source"}
+    assert {c["name"] for c in defs["asset_checks"]} == {"changed_rows_match", "changed_keys_unique",
+                                                         "schema_matches_source", "primary_key_unique",
+                                                         "row_count_matches_source"}
     assert {j["name"] for j in defs["jobs"]} == {"demo_orders_job", "demo_orders_follow", "demo_orders_upkeep",
-                                                 f"resnapshot__{fresh_db}__orders"}
+                                                 "demo_orders_reconcile", f"resnapshot__{fresh_db}__orders"}
     assert {s["name"] for s in defs["sensors"]} == {"demo_orders_binlog_sensor", "demo_orders_failure_alert"}
     assert {r["name"] for r in defs["resources"]} == {"demo_orders_mysql", "demo_orders_paimon"}
 

@@ -288,6 +288,12 @@ def test_dagster_follow_job_materialises_every_commit_and_stops_at_max_commits(m
                      key=lambda r: r.asset_materialization.metadata[SNAPSHOT_ID_KEY].value)
     assert all(r.asset_materialization.metadata["lakecdc/decoder_fallbacks"].value == 0 for r in records[1:])
     assert records[-1].asset_materialization.metadata["dagster/row_count"].value == sink.row_count(ORDERS)
+    # each commit's checks ran as it was committed: its keys read back from its snapshot
+    checks = result.get_asset_check_evaluations()
+    rows = [c for c in checks if c.check_name == "changed_rows_match"]
+    assert len(rows) == len(snapshots) and all(c.passed for c in checks), [c.description for c in checks]
+    assert {c.metadata["snapshot_id"].value for c in rows} == set(snapshots)
+    assert all(c.metadata["keys_checked"].value >= 1 for c in rows[1:])
     run_micro_batch(config)  # the locks were released; the run reads on from the follow's checkpoint
     assert_same_rows(mariadb, config.sink.catalog_options, "inventory", "orders", ["id", "product", "price"],
                      context="after the follow job and a run")

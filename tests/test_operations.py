@@ -1,7 +1,9 @@
 """Operations in the library, run here through the CLI and the Python API without Dagster (issue 13 items 3, 5,
-6): re-snapshots of a table and of one partition carry the schema history forward, a re-snapshot repairs a table
-whose Paimon schema drifted, ``lakecdc check`` fails (exit code 3) on real differences and on checks that cannot
-be evaluated, and a produced column that the table lacks stops the run in every schema-change mode."""
+6; issue 34 items 1, 2): re-snapshots of a table and of one partition carry the schema history forward, a
+re-snapshot repairs a table whose Paimon schema drifted, ``lakecdc check`` (the reconciliation) fails (exit code 3)
+on real differences and on checks that cannot be evaluated and counts MySQL chunk by chunk, the checks of a run's
+own commit catch what Paimon does not hold as written, and a produced column that the table lacks stops the run in
+every schema-change mode."""
 
 import json
 
@@ -167,7 +169,7 @@ def test_check_fails_on_a_row_count_difference_and_when_it_cannot_evaluate(maria
 
     unreachable = make_config(mariadb, fresh_db, tmp_path, "evolve")
     unreachable.source.port = free_port()
-    results = {r.check: r for r in check_pipeline_without_planning(unreachable, members)}
+    results = {r.check: r for r in check_pipeline(unreachable, [members])}
     assert results["primary_key_unique"].passed  # reads Paimon only
     for name in ("row_count_matches_source", "schema_matches_source"):  # need MySQL: fail, not evaluated
         assert not results[name].passed and not results[name].evaluated, results[name]
@@ -182,10 +184,97 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def check_pipeline_without_planning(config, table):
-    from lakecdc.runtime.verify import CHECK_NAMES, TableState, evaluate
+def test_reconciliation_counts_mysql_chunk_by_chunk_exactly_at_the_checkpoint(mariadb, fresh_db, members, tmp_path,
+                                                                             monkeypatch):
+    """Chunks of 2 rows with a pause after each. Changes after the checkpoint to keys whose chunk was not read yet
+    are undone (also in the pause after the first chunk); a change to a key whose chunk was read already changes
+    nothing: the count is exact (tolerance 0)."""
+    from lakecdc.runtime import reconcile
 
-    return evaluate(TableState.load(config, table), CHECK_NAMES)
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve",
+                         source_extra="  scan.incremental.snapshot.chunk.size: 2")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1011, 'Dan', 30), (1012, 'Eve', 31), (1013, 'Fay', 32)")
+    run_micro_batch(config)  # 1008-1013 at the checkpoint
+    # after the checkpoint: two inserts, a key moving from the last chunk's range into the first one's
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1014, 'Gil', 33), (1015, 'Hal', 34)")
+    mariadb.execute(f"UPDATE `{fresh_db}`.members SET id = 1000 WHERE id = 1013")
+    pauses = []
+
+    def after_chunk(seconds):
+        pauses.append(seconds)
+        if len(pauses) == 1:  # the first chunk (1000, 1008) is counted
+            mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1007, 'Ida', 35)")  # in it: irrelevant
+            mariadb.execute(f"DELETE FROM `{fresh_db}`.members WHERE id = 1012")  # not read yet: undone
+
+    monkeypatch.setattr(reconcile, "pause", after_chunk)
+    [count] = [r for r in check_pipeline(config) if r.check == reconcile.ROW_COUNT]
+    assert count.passed, count.description
+    metadata = count.metadata
+    assert (metadata["mysql_rows_read"], metadata["net_inserts_since_checkpoint"], metadata["tolerance"],
+            metadata["expected_rows_at_checkpoint"], metadata["paimon_active_rows"]) == (7, 1, 0, 6, 6)
+    assert metadata["mysql_chunks"] == 4 and metadata["chunk_size"] == 2  # (1000 1008) (1009 1010) (1011 1014) (1015)
+    assert pauses == [config.reconcile.pause_seconds] * 3  # after each chunk but the last
+
+
+def test_the_checks_of_a_commit_catch_what_paimon_does_not_hold_as_written(mariadb, fresh_db, members, tmp_path,
+                                                                           monkeypatch):
+    """What a run wrote is read back by key from the snapshot it committed: the real commit passes; the same
+    read against rows the run did not write (a value, a deleted key, a key never written) fails naming each."""
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from lakecdc.runtime.verify import verify_run
+    from lakecdc.sink import written as written_rows
+
+    config = make_config(mariadb, fresh_db, tmp_path, "evolve",
+                         source_extra=f"  scan.incremental.snapshot.chunk.key-column: {fresh_db}.notes:id")
+    sink = PaimonSink(config.sink.catalog_options)
+    notes = TableId(fresh_db, "notes")  # no primary key: an append table
+    mariadb.execute(f"CREATE TABLE `{fresh_db}`.notes (id INT, text VARCHAR(20))")
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.notes VALUES (1, 'a'), (2, 'b')")
+    run = run_micro_batch(config, record_writes=True)
+    first = run.tables[members]
+    assert [r.passed for r in verify_run(config, sink, members, first, first.plan)] == [True, True, True]
+    assert first.written.keys == 3 and not first.written.sampled
+    [appended, unique, _] = verify_run(config, sink, notes, run.tables[notes], run.tables[notes].plan)
+    assert appended.passed and appended.applicable and appended.metadata["rows_written"] == 2
+    assert "append table" in appended.description and unique.passed and not unique.applicable
+    mariadb.execute(f"UPDATE `{fresh_db}`.members SET age = 22 WHERE id = 1008")
+    mariadb.execute(f"DELETE FROM `{fresh_db}`.members WHERE id = 1009")
+    result = run_micro_batch(config, record_writes=True).tables[members]
+    checks = {r.check: r for r in verify_run(config, sink, members, result, result.plan)}
+    assert all(r.passed for r in checks.values()), {n: r.description for n, r in checks.items()}
+    rows = checks["changed_rows_match"].metadata
+    assert (rows["keys_checked"], rows["keys_present"], rows["keys_deleted"]) == (2, 1, 1)
+    assert rows["buckets_read"] >= 1 and rows["files_read"] >= 1
+
+    written = result.written
+    kept = written.rows
+    ids, ages = kept.column("id"), kept.column("age")
+    kinds = kept.column(written_rows.KIND_COLUMN)
+    tampered = kept.set_column(kept.schema.get_field_index("age"), "age",
+                               pc.if_else(pc.equal(ids, 1008), pa.scalar(99, ages.type), ages))
+    tampered = tampered.set_column(tampered.schema.get_field_index(written_rows.KIND_COLUMN),
+                                   written_rows.KIND_COLUMN, pc.if_else(pc.equal(ids, 1009), pa.scalar(0, pa.int8()),
+                                                                        kinds))
+    extra = kept.filter(pc.equal(ids, 1008)).set_column(0, kept.schema.field("id"),
+                                                        pa.array([5000], kept.schema.field("id").type))
+    result.written = dataclasses.replace(written, rows=pa.concat_tables([tampered, extra]))
+    [rows_check, unique, _] = verify_run(config, sink, members, result, result.plan)
+    assert not rows_check.passed and unique.passed
+    assert "age: 1 key(s) differ, e.g. written 99, read 22" in rows_check.description, rows_check.description
+    assert "2 missing in Paimon" in rows_check.description  # 1009 (deleted) and 5000 (never written)
+
+    # a run writing more keys than its share checks the first ones and says how many it left out
+    monkeypatch.setattr(written_rows, "FIRST_COMMIT_KEYS", 2)
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1011, 'Dan', 30), (1012, 'Eve', 31), (1013, 'Fay', 32)")
+    sampled = run_micro_batch(config, record_writes=True).tables[members]
+    [rows_check, _, _] = verify_run(config, sink, members, sampled, sampled.plan)
+    assert rows_check.passed and rows_check.metadata["keys_checked"] == 2
+    assert rows_check.metadata["keys_not_checked"] == 1 and rows_check.metadata["sampled"] is True
+    assert sorted(sampled.written.rows.column("id").to_pylist()) == [1011, 1012]  # the first ones written
 
 
 @pytest.mark.parametrize("mode", ["ignore", "exception", "try_evolve"])
@@ -297,3 +386,20 @@ def test_schema_check_accepts_a_stored_type_that_holds_every_produced_value(mari
     mariadb.execute(f"ALTER TABLE `{fresh_db}`.members MODIFY COLUMN age DECIMAL(30, 2)")  # not run yet: drift
     schema = {r.check: r for r in check_pipeline(config)}["schema_matches_source"]
     assert not schema.passed and "age: BIGINT in Paimon, DECIMAL(30, 2) from MySQL" in schema.description
+
+
+def test_a_run_of_some_tables_coerces_rows_into_a_table_that_kept_a_dropped_column(mariadb, fresh_db, members,
+                                                                                 tmp_path):
+    """lenient mode keeps a column dropped upstream: a run of some tables (as Dagster's runs are: the plan
+    restricted to them) coerces the rows into the stored table as a run of every table does."""
+    config = make_config(mariadb, fresh_db, tmp_path, "lenient")
+    run_micro_batch(config)
+    mariadb.execute(f"ALTER TABLE `{fresh_db}`.members DROP COLUMN age")
+    run_micro_batch(config, targets={members})  # applies the drop: Paimon keeps age
+    mariadb.execute(f"INSERT INTO `{fresh_db}`.members VALUES (1011, 'Dan')")
+    result = run_micro_batch(config, targets={members}, record_writes=True).tables[members]
+    assert result.committed and paimon_state(config, members)[1][-1] == (1011, "Dan", None)
+    from lakecdc.runtime.verify import verify_run
+
+    checks = verify_run(config, PaimonSink(config.sink.catalog_options), members, result, result.plan)
+    assert all(c.passed for c in checks), [c.description for c in checks]

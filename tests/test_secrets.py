@@ -168,6 +168,10 @@ def test_dagster_ui_run_config_event_log_and_files_never_show_the_password(maria
         assert not failed.success
         errors = [e.event_specific_data.error.message for e in failed.get_step_failure_events()]
         assert any("Access denied" in m for m in errors), errors
+        # the reconcile job (its own connections to MySQL): with the wrong password its checks fail, naming why
+        job = next(j.name for j in defs.jobs if j.name.endswith("_reconcile"))
+        reconciled = defs.resolve_job_def(job).execute_in_process(instance=instance, raise_on_error=False)
+        assert reconciled.get_asset_check_evaluations() or not reconciled.success
 
         # what the UI shows: the code location (resources with their config), runs, the event log
         shown = [serialize_value(RepositorySnap.from_def(defs.get_repository_def()))]
@@ -178,7 +182,7 @@ def test_dagster_ui_run_config_event_log_and_files_never_show_the_password(maria
         text = "\n".join(shown)
         assert "LAKECDC_SECRET_PW" in text  # the EnvVar is shown by name
         assert SECRET not in text and WRONG not in text
-        assert "lakecdc/paimon_snapshot_id" in text and "row_count_matches_source" in text
+        assert "lakecdc/paimon_snapshot_id" in text and "changed_rows_match" in text
     assert leaks(home, SECRET, WRONG) == []
     assert leaks(warehouse, SECRET, WRONG) == []
     assert leaks(path.parent, SECRET, WRONG) == []

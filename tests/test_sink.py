@@ -880,3 +880,40 @@ def test_schema_change_must_follow_the_schema_the_checkpoint_was_loaded_with(wh)
     fresh.checkpoint(ORDERS)
     fresh.alter_table(ORDERS, [SchemaChange.add_column("from_a", AtomicType("INT"))])
     assert make_sink(wh).describe(ORDERS).schema.names[-3:] == ["from_b", "again_b", "from_a"]
+
+
+# ------------------------------------------------------------------------------------- what a run's writers commit
+
+
+def test_recorded_writes_keep_what_commits_as_paimon_stores_it_and_drop_what_aborts(wh):
+    """record_writes keeps, per key, the last row a committed writer handed to Paimon (converted to the table's
+    types: the timestamp's microseconds floored to TIMESTAMP(3)); an aborted writer's rows and an overwrite
+    (upkeep's rewrite) are not kept; a TRUNCATE makes every key kept before it absent."""
+    from lakecdc.sink.written import KIND_COLUMN
+
+    sink = make_sink(wh)
+    create_orders(sink)
+    sink.checkpoint(ORDERS)
+    recorded = sink.record_writes(ORDERS)
+    aborted = sink.open_writer(ORDERS)
+    aborted.write(changes(("+I", row(9, "lost"))))
+    aborted.abort()
+    late = dict(row(1, "a"), created_at=dt.datetime(2024, 1, 1, 12, 0, 0, 123456))
+    with sink.open_writer(ORDERS) as writer:
+        writer.write(changes(("+I", late), ("+I", row(2, "b")), ("-U", row(1, "a")), ("+U", row(1, "a2"))))
+        first = writer.commit({})
+    with sink.open_writer(ORDERS) as writer:
+        writer.write(changes(("-D", row(2, "b"))))
+        second = writer.commit({})
+    kept = {r["id"]: r for r in recorded.rows.to_pylist()}
+    assert set(kept) == {1, 2} and recorded.snapshot_ids == [first, second] and recorded.rows_committed == 5
+    assert (kept[1]["product"], kept[1][KIND_COLUMN], kept[2][KIND_COLUMN]) == ("a2", 2, 3)  # +U, -D
+    assert kept[1]["created_at"] == dt.datetime(2024, 1, 1, 12, 0, 0, 123000)  # as stored: TIMESTAMP(3)
+    with sink.open_writer(ORDERS, overwrite={}) as writer:  # a rewrite of the live rows changes no row
+        writer.write(changes(("+I", row(1, "a2"))))
+        writer.commit({})
+    assert recorded.snapshot_ids == [first, second]
+    truncated = sink.truncate(ORDERS, {})
+    assert recorded.snapshot_ids[-1] == truncated
+    assert recorded.rows.column(KIND_COLUMN).to_pylist() == [3, 3]  # both keys now absent
+    assert sink.stop_recording(ORDERS) is recorded and sink.stop_recording(ORDERS) is None

@@ -65,17 +65,23 @@ def change_every_table(mariadb, db: str, tables: int) -> None:
         mariadb.execute(f"DELETE FROM t{i} WHERE id = 20", database=db)
 
 
+def statements(mariadb) -> int:
+    return int(mariadb.execute("SHOW GLOBAL STATUS LIKE 'Questions'")[0][1])
+
+
 def materialize_all(mariadb, pipelines: Path, selection=None, run_config=None
                     ) -> tuple[dg.ExecuteInProcessResult, int, int]:
     """Every table asset of the pipeline (or ``selection``) in one run: (result, MySQL connections it opened,
-    binlog reads logged). ``result.unmaterialized``: the tables the run planned and did not materialise."""
+    binlog reads logged). ``result.unmaterialized``: the tables the run planned and did not materialise;
+    ``result.statements``: the statements MySQL executed for the run."""
     defs = build_definitions(pipelines)
     assets = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
     with dg.instance_for_test() as instance:
-        before = connections(mariadb)
+        before, asked = connections(mariadb), statements(mariadb)
         result = dg.materialize(assets, instance=instance, resources=defs.resources, raise_on_error=False,
                                 selection=selection, run_config=run_config)
         opened = connections(mariadb) - before - 1  # the count's own connection
+        result.statements = statements(mariadb) - asked - 2  # the counts' own SHOW statements
         logs = instance.all_logs(result.run_id)
         reads = sum(1 for record in logs if "binlog from " in record.user_message)
         # Dagster OSS 1.13 records no ASSET_FAILED_TO_MATERIALIZE event: a table the failed run planned and did not
@@ -89,11 +95,12 @@ def materialize_all(mariadb, pipelines: Path, selection=None, run_config=None
 @pytest.mark.parametrize("tables", [3])
 def test_one_run_reads_the_binlog_once_with_connections_independent_of_the_tables(mariadb, tmp_path,
                                                                                   tables):
-    opened = {}
+    opened, asked = {}, {}
     for n in (tables, tables * 3):
         with database_of(mariadb, "whole", n, tmp_path) as (db, pipelines):
             change_every_table(mariadb, db, n)
             result, opened[n], reads = materialize_all(mariadb, pipelines)
+            asked[n] = result.statements
             assert result.success
             assert reads == 1, f"{n} tables: {reads} binlog reads in one run"
             materialized = {e.asset_key for e in result.get_asset_materialization_events()}
@@ -105,6 +112,8 @@ def test_one_run_reads_the_binlog_once_with_connections_independent_of_the_table
             for i in range(n):
                 assert assert_same_rows(mariadb, config.sink.catalog_options, db, f"t{i}") == 19
     assert opened[tables * 3] == opened[tables], f"MySQL connections per run by tables: {opened}"
+    # one plan per run: reporting and checking the tables asks MySQL nothing (no plan, no description per table)
+    assert asked[tables * 3] == asked[tables], f"MySQL statements per run by tables: {asked}"
 
 
 def test_a_table_held_by_another_writer_fails_alone_and_the_others_commit(mariadb, fresh_db, tmp_path):
@@ -203,8 +212,10 @@ def test_check_opens_a_fixed_number_of_connections(mariadb, tmp_path):
             assert all(r.passed for r in results), [r.description for r in results if not r.passed]
             counts = {str(r.target): r.metadata for r in results if r.check == "row_count_matches_source"}
             assert counts[f"{db}.t1"]["net_inserts_since_checkpoint"] == -1  # the delete after the checkpoint
-    assert opened[6] == opened[2] == 1, f"MySQL connections of `lakecdc check` by tables: {opened}"
-    assert lagging[6] == lagging[2] <= 3, f"... with checkpoints behind the head: {lagging}"
+    # one for the short queries, one for every table's chunks (one after the other); the binlog read when checkpoints
+    # lag behind the head
+    assert opened[6] == opened[2] == 2, f"MySQL connections of `lakecdc check` by tables: {opened}"
+    assert lagging[6] == lagging[2] <= 4, f"... with checkpoints behind the head: {lagging}"
 
 
 def test_a_run_of_idle_tables_opens_a_fixed_number_of_connections(mariadb, tmp_path):

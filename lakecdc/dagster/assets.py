@@ -4,43 +4,52 @@ table's blocking checks, are ONE op: a subsettable multi-asset (``<slug>_tables`
 dagster-dlt's and dagster-airbyte's connections.
 
 A run of the op makes one micro-batch of the tables it selected (one plan, one binlog read:
-lakecdc.runtime.table_runs), then reports table by table: its commit with snapshot id, binlog offset, change counts,
-row count, column schema, column lineage and the partitions it changed (an observation when only the checkpoint
-moved, the commit of a crashed earlier run when Dagster never recorded it), followed by its selected checks. Checks
-selected alone ("Execute check") run without a micro-batch. Failures stay per table: when the micro-batch fails as a
-whole each table runs alone, and a table that fails (its own error, or held by another writer until the end) is not
-reported; after every other table, one Failure names each failed table, and Dagster shows those failed (planned in
-a failed run, not materialised) while the others keep their materialisations. The specs are skippable: a table the
-run does not yield skips only what is downstream of it.
+lakecdc.runtime.table_runs), which returns the plan it committed with and what each table's commits wrote; then it
+reports table by table from those, planning nothing again: its commit with snapshot id, binlog offset, change
+counts, row count, column schema, column lineage and the partitions it changed (an observation when only the
+checkpoint moved, the commit of a crashed earlier run when Dagster never recorded it), followed by the checks of its
+commit (lakecdc.runtime.verify: the keys it wrote read back, their uniqueness, the schema). A table's
+materialisation and check results are the op's outputs only when a later step of the run reads them; otherwise they
+are events, which spares Dagster the outputs nobody reads (a failed blocking check fails the step all the same).
+Checks selected alone ("Execute check") run without a micro-batch. Failures stay per table: when the micro-batch
+fails as a whole each table runs alone, and a table that fails (its own error, or held by another writer until the
+end) is not reported; after every other table, one Failure names each failed table, and Dagster shows those failed
+(planned in a failed run, not materialised) while the others keep their materialisations. The specs are skippable:
+a table the run does not yield skips only what is downstream of it.
+
+The reconciliation against MySQL (row count, uniqueness over the whole table) is not in this op: it is the
+reconcile job's (lakecdc.dagster.jobs).
 
 Run config (``Materialize`` → launchpad, ``ops: {<slug>_tables: {config: ...}}``): ``resnapshot: true`` re-snapshots
 every selected table, each in one commit, and with ``partition: k=v`` (exactly one table selected) only that Paimon
 partition (see ``lakecdc.runtime.resnapshots``).
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import re
-from typing import Optional
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Iterator, Optional
 
 import dagster as dg
 from pydantic import Field
 
 from lakecdc.config import PipelineConfig
-from lakecdc.dagster.checks import TableState, check_specs, evaluate
+from lakecdc.dagster.checks import asset_check_evaluation, asset_check_result, run_check_specs
 from lakecdc.dagster.failures import as_failure, retry_policy
-from lakecdc.dagster.metadata import (CHECKPOINT_ONLY_KEY, column_origins, column_schema, commit_event, paimon_key,
-                                      unrecorded_commit, without_not_null)
+from lakecdc.dagster.metadata import (CHECKPOINT_ONLY_KEY, as_asset_materialization, column_origins, column_schema,
+                                      commit_event, paimon_key, unrecorded_commit, without_not_null)
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.dagster.translator import (PIPELINE_TAG, AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps,
                                         PaimonTableProps)
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
 from lakecdc.model import TableId
-from lakecdc.runtime.connect import open_source, shared_source
-from lakecdc.runtime.plan import build_plan, captured_tables
+from lakecdc.runtime.connect import open_sink, open_source, shared_source
+from lakecdc.runtime.plan import TargetPlan, build_plan, captured_tables, soft_delete_column
 from lakecdc.runtime.table_runs import TableRuns, resnapshot_tables, run_tables
-from lakecdc.runtime.verify import ROW_COUNT, expected_types, plan_at_checkpoint, share_tally, soft_delete_column
+from lakecdc.runtime.verify import expected_types, verify_run
 from lakecdc.selectors import TableSelector
 from lakecdc.transform.rules import select_rule
 from lakecdc.transform.routes import Router
@@ -162,12 +171,12 @@ def check_run_config(targets: list[TableId], resnapshot: bool, partition: str) -
 
 def run_tables_of_run(context, config: PipelineConfig, targets: list[TableId], resnapshot: bool = False,
                       partition: str = "") -> TableRuns:
-    """The selected tables' micro-batch (one for all, lakecdc.runtime.table_runs) or re-snapshots; a table that
-    fails is in ``errors``, the others in ``committed``."""
+    """The selected tables' micro-batch (one for all, lakecdc.runtime.table_runs, keeping what each table's commits
+    wrote for their checks) or re-snapshots; a table that fails is in ``errors``, the others in ``committed``."""
     check_run_config(targets, resnapshot, partition)
     if resnapshot:
         return resnapshot_tables(config, targets, partition or None, run_id=context.run.run_id, log=context.log)
-    return run_tables(config, targets, run_id=context.run.run_id, log=context.log)
+    return run_tables(config, targets, run_id=context.run.run_id, log=context.log, record_writes=True)
 
 
 def run_table(context, config: PipelineConfig, target: TableId, resnapshot: bool = False, partition: str = ""):
@@ -200,42 +209,44 @@ def tables_failure(errors: dict[TableId, BaseException]) -> dg.Failure:
 
 
 def report(context, config: PipelineConfig, target: TableId, committed, *, with_checks: set[str],
-           expect_materialization: bool, keys: Optional[AssetKeys] = None, state: Optional[TableState] = None):
-    """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the check results.
-    ``keys``: the pipeline's asset keys (default: the default translator's); ``state``: the table's state when the
-    caller loaded it. Only this table is planned, and MySQL is queried through the process's shared connection
-    (:func:`shared_source`)."""
+           expect_materialization: bool, keys: Optional[AssetKeys] = None, sink=None, result=None,
+           plan: Optional[TargetPlan] = None, plan_error: str = "", as_output: bool = True,
+           checked: Optional[Future] = None):
+    """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the results of the
+    selected checks of the run's commit (lakecdc.runtime.verify.verify_run). ``result``: the table's result of the
+    run (``committed`` when it committed; None when no run wrote the table here); ``plan``: the target's plan the
+    run committed with (for a check run alone, from MySQL now; ``plan_error``: why there is none): lineage and
+    checks use it, nothing is planned here.
+    ``as_output``: the materialisation and the checks' results are the op's outputs (a step of the run reads
+    them); else events, which Dagster records without an output's bookkeeping (a failed blocking check still fails
+    the step). ``keys``: the pipeline's asset keys (default: the default
+    translator's); ``sink``: the op's (one per run); ``checked``: the checks' results already under way
+    (:func:`verify_in_background`)."""
     keys = keys or AssetKeys.default([target])
     key = keys.paimon[target]
-    source = shared_source(config)
-    state = state or TableState.load(config, target, key, source=source)
+    sink = sink or open_sink(config)
     if committed is not None:
-        marker = soft_delete_column(config, state.plan) if state.plan is not None else None
-        event = commit_event(committed, committed_plan(config, target, state, source), config.sink.catalog_options,
-                             key=key, source_keys=keys.mysql, soft_delete_marker=marker or None)
+        marker = soft_delete_column(config, plan) if plan is not None else None
+        event = commit_event(committed, plan, config.sink.catalog_options, key=key, source_keys=keys.mysql,
+                             soft_delete_marker=marker or None)
         register_partitions(context.instance, target, committed, key)
         if isinstance(event, dg.AssetObservation):  # only the checkpoint moved: the last change stays the latest
             context.log.info(f"{target}: {event.metadata[CHECKPOINT_ONLY_KEY].value}")
             context.log_event(event)
         else:
-            yield event
+            yield event if as_output else as_asset_materialization(event)
     elif expect_materialization:
         late = unrecorded_commit(context.instance, config.sink.catalog_options, target, key,
                                  run_id=context.run.run_id)
         if late is not None:
-            yield late
+            yield late if as_output else as_asset_materialization(late)
         else:
             context.log.info(f"{target}: no new changes")
-    yield from evaluate(state, with_checks)
-
-
-def committed_plan(config: PipelineConfig, target: TableId, state: TableState, source=None):
-    """The plan the column lineage of a commit comes from: compiled against the source schemas the table's
-    checkpoint records (those of its last commit), else against MySQL now."""
-    try:
-        return plan_at_checkpoint(config, target, state.state.checkpoint, source=source) or state.plan
-    except LakeCdcError:  # the lineage is an extra; the commit is already done
-        return state.plan
+    if with_checks:
+        results = checked.result() if checked is not None else \
+            verify_run(config, sink, target, result, plan, with_checks, plan_error=plan_error)
+        for one in results:
+            yield asset_check_result(key, one) if as_output else asset_check_evaluation(key, one, blocking=True)
 
 
 def register_partitions(instance, target: TableId, committed, key: dg.AssetKey) -> None:
@@ -250,47 +261,83 @@ def register_partitions(instance, target: TableId, committed, key: dg.AssetKey) 
         instance.add_dynamic_partitions(name, new)
 
 
-def table_states(config: PipelineConfig, targets: list[TableId], keys: AssetKeys,
-                 failed: dict[TableId, BaseException]) -> dict[TableId, TableState]:
-    """Each table's state (plan, stored table, checkpoint) for its report; a table whose state cannot be read is
-    added to ``failed``."""
-    source = shared_source(config)
-    try:  # one plan for all of them (each table's own plan when the whole one fails: it may fail alone)
-        plan = build_plan(config, source, targets=set(targets)) if targets else None
-    except LakeCdcError:
-        plan = None
-    states = {}
-    for target in targets:
-        try:
-            states[target] = TableState.load(config, target, keys.paimon[target], source=source, plan=plan)
-        except Exception as exc:  # noqa: BLE001 - this table alone
-            failed[target] = ReportingError(f"{target}: reading the table to report it failed: {exc}")
-    return states
-
-
 class ReportingError(LakeCdcError):
     """Reporting a table failed after its commit (not transient: a retry would not re-report the commit)."""
+
+
+def plans_without_run(config: PipelineConfig, targets: list[TableId]) -> tuple[dict[TableId, TargetPlan], str]:
+    """The plans (from MySQL now) of tables checked without a run of theirs (checks selected without a
+    materialisation, a re-snapshot): one plan for all of them. (plans, "") or, when planning fails, ({}, why): their
+    schema checks then say they could not look."""
+    if not targets:
+        return {}, ""
+    try:
+        plan = build_plan(config, shared_source(config), targets=set(targets)).restrict(set(targets))
+    except LakeCdcError as exc:
+        return {}, str(exc)
+    return dict(plan.targets), ""
+
+
+# Threads reading the tables' keys back while the op hands the previous tables' events to Dagster (whose event
+# storage waits on its database most of the time).
+VERIFY_THREADS = 2
+
+
+@contextlib.contextmanager
+def verify_in_background(config: PipelineConfig, sink, checks: dict[TableId, set[str]], results: dict,
+                         plans: dict[TableId, TargetPlan], plan_error: str) -> Iterator[dict[TableId, Future]]:
+    """The checks of each table of ``checks`` started in VERIFY_THREADS threads, in the order the op reports the
+    tables; yields each table's Future of its results."""
+    sink.prepare_writes()  # pypaimon's catalog, created once before the threads share the sink
+    with ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="lakecdc-verify") as pool:
+        futures = {t: pool.submit(verify_run, config, sink, t, results.get(t), plans.get(t), names,
+                                  plan_error=plan_error) for t, names in checks.items()}
+        try:
+            yield futures
+        finally:
+            for future in futures.values():
+                future.cancel()
+
+
+def outputs_read_in_run(context, selected: list[TableId], keys: AssetKeys) -> set[TableId]:
+    """The selected tables whose asset output a later step of this run reads (an asset downstream of the table in
+    the same run); the others are reported as events, without an output nothing reads. The run's job is the subset
+    it executes, so its asset graph holds only the run's assets."""
+    graph = context.job_def.asset_layer.asset_graph
+    return {t for t in selected if graph.get(keys.paimon[t]).child_keys}
 
 
 def materialize_tables(context, config: PipelineConfig, targets: list[TableId], checks: dict[TableId, set[str]],
                        *, resnapshot: bool = False, partition: str = "", keys: AssetKeys):
     """The body of a pipeline's op: one micro-batch (or re-snapshot) of the selected ``targets``, then table by
     table its materialisation and its selected ``checks`` (a table may have checks selected and no
-    materialisation: "Execute check"). A table that failed is not reported; after every other table, one Failure
-    names each failed table with its error (Dagster shows those failed: planned in a failed run, not
-    materialised)."""
+    materialisation: "Execute check"), from the plan the micro-batch committed with. A table that failed is not
+    reported; after every other table, one Failure names each failed table with its error (Dagster shows those
+    failed: planned in a failed run, not materialised)."""
     runs = run_tables_of_run(context, config, targets, resnapshot, partition)
     failed: dict[TableId, BaseException] = dict(runs.errors)
-    states = table_states(config, [t for t in sorted(set(targets) | set(checks)) if t not in failed], keys, failed)
-    # the row-count checks of tables whose checkpoint is behind the head reconcile from one binlog read
-    share_tally(shared_source(config), [s.state for t, s in states.items() if ROW_COUNT in checks.get(t, ())])
-    for target, state in states.items():
-        try:
-            yield from report(context, config, target, runs.committed.get(target),
-                              with_checks=checks.get(target, set()), expect_materialization=target in targets,
-                              keys=keys, state=state)
-        except Exception as exc:  # noqa: BLE001 - reporting after a commit fails this table alone, never retried
-            failed[target] = ReportingError(f"{target}: reporting the commit failed: {exc}")
+    plans = dict(runs.plans)  # a micro-batch's; a re-snapshot, or checks selected alone, plan here (once)
+    unplanned = sorted(t for t in set(targets) | set(checks) if t not in failed and t not in plans)
+    planned, plan_error = plans_without_run(config, unplanned)
+    plans.update(planned)
+    sink = open_sink(config)
+    read = outputs_read_in_run(context, targets, keys)
+    reported = [t for t in sorted(set(targets) | set(checks)) if t not in failed]
+    results = {t: runs.results.get(t, runs.committed.get(t)) if t in targets else None for t in reported}
+    with verify_in_background(config, sink, {t: checks[t] for t in reported if checks.get(t)}, results, plans,
+                              plan_error) as checked:
+        for target in reported:
+            try:
+                yield from report(context, config, target, runs.committed.get(target),
+                                  with_checks=checks.get(target, set()), expect_materialization=target in targets,
+                                  keys=keys, sink=sink, result=results[target], plan=plans.get(target),
+                                  plan_error=plan_error, as_output=target in read, checked=checked.get(target))
+            except Exception as exc:  # noqa: BLE001 - reporting after a commit fails this table alone, never retried
+                failed[target] = ReportingError(f"{target}: reporting the commit failed: {exc}")
+    as_events = [t for t in reported if checks.get(t) and t not in read and t not in failed]
+    if as_events:
+        context.log.info(f"the checks of {len(as_events)} table(s) are recorded as check evaluations, not as outputs: "
+                         "no step of this run reads them (Dagster then lists those outputs as not yielded)")
     if failed:
         for target, error in sorted(failed.items()):
             context.log.error(f"{target} failed: {error}")
@@ -306,7 +353,7 @@ def build_pipeline_asset(config: PipelineConfig, targets: dict[TableId, tuple[li
     for target, (feeds, spec) in sorted(targets.items()):
         specs.append(spec.replace_attributes(deps=[keys.mysql[s] for s in feeds], skippable=True,
                                              code_version=code_version(config, target, feeds)))
-        checks.extend(check_specs(config, spec.key, feeds))
+        checks.extend(run_check_specs(spec.key))
     table_of = {spec.key: target for target, (_, spec) in targets.items()}
 
     @dg.multi_asset(

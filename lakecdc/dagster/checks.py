@@ -1,59 +1,55 @@
-"""Blocking asset checks of each Paimon table: the check specs and the conversion of the library's results
-(lakecdc.runtime.verify, which ``lakecdc check`` runs too) to ``AssetCheckResult``.
+"""Asset checks of each Paimon table: the specs and the conversion of the library's results to Dagster's.
 
-Every failed check is ERROR severity: a real difference (duplicate keys, a row count that differs at the
-checkpoint, schema drift) and a check that could not be evaluated both block downstream assets.
+* The checks of a run's own commit (lakecdc.runtime.verify: ``changed_rows_match``, ``changed_keys_unique``,
+  ``schema_matches_source``) are blocking specs of the pipeline's op: every materialisation runs them, and a
+  failure stops what is downstream of the table.
+* The reconciliation against MySQL (lakecdc.runtime.reconcile: ``row_count_matches_source``,
+  ``primary_key_unique``) is non-blocking and belongs to its own op, ``<pipeline>_reconcile``: the reconcile job
+  runs it, on ``pipeline.lakecdc.reconcile.schedule`` or from the UI.
+
+Every failed check is ERROR severity: a real difference and a check that could not be evaluated both fail.
 """
-
-import dataclasses
 
 import dagster as dg
 
 from lakecdc.config import PipelineConfig
 from lakecdc.model import TableId
-from lakecdc.runtime import verify
-from lakecdc.source import MySqlSource
-from lakecdc.runtime.verify import PK_UNIQUE, ROW_COUNT, SCHEMA, CheckResult, check_names, has_filter
+from lakecdc.runtime.reconcile import PK_UNIQUE, ROW_COUNT, reconcile_check_names
+from lakecdc.runtime.verify import CHANGED_KEYS_UNIQUE, CHANGED_ROWS, RUN_CHECKS, SCHEMA, CheckResult
 
-__all__ = ["PK_UNIQUE", "ROW_COUNT", "SCHEMA", "has_filter", "check_specs", "TableState", "evaluate",
-           "asset_check_result"]
+__all__ = ["run_check_specs", "reconcile_check_specs", "asset_check_result", "asset_check_evaluation",
+           "RUN_CHECKS", "CHANGED_ROWS", "CHANGED_KEYS_UNIQUE", "SCHEMA", "ROW_COUNT", "PK_UNIQUE"]
 
 _DESCRIPTIONS = {
-    PK_UNIQUE: "No two rows of the merged Paimon table share a primary key",
-    ROW_COUNT: "Active Paimon rows equal the MySQL rows at the committed binlog offset (exact; changes made while "
-               "counting are the stated tolerance)",
-    SCHEMA: "The columns and types produced from the current MySQL schema equal the stored Paimon table's",
+    CHANGED_ROWS: "Every key the run wrote holds the run's last row of it in the snapshot it committed, or is absent "
+                  "after a delete (read back by key; a bounded sample of large runs)",
+    CHANGED_KEYS_UNIQUE: "No key the run wrote is held by two rows of the snapshot it committed",
+    SCHEMA: "The columns and types produced from the source schemas the run reached equal the stored Paimon "
+            "table's",
+    ROW_COUNT: "Reconciliation (the reconcile job): active Paimon rows equal the MySQL rows at the committed binlog "
+               "offset, MySQL read in chunks (exact; changes made while a chunk was read are the stated tolerance)",
+    PK_UNIQUE: "Reconciliation (the reconcile job): no two rows of the Paimon table share a primary key, read "
+               "bucket by bucket",
 }
 
 
-def check_specs(config: PipelineConfig, key: dg.AssetKey, sources: list[TableId]) -> list[dg.AssetCheckSpec]:
-    return [dg.AssetCheckSpec(name, asset=key, blocking=True, description=_DESCRIPTIONS[name])
-            for name in check_names(config, sources)]
+def run_check_specs(key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
+    """The blocking checks of a run's commit, on the pipeline's op."""
+    return [dg.AssetCheckSpec(name, asset=key, blocking=True, description=_DESCRIPTIONS[name]) for name in RUN_CHECKS]
 
 
-@dataclasses.dataclass
-class TableState:
-    """The library's table state (plan from MySQL now, stored table, checkpoint) and the asset key it reports to."""
-
-    state: verify.TableState
-    key: dg.AssetKey
-
-    @classmethod
-    def load(cls, config: PipelineConfig, target: TableId, key: dg.AssetKey, *,
-             source: MySqlSource | None = None, plan=None) -> "TableState":
-        """``source``: the MySQL source to plan the table and run the checks through (a shared connection);
-        ``plan``: a plan of many tables made once (without it, or when it lacks the table, only this table is
-        planned)."""
-        return cls(verify.TableState.load(config, target, source=source, plan=plan), key)
-
-    @property
-    def plan(self):
-        return self.state.plan
+def reconcile_check_specs(config: PipelineConfig, key: dg.AssetKey, sources: list[TableId]) -> list[dg.AssetCheckSpec]:
+    """The reconciliation checks of a table, on the reconcile op (no row count when a filter drops rows)."""
+    return [dg.AssetCheckSpec(name, asset=key, blocking=False, description=_DESCRIPTIONS[name])
+            for name in reconcile_check_names(config, sources)]
 
 
-def evaluate(state: TableState, names: set[str]) -> list[dg.AssetCheckResult]:
-    """The results of the selected checks (every selected check yields a result: Dagster requires it)."""
-    return [asset_check_result(state.key, result) for result in verify.evaluate(state.state, names)]
+def _metadata(result: CheckResult) -> dict:
+    metadata = {name: _metadata_value(value) for name, value in result.metadata.items()}
+    metadata["evaluated"] = dg.MetadataValue.bool(result.evaluated)
+    if not result.applicable:
+        metadata["applicable"] = dg.MetadataValue.bool(False)
+    return metadata
 
 
 def _metadata_value(value):
@@ -65,10 +61,14 @@ def _metadata_value(value):
 
 
 def asset_check_result(key: dg.AssetKey, result: CheckResult) -> dg.AssetCheckResult:
-    metadata = {name: _metadata_value(value) for name, value in result.metadata.items()}
-    metadata["evaluated"] = dg.MetadataValue.bool(result.evaluated)
-    if not result.applicable:
-        metadata["applicable"] = dg.MetadataValue.bool(False)
+    """A check's result as the op yields it (its output: what a downstream step in the run waits for)."""
     return dg.AssetCheckResult(asset_key=key, check_name=result.check, passed=result.passed,
                                severity=dg.AssetCheckSeverity.ERROR, description=result.description,
-                               metadata=metadata)
+                               metadata=_metadata(result))
+
+
+def asset_check_evaluation(key: dg.AssetKey, result: CheckResult, *, blocking: bool) -> dg.AssetCheckEvaluation:
+    """A check's result as an event of an op that does not own the check (the follow and re-snapshot jobs)."""
+    return dg.AssetCheckEvaluation(asset_key=key, check_name=result.check, passed=result.passed,
+                                   severity=dg.AssetCheckSeverity.ERROR, description=result.description,
+                                   metadata=_metadata(result), blocking=blocking)

@@ -1,7 +1,8 @@
 """Builds Dagster ``Definitions`` from pipeline YAML: per pipeline one op (a multi-asset with one asset per Paimon
-table, and their checks), the external MySQL source assets, a job, a follow job (follow mode), a binlog sensor, an
-optional schedule, a failure alert, a table upkeep job (optionally scheduled) and a re-snapshot job per partitioned
-table; plus the MySQL and Paimon resources the pipelines read their connections from."""
+table, and the blocking checks of each run's commit), the external MySQL source assets, a job, a follow job (follow
+mode), a binlog sensor, an optional schedule, a failure alert, a table upkeep job (optionally scheduled), the
+reconcile job with its checks and daily schedule, and a re-snapshot job per partitioned table; plus the MySQL and
+Paimon resources the pipelines read their connections from."""
 
 import os
 from pathlib import Path
@@ -11,7 +12,8 @@ import dagster as dg
 from lakecdc.config import PipelineConfig, load_pipeline, locate_config_error
 from lakecdc.dagster.assets import build_pipeline_assets, declared_partition_keys, table_lineage
 from lakecdc.dagster.invalid import invalid_pipeline_defs, raise_config_errors
-from lakecdc.dagster.jobs import (build_follow_job, build_pipeline_job, build_resnapshot_job, build_upkeep_job,
+from lakecdc.dagster.jobs import (build_follow_job, build_pipeline_job, build_reconcile_checks, build_reconcile_job,
+                                  build_reconcile_schedule, build_resnapshot_job, build_upkeep_job,
                                   build_upkeep_schedule)
 from lakecdc.dagster.resources import check_secrets, default_resources, load_time_config
 from lakecdc.dagster.sensors import build_binlog_sensor, build_failure_sensor, build_schedule
@@ -42,11 +44,15 @@ def _pipeline_parts(config: PipelineConfig, use_resources: bool, translator: Dag
     upkeep_job = build_upkeep_job(config, sorted(lineage), use_resources=use_resources, keys=keys)
     upkeep_schedule = build_upkeep_schedule(config, upkeep_job)
     follow_job = build_follow_job(config, use_resources=use_resources, keys=keys)
+    reconcile = build_reconcile_checks(config, lineage, keys, use_resources=use_resources)
+    reconcile_job = build_reconcile_job(config, reconcile) if reconcile is not None else None
+    reconcile_schedule = build_reconcile_schedule(config, reconcile_job) if reconcile_job is not None else None
     return dg.Definitions(
-        assets=[*built.assets, *built.source_specs], jobs=[job, follow_job, upkeep_job, *resnapshot_jobs],
+        assets=[*built.assets, *built.source_specs], asset_checks=[reconcile] if reconcile is not None else [],
+        jobs=[j for j in (job, follow_job, upkeep_job, reconcile_job, *resnapshot_jobs) if j is not None],
         sensors=[build_binlog_sensor(config, job, sorted(lineage), use_resources=use_resources, keys=keys),
                  build_failure_sensor(config, sorted(lineage), keys=keys)],
-        schedules=[s for s in (schedule, upkeep_schedule) if s is not None])
+        schedules=[s for s in (schedule, upkeep_schedule, reconcile_schedule) if s is not None])
 
 
 def _shared_sources(assets) -> list:
@@ -121,8 +127,8 @@ def _merge(configs: list, resources: dict | None, translator: DagsterLakeCdcTran
         bound = default_resources(loaded)
         bound.update(resources)
         check_secrets(bound)
-    return dg.Definitions(assets=assets, jobs=merged.jobs, sensors=merged.sensors, schedules=merged.schedules,
-                          resources=bound, executor=dg.in_process_executor)
+    return dg.Definitions(assets=assets, asset_checks=merged.asset_checks, jobs=merged.jobs, sensors=merged.sensors,
+                          schedules=merged.schedules, resources=bound, executor=dg.in_process_executor)
 
 
 def _load_or_locate(path: Path):

@@ -1,7 +1,8 @@
 """Jobs of a pipeline: the micro-batch job over all its tables, the follow job (``<pipeline>_follow``: follow mode,
 a long-running run that commits every ``pipeline.checkpoint-interval``), the table upkeep job
-(``<pipeline>_upkeep``), and for each partitioned Paimon table a re-snapshot job partitioned by the table's Paimon
-partitions.
+(``<pipeline>_upkeep``), the reconcile job (``<pipeline>_reconcile``: every table's row count against MySQL and
+primary-key uniqueness over the whole table, on ``pipeline.lakecdc.reconcile.schedule``), and for each partitioned
+Paimon table a re-snapshot job partitioned by the table's Paimon partitions.
 
 The re-snapshot job is how a user re-loads one partition from the UI: open the job, pick partitions in its
 Partitions tab, *Launch backfill*. Each run re-snapshots one partition of the one table in one commit, in the
@@ -19,10 +20,14 @@ from typing import Any, Callable, Optional
 import dagster as dg
 
 from lakecdc.config import PipelineConfig
-from lakecdc.dagster.assets import partitions_name, pool_name, register_partitions, report, run_table, table_lineage
+from lakecdc.dagster.assets import (ReportingError, partitions_name, plans_without_run, pool_name, register_partitions,
+                                    report, run_table, table_lineage)
+from lakecdc.dagster.checks import asset_check_evaluation, asset_check_result, reconcile_check_specs
 from lakecdc.runtime import follow_pipeline
+from lakecdc.runtime.connect import open_sink
+from lakecdc.runtime.reconcile import reconcile_pipeline
 from lakecdc.runtime.upkeep import upkeep_pipeline
-from lakecdc.runtime.verify import check_names
+from lakecdc.runtime.verify import RUN_CHECKS, verify_run
 from lakecdc.dagster.failures import as_failure, retry_policy
 from lakecdc.dagster.metadata import as_asset_materialization, commit_event
 from lakecdc.dagster.translator import PIPELINE_TAG, TABLE_TAG, AssetKeys
@@ -33,8 +38,12 @@ from lakecdc.model import TableId
 
 
 def build_pipeline_job(config: PipelineConfig, assets: list[dg.AssetsDefinition]):
+    """The micro-batch of every table with the checks of its commit; the reconciliation (the reconcile job's checks
+    of the same assets) is left out."""
+    run_checks = [key for asset in assets for key in asset.check_keys]
     return dg.define_asset_job(
-        f"{config.slug}_job", selection=dg.AssetSelection.assets(*assets),
+        f"{config.slug}_job",
+        selection=dg.AssetSelection.assets(*assets).without_checks() | dg.AssetSelection.checks(*run_checks),
         description=f"One micro-batch of every table of the lakecdc pipeline {config.name!r}",
         tags={PIPELINE_TAG: config.slug})
 
@@ -50,7 +59,6 @@ def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[
     pipeline = config
     keys = keys or AssetKeys.default([target], sources)
     partitions = dg.DynamicPartitionsDefinition(name=partitions_name(target, keys.paimon[target]))
-    checks = set(check_names(config, sources))
 
     @dg.op(name=f"{resnapshot_job_name(target)}_op", pool=pool_name(config), retry_policy=retry_policy(config),
            required_resource_keys=resource_keys(config) if use_resources else set(), tags={TABLE_TAG: str(target)},
@@ -58,8 +66,10 @@ def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[
     def _resnapshot(context: dg.OpExecutionContext):
         effective = effective_config(pipeline, context.resources)
         committed = run_table(context, effective, target, resnapshot=True, partition=context.partition_key)
-        for event in report(context, effective, target, committed, with_checks=checks, expect_materialization=False,
-                            keys=keys):
+        plans, plan_error = plans_without_run(effective, [target])  # the schema check's, from MySQL now
+        for event in report(context, effective, target, committed, with_checks=set(RUN_CHECKS),
+                            expect_materialization=False, keys=keys, result=committed, plan=plans.get(target),
+                            plan_error=plan_error):
             if isinstance(event, dg.MaterializeResult):
                 context.log_event(as_asset_materialization(event))
             else:
@@ -94,8 +104,10 @@ def build_follow_job(config: PipelineConfig, *, use_resources: bool = False,
     """Follow mode as a long-running job (lakecdc.runtime.follow_pipeline): one run holds the locks of every table
     of the pipeline, takes the snapshots still needed, then commits every ``pipeline.checkpoint-interval``; each
     commit of each table is recorded as a materialisation of its asset (``keys``: the pipeline's asset keys, default
-    the default translator's). Cancelling the run (SIGINT/SIGTERM to the run worker) lets it commit what it read up
-    to the binlog head, then ends the run as cancelled."""
+    the default translator's), followed by the checks of that commit (lakecdc.runtime.verify, as after a
+    micro-batch): a failed one stops the follow at its next checkpoint and fails the run. Cancelling the run
+    (SIGINT/SIGTERM to the run worker) lets it commit what it read up to the binlog head, then ends the run as
+    cancelled."""
     pipeline = config
 
     lineage = table_lineage(config)
@@ -107,12 +119,14 @@ def build_follow_job(config: PipelineConfig, *, use_resources: bool = False,
                        f"{config.checkpoint_interval_seconds:g} s until the run is cancelled")
     def _follow(context: dg.OpExecutionContext, config: FollowRunConfig):
         effective = effective_config(pipeline, context.resources)
+        sink = open_sink(effective)
         started = time.monotonic()
         commits = [0]
+        failed_checks: list[str] = []
         interrupted = threading.Event()
 
         def should_stop() -> bool:
-            return interrupted.is_set() or (0 < config.max_commits <= commits[0]) or \
+            return interrupted.is_set() or bool(failed_checks) or (0 < config.max_commits <= commits[0]) or \
                 (0 < config.max_seconds <= time.monotonic() - started)
 
         def on_commit(tables) -> None:
@@ -122,20 +136,29 @@ def build_follow_job(config: PipelineConfig, *, use_resources: bool = False,
                     context.log.warning(f"{table.target}: committed snapshot {table.snapshot_id}; no asset for it "
                                         "until the code location is reloaded")
                     continue
-                event = commit_event(table, None, effective.sink.catalog_options, key=key, source_keys=keys.mysql)
+                event = commit_event(table, table.plan, effective.sink.catalog_options, key=key,
+                                     source_keys=keys.mysql)
                 register_partitions(context.instance, table.target, table, key)
                 # a commit that only moved the checkpoint is an observation (the last change stays the latest)
                 context.log_event(event if isinstance(event, dg.AssetObservation) else as_asset_materialization(event))
+                for checked in verify_run(effective, sink, table.target, table, table.plan):
+                    # dagster logs check evaluations too, though log_event's annotation leaves them out
+                    context.log_event(asset_check_evaluation(key, checked, blocking=True))  # type: ignore[arg-type]
+                    if not checked.passed:
+                        failed_checks.append(f"{table.target} {checked.check}: {checked.description}")
             if any(t.phase != "snapshot" for t in tables):
                 commits[0] += 1
 
         with _stop_on_interrupt(interrupted) as interrupt:
             try:
                 result = follow_pipeline(effective, should_stop=should_stop, on_commit=on_commit,
-                                         run_id=context.run.run_id, log=context.log)
+                                         run_id=context.run.run_id, log=context.log, record_writes=True)
             except LakeCdcError as exc:
                 raise as_failure(exc) from None
         context.log.info(f"pipeline {pipeline.name!r}: follow stopped after {result.follow_commits} commit(s)")
+        if failed_checks:
+            raise dg.Failure(description="a commit's check failed, so the follow stopped:\n" + "\n".join(
+                f"- {line}" for line in failed_checks), allow_retries=False)
         interrupt()  # a cancel that asked for the stop now ends the run as cancelled
 
     @dg.job(name=follow_job_name(config), executor_def=dg.in_process_executor, tags={PIPELINE_TAG: config.slug},
@@ -249,15 +272,80 @@ def upkeep_metadata(result) -> dict:
 
 def build_upkeep_schedule(config: PipelineConfig, job) -> dg.ScheduleDefinition | None:
     """``pipeline.lakecdc.upkeep.schedule``: the upkeep job on a cron schedule (e.g. nightly)."""
-    cron = config.upkeep.schedule
+    return _cron_schedule(config, job, config.upkeep.schedule, f"{config.slug}_upkeep_schedule",
+                          "pipeline.lakecdc.upkeep.schedule",
+                          f"Table upkeep of {config.name!r} on the cron schedule {config.upkeep.schedule}")
+
+
+def reconcile_job_name(config: PipelineConfig) -> str:
+    return f"{config.slug}_reconcile"
+
+
+def build_reconcile_checks(config: PipelineConfig, lineage: dict[TableId, list[TableId]], keys: AssetKeys, *,
+                           use_resources: bool = False) -> dg.AssetChecksDefinition | None:
+    """The reconciliation checks of every Paimon table of the pipeline (lakecdc.runtime.reconcile), non-blocking, in
+    one op of their own (outside the pipeline's pool: they only read): the reconcile job runs them, and so does
+    *Execute* on a check of the asset page. None for a pipeline without tables."""
+    pipeline = config
+    specs = [spec for target, feeds in sorted(lineage.items())
+             for spec in reconcile_check_specs(config, keys.paimon[target], feeds)]
+    if not specs:
+        return None
+    table_of = {key: target for target, key in keys.paimon.items()}
+
+    @dg.multi_asset_check(
+        name=f"{reconcile_job_name(config)}_checks", specs=specs, can_subset=True,
+        required_resource_keys=resource_keys(config) if use_resources else set(),
+        op_tags={PIPELINE_TAG: config.slug},
+        description=f"Reconciliation of the Paimon tables of {config.name!r} against MySQL: row count at the "
+                    "checkpoint (MySQL read in chunks) and primary-key uniqueness (Paimon read bucket by bucket)")
+    def _reconcile(context: dg.AssetCheckExecutionContext):
+        if context.job_def.asset_layer.selected_asset_keys:
+            # a run that materialises tables (the UI's Materialize selects every check of its assets): the
+            # reconciliation is the reconcile job's, never part of a micro-batch
+            context.log.info(f"reconciliation skipped in a run that materialises tables: run the job "
+                             f"{reconcile_job_name(pipeline)}, or Execute the check")
+            return
+        effective = effective_config(pipeline, context.resources)
+        wanted: dict[TableId, set[str]] = {}
+        for check in context.selected_asset_check_keys:
+            wanted.setdefault(table_of[check.asset_key], set()).add(check.name)
+        try:
+            results = reconcile_pipeline(effective, sorted(wanted), names=wanted, log=context.log)
+        except LakeCdcError as exc:
+            raise as_failure(ReportingError(f"reconciliation of {pipeline.name!r} failed: {exc}")) from None
+        for result in results:
+            yield asset_check_result(keys.paimon[result.target], result)
+
+    return _reconcile
+
+
+def build_reconcile_job(config: PipelineConfig, checks: dg.AssetChecksDefinition):
+    return dg.define_asset_job(
+        reconcile_job_name(config), selection=dg.AssetSelection.checks(checks),
+        description=f"Reconciliation of every Paimon table of {config.name!r} against MySQL: row count at the "
+                    "checkpoint, MySQL read in chunks with a pause between statements, and primary-key uniqueness, "
+                    "Paimon read bucket by bucket (non-blocking checks on the tables' assets)",
+        tags={PIPELINE_TAG: config.slug})
+
+
+def build_reconcile_schedule(config: PipelineConfig, job) -> dg.ScheduleDefinition | None:
+    """``pipeline.lakecdc.reconcile.schedule`` (daily by default; ``none``: no schedule)."""
+    return _cron_schedule(config, job, config.reconcile.schedule, f"{config.slug}_reconcile_schedule",
+                          "pipeline.lakecdc.reconcile.schedule",
+                          f"Reconciliation of {config.name!r} against MySQL on the cron schedule "
+                          f"{config.reconcile.schedule}")
+
+
+def _cron_schedule(config: PipelineConfig, job, cron: str | None, name: str, option_path: str,
+                   description: str) -> dg.ScheduleDefinition | None:
     if not cron:
         return None
     try:
         zone = config.local_time_zone if config.local_time_zone in zoneinfo.available_timezones() else "UTC"
-        return dg.ScheduleDefinition(name=f"{config.slug}_upkeep_schedule", job=job, cron_schedule=cron,
-                                     execution_timezone=zone, tags={PIPELINE_TAG: config.slug},
-                                     default_status=dg.DefaultScheduleStatus.RUNNING,
-                                     description=f"Table upkeep of {config.name!r} on the cron schedule {cron}")
+        return dg.ScheduleDefinition(name=name, job=job, cron_schedule=cron, execution_timezone=zone,
+                                     tags={PIPELINE_TAG: config.slug}, default_status=dg.DefaultScheduleStatus.RUNNING,
+                                     description=description)
     except dg.DagsterInvalidDefinitionError as exc:
         raise PipelineConfigError(f"invalid cron schedule {cron!r}: {exc}", file=config.path,
-                                  path="pipeline.lakecdc.upkeep.schedule") from None
+                                  path=option_path) from None

@@ -203,8 +203,12 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
             metadata["lakecdc/schema_changes"] = "; ".join(schema_changes)
     # The columns as the table has them after the run's last commit (and its upkeep), not as the run found it: a
     # DDL the run applied (ADD COLUMN) shows in this materialisation, with its lineage. The lineage is restricted to
-    # the stored columns, so the two never disagree.
-    stored, types = stored_table(catalog_options, result.target)
+    # the stored columns, so the two never disagree. A micro-batch's result has them (TableResult.paimon_types);
+    # others are read from the table.
+    if getattr(result, "paimon_types", None):
+        stored, types = None, {name: without_not_null(text) for name, text in result.paimon_types.items()}
+    else:
+        stored, types = stored_table(catalog_options, result.target)
     schema = stored.schema if stored is not None else result.schema
     keys = list(stored.primary_keys) if stored is not None else result.primary_keys
     partition_keys = list(stored.partition_keys) if stored is not None else result.partition_keys
@@ -261,8 +265,12 @@ def commit_event(result, plan=None, catalog_options: dict[str, str] | None = Non
     """What a commit is in Dagster: a materialisation (see :func:`materialization`), or, for a commit that only
     moved the checkpoint, an observation, so the asset's latest materialisation keeps the table's last change (its
     counts, columns and partitions) instead of a row of zeros."""
-    stored, _ = stored_table(catalog_options, result.target)
-    if moves_checkpoint_only(result, stored.schema if stored is not None else None):
+    if hasattr(result, "schema_changes"):  # a micro-batch's result says itself whether its DDL changed the table
+        checkpoint_only = moves_checkpoint_only(result) and not result.schema_changes
+    else:
+        stored, _ = stored_table(catalog_options, result.target)
+        checkpoint_only = moves_checkpoint_only(result, stored.schema if stored is not None else None)
+    if checkpoint_only:
         metadata = {**_commit_metadata(result.snapshot_id, result.phase, result.offset, result.counts),
                     CHECKPOINT_ONLY_KEY: dg.MetadataValue.text(
                         f"snapshot {result.snapshot_id} moved the checkpoint to {result.offset} with no change to "

@@ -50,6 +50,7 @@ from lakecdc.runtime.report import (SnapshotProgress, count_partitions, estimate
 from lakecdc.runtime.schema_evolution import IGNORE, SchemaChangeApplier, coerce_into_table, included_types
 from lakecdc.runtime.upkeep import upkeep_after_commits
 from lakecdc.sink import PaimonSink, TableWriter
+from lakecdc.sink.written import WrittenRows
 from lakecdc.source import BinlogCheckpoint, MySqlSource, TableSchemaChange
 from lakecdc.source.ddl import ADD_COLUMN, RENAME_COLUMN
 from lakecdc.source.schema import source_table_from_json
@@ -85,6 +86,14 @@ class TableResult:
     # binlog rows events of its sources the columnar decoder left to python-mysql-replication, per cause
     # (lakecdc.source.rows_decoder.FALLBACK_*): the same rows, several times slower
     decoder_fallbacks: dict[str, int] = field(default_factory=dict)
+    # column → Paimon type as stored after the run (``schema`` likewise): a DDL the run applied is in them
+    paimon_types: dict[str, str] = field(default_factory=dict)
+    schema_changes: list[str] = field(default_factory=list)  # what the run's DDL did to the table (in order)
+    # the table's plan the run committed with (its sources' schemas and transforms as the run left them)
+    plan: TargetPlan | None = None
+    # with record_writes: what the run (in follow mode: this commit) committed, kept to check the commit by
+    # reading its keys back (lakecdc.sink.written, lakecdc.runtime.verify)
+    written: WrittenRows | None = None
 
 
 @dataclass
@@ -98,6 +107,8 @@ class RunResult:
     ignored_tables: list[TableId] = field(default_factory=list)  # created after the start, not captured
     follow_commits: int = 0  # follow mode: commit rounds after the first micro-batch
     skipped_tables: list[TableId] = field(default_factory=list)  # skip_locked: locked by another writer, not run
+    # the plan the run committed with: the source schemas it reached (after the DDL it read) and their transforms
+    plan: PipelinePlan | None = None
 
     @property
     def committed(self) -> list[TableResult]:
@@ -134,27 +145,29 @@ Log = logging.Logger | logging.LoggerAdapter
 
 
 def run_micro_batch(config: PipelineConfig, *, targets: set[TableId] | None = None, run_id: str | None = None,
-                    log: Log | None = None, skip_locked: bool = False) -> RunResult:
+                    log: Log | None = None, skip_locked: bool = False, record_writes: bool = False) -> RunResult:
     """Run one micro-batch of ``config`` (optionally only for some target tables) and return what it did.
     ``skip_locked``: a table whose lock another writer holds is left out of the run (listed in
     ``RunResult.skipped_tables``) instead of failing it: a run of many tables (lakecdc.runtime.table_runs) then
-    tries such a table alone, so it fails alone."""
-    return _run(config, targets, run_id, log, None, skip_locked)
+    tries such a table alone, so it fails alone. ``record_writes``: keep what each table's commits wrote
+    (``TableResult.written``) for the run's checks (lakecdc.runtime.verify.verify_run)."""
+    return _run(config, targets, run_id, log, None, skip_locked, record_writes)
 
 
 def follow_pipeline(config: PipelineConfig, *, should_stop: Callable[[], bool] = lambda: False,
                     on_commit: Callable[[list[TableResult]], None] | None = None,
                     targets: set[TableId] | None = None, run_id: str | None = None,
-                    log: Log | None = None) -> RunResult:
+                    log: Log | None = None, record_writes: bool = False) -> RunResult:
     """Follow mode: one micro-batch (snapshots first where a table needs one), then, under the same table locks,
     keep reading the binlog and commit every ``pipeline.checkpoint-interval`` (each commit carries the offset and
     schema history it reached, as a micro-batch's does) until ``should_stop()`` returns True at a checkpoint.
-    ``on_commit`` gets the tables each checkpoint committed, with that checkpoint's counts."""
-    return _run(config, targets, run_id, log, Follow(should_stop, on_commit))
+    ``on_commit`` gets the tables each checkpoint committed, with that checkpoint's counts (and with
+    ``record_writes``, what that commit wrote: ``TableResult.written``)."""
+    return _run(config, targets, run_id, log, Follow(should_stop, on_commit), record_writes=record_writes)
 
 
 def _run(config: PipelineConfig, targets: set[TableId] | None, run_id: str | None, log: Log | None,
-         follow: Follow | None, skip_locked: bool = False) -> RunResult:
+         follow: Follow | None, skip_locked: bool = False, record_writes: bool = False) -> RunResult:
     """A MicroBatch against the pipeline's MySQL server (checked first: a server that cannot be a CDC source fails
     before anything else) and its Paimon warehouse."""
     source = open_source(config)
@@ -163,8 +176,8 @@ def _run(config: PipelineConfig, targets: set[TableId] | None, run_id: str | Non
     source.share_connection()
     try:
         source.check_server()
-        return MicroBatch(config, source, open_sink(config), run_id=run_id, log=log,
-                          skip_locked=skip_locked).execute(targets, follow)
+        return MicroBatch(config, source, open_sink(config), run_id=run_id, log=log, skip_locked=skip_locked,
+                          record_writes=record_writes).execute(targets, follow)
     finally:
         source.close()
 
@@ -175,9 +188,10 @@ class MicroBatch:
     passed from function to function."""
 
     def __init__(self, config: PipelineConfig, source: MySqlSource, sink: PaimonSink, *, run_id: str | None = None,
-                 log: Log | None = None, skip_locked: bool = False) -> None:
+                 log: Log | None = None, skip_locked: bool = False, record_writes: bool = False) -> None:
         self.config = config
         self.skip_locked = skip_locked
+        self.record_writes = record_writes
         self.source = source
         self.sink = sink
         self.log = log or logger
@@ -185,6 +199,8 @@ class MicroBatch:
         self.plan = PipelinePlan({}, {})
         self.captured: list[str] = []  # every captured source table, recorded in each checkpoint
         self.writers: dict[TableId, TableWriter] = {}  # open until the next commit (or abort)
+        self.evolvers: list[SchemaChangeApplier] = []  # this run's, to know which tables' schema it changed
+        self._changes_reported: dict[tuple[int, TableId], int] = {}  # (evolver, table) → its changes in results
 
     @property
     def run_id(self) -> str:
@@ -221,10 +237,12 @@ class MicroBatch:
             self._upkeep([r.target for r in self.results.values()
                           if r.committed and self.sink.table_exists(r.target)])
             self._count_rows()
+            self._finish_results()
             if follow is not None:
                 self._start_follow(follow)
         log_summary(self.results, time.monotonic() - started, self.log)
         self.run.seconds = time.monotonic() - started
+        self.run.plan = self.plan
         return self.run
 
     # ----------------------------------------------------------------------------------------------- step 1
@@ -290,7 +308,9 @@ class MicroBatch:
                 target=target, sources=[s.source.table_id for s in target_plan.sources], phase=PHASE_BINLOG,
                 committed=False, snapshot_id=None, offset=None, schema=description.schema,
                 primary_keys=description.primary_keys, partition_keys=description.partition_keys,
-                created=description.created)
+                created=description.created, paimon_types=description.paimon_types)
+            if self.record_writes:
+                self.sink.record_writes(target)
         return results
 
     def _coerce_into_table(self, target: TableId) -> None:
@@ -438,9 +458,11 @@ class MicroBatch:
 
     def _schema_applier(self, targets: set[TableId], checkpoints: dict) -> SchemaChangeApplier:
         """The SchemaChangeApplier of one binlog read, wired to this run's writers and results."""
-        return SchemaChangeApplier(self.config, self.plan, self.sink, set(targets), dict(checkpoints),
-                                   commit=self._commit_at, truncate=self._truncate_at, log=self.log,
-                                   failpoint=failpoint)
+        evolver = SchemaChangeApplier(self.config, self.plan, self.sink, set(targets), dict(checkpoints),
+                                      commit=self._commit_at, truncate=self._truncate_at, log=self.log,
+                                      failpoint=failpoint)
+        self.evolvers.append(evolver)
+        return evolver
 
     def _commit_at(self, target: TableId, offset: BinlogOffset) -> None:
         """Commit ``target``'s open writer with its checkpoint at ``offset`` (before a schema change)."""
@@ -549,6 +571,25 @@ class MicroBatch:
             if result.committed and self.sink.table_exists(result.target):
                 result.row_count = self.sink.row_count(result.target)
 
+    def _finish_results(self) -> None:
+        """What the results need beyond the commits: the stored columns of the tables whose schema the run changed,
+        and what each table's commits wrote (recording goes on per commit in follow mode)."""
+        for index, evolver in enumerate(self.evolvers):
+            for target, applied in evolver.applied.items():
+                reported = self._changes_reported.get((index, target), 0)
+                result = self.results.get(target)
+                if result is None or reported == len(applied):
+                    continue
+                self._changes_reported[(index, target)] = len(applied)
+                result.schema_changes += applied[reported:]
+                if self.sink.table_exists(target):
+                    description = self.sink.describe(target)
+                    result.schema, result.paimon_types = description.schema, description.paimon_types
+        for target, result in self.results.items():
+            result.plan = self.plan.targets.get(target)
+            if self.record_writes:
+                result.written = self.sink.stop_recording(target)
+
     def _upkeep(self, targets: list[TableId]) -> None:
         """Upkeep of the tables that just committed, when due (this run holds their locks)."""
         for target, outcome in upkeep_after_commits(self.config, self.sink, targets, failpoint=failpoint,
@@ -577,6 +618,9 @@ class MicroBatch:
             self.results[target].phase = PHASE_BINLOG
         evolver = self._schema_applier(targets, dict(checkpoints))
         commits = {t: self.results[t].commits for t in targets}
+        if self.record_writes:  # each follow commit is checked on its own
+            for target in targets:
+                self.sink.record_writes(target)
         self.sink.prepare_writes()  # the first micro-batch may have written nothing: import the writer's stack now
 
         def on_checkpoint(offset: BinlogOffset) -> None:
@@ -625,6 +669,10 @@ class MicroBatch:
         for target in committed:
             # from the file statistics only: a read-back at every checkpoint would cost more than the commit
             self.results[target].row_count = self.sink.row_count_from_statistics(target)
+        self._finish_results()
+        if self.record_writes:
+            for target in targets:
+                self.sink.record_writes(target)
         if follow.on_commit is not None:
             follow.on_commit([replace(self.results[t]) for t in committed])
         for target in committed:
@@ -715,6 +763,7 @@ def _by_start(fresh: dict) -> dict[tuple, set[TableId]]:
 
 def _reset_counts(result: TableResult) -> None:
     result.counts = TableCounts()
+    result.schema_changes = []
     result.rows_written = 0
     result.partitions = {}
     result.row_count = None

@@ -5,6 +5,7 @@ configuration error surfaces first.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -53,12 +54,15 @@ class PipelinePlan:
         unknown = targets - set(self.targets)
         if unknown:
             raise PipelineConfigError(f"the pipeline does not write {', '.join(sorted(map(str, unknown)))}")
-        kept_targets = {t: p for t, p in self.targets.items() if t in targets}
         kept_sources = {}
         for source_id, plan in self.sources.items():
             wanted = [t for t in plan.targets if t in targets]
             if wanted:
                 kept_sources[source_id] = SourcePlan(plan.source, plan.transform, wanted)
+        # the targets list the same SourcePlan objects as ``sources``: a run updates those (a DDL recompiles a
+        # transform, a table's rows are coerced into its stored schema) and every view of the plan must see it
+        kept_targets = {t: dataclasses.replace(p, sources=[kept_sources[s.source.table_id] for s in p.sources])
+                        for t, p in self.targets.items() if t in targets}
         return PipelinePlan(kept_sources, kept_targets)
 
 

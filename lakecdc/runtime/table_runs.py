@@ -19,7 +19,8 @@ from typing import Iterable
 
 from lakecdc.config import PipelineConfig
 from lakecdc.model import TableId
-from lakecdc.runtime.micro_batch import Log, logger, run_micro_batch
+from lakecdc.runtime.micro_batch import Log, RunResult, TableResult, logger, run_micro_batch
+from lakecdc.runtime.plan import TargetPlan
 
 __all__ = ["TableRuns", "run_tables", "resnapshot_tables"]
 
@@ -28,28 +29,38 @@ __all__ = ["TableRuns", "run_tables", "resnapshot_tables"]
 class TableRuns:
     """What a run of several tables did: ``committed`` maps each table that ran to what it committed (a
     ``TableResult`` or ``ResnapshotResult``; None: nothing new); ``errors`` maps each table that failed to its
-    error; ``binlog_reads`` counts the micro-batches' binlog reads."""
+    error; ``binlog_reads`` counts the micro-batches' binlog reads. ``results`` holds every micro-batch result of a
+    table that ran (committed or not) and ``plans`` the plan each table's micro-batch committed with: what its
+    report and checks use instead of planning again."""
 
     committed: dict[TableId, object] = dataclasses.field(default_factory=dict)
     errors: dict[TableId, BaseException] = dataclasses.field(default_factory=dict)
     binlog_reads: int = 0
+    results: dict[TableId, TableResult] = dataclasses.field(default_factory=dict)
+    plans: dict[TableId, TargetPlan] = dataclasses.field(default_factory=dict)
 
-    def record(self, target: TableId, result) -> None:
+    def record(self, target: TableId, result: RunResult) -> None:
         table = result.tables.get(target)
         self.committed[target] = table if table is not None and table.committed else None
+        if table is not None:
+            self.results[target] = table
+        if result.plan is not None and target in result.plan.targets:
+            self.plans[target] = result.plan.targets[target]
 
 
 def run_tables(config: PipelineConfig, targets: Iterable[TableId], *, run_id: str | None = None,
-               log: Log | None = None) -> TableRuns:
+               log: Log | None = None, record_writes: bool = False) -> TableRuns:
     """One micro-batch of ``targets``; the tables it could not run (locked by another writer, or all of them when
-    it failed) each run alone. Never raises for a table's failure: see ``TableRuns.errors``."""
+    it failed) each run alone. Never raises for a table's failure: see ``TableRuns.errors``. ``record_writes``:
+    keep what each table committed, for the run's checks (``TableResult.written``)."""
     log = log or logger
     targets = sorted(set(targets))
     runs = TableRuns()
     if not targets:
         return runs
     try:
-        result = run_micro_batch(config, targets=set(targets), run_id=run_id, log=log, skip_locked=True)
+        result = run_micro_batch(config, targets=set(targets), run_id=run_id, log=log, skip_locked=True,
+                                 record_writes=record_writes)
     except Exception as exc:  # noqa: BLE001 - each table runs alone below, and fails with its own error
         if len(targets) == 1:
             runs.errors[targets[0]] = exc
@@ -66,7 +77,7 @@ def run_tables(config: PipelineConfig, targets: Iterable[TableId], *, run_id: st
         alone = sorted(skipped)  # held by another writer when the micro-batch started: tried once more, alone
     for target in alone:
         try:
-            result = run_micro_batch(config, targets={target}, run_id=run_id, log=log)
+            result = run_micro_batch(config, targets={target}, run_id=run_id, log=log, record_writes=record_writes)
         except Exception as exc:  # noqa: BLE001 - this table's own error
             runs.errors[target] = exc
             continue

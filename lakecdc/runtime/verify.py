@@ -1,26 +1,29 @@
-"""Verification of a pipeline's Paimon tables against MySQL: the checks Dagster runs as blocking asset checks and
-``lakecdc check`` runs without Dagster. Each returns a plain :class:`CheckResult`.
+"""The checks of a run's own commits: what Dagster runs as blocking asset checks with every materialisation. They
+read neither the MySQL table nor the whole Paimon table; their cost follows what the run wrote.
 
-* ``primary_key_unique``: no two rows of the merged table share a primary key.
-* ``row_count_matches_source``: active Paimon rows equal the MySQL rows *at the committed checkpoint*: MySQL is
-  counted between two reads of the binlog head, the changes from the checkpoint to the first head are undone from
-  the count, and the changes made while counting are the tolerance (:func:`count_at_checkpoint`). Tables with a
-  ``filter`` have no such check (the filtered-out rows are not in Paimon).
-* ``schema_matches_source``: the columns and Paimon types the pipeline produces from today's MySQL schema equal
-  the stored table's (:func:`schema_drift`), as far as ``schema.change.behavior`` promises they follow MySQL.
+* ``changed_rows_match``: every primary key the run wrote holds, in the snapshot the run committed last, exactly
+  the last row the run handed to Paimon for it (as Paimon stores it: after the transform, converted to the table's
+  types), or is absent when that row was a delete. The run keeps those rows while it writes them
+  (lakecdc.sink.written: at most 10,000 keys from its first commit and 1,000 from each later one, the first ones
+  written) and the check reads exactly those keys back (lakecdc.sink.reader.read_keys: buckets and data files
+  pruned). An append table has no key to read back: each snapshot the run committed must have added exactly the
+  rows the run wrote into it (the snapshots' delta record counts, metadata only).
+* ``changed_keys_unique``: none of those keys is held by two rows.
+* ``schema_matches_source``: the columns and Paimon types the pipeline produces from the source schemas the run
+  reached (its plan after the DDL it read) equal the stored table's, as far as ``schema.change.behavior`` promises
+  they follow MySQL.
 
-The binlog to reconcile is measured in bytes actually written since the checkpoint (SHOW BINARY LOGS: the rest of
-the checkpoint's file, every file after it, the head file up to the head), so a rotation (a server restart,
-FLUSH BINARY LOGS) costs only the few bytes it wrote, not a "too far" verdict.
+The whole-table checks (row count against MySQL, primary-key uniqueness over every bucket) are the reconciliation
+(lakecdc.runtime.reconcile), a scheduled job of its own.
 
-A failed check is a real difference or a check that could not be evaluated (MySQL unreachable, too much binlog to
-reconcile, the checkpoint's binlog file purged, a snapshot still running): both fail, so blocking checks stop
-downstream work. A check that cannot apply to a table by its nature (a row count of an append table) passes and
-says so.
+A failed check is a real difference or a check that could not look (``evaluated`` False): both fail, so blocking
+checks stop downstream work. A check that cannot apply to a table by its nature passes and says so
+(``applicable`` False).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -28,26 +31,24 @@ import pyarrow.compute as pc
 
 from lakecdc.config import PipelineConfig
 from lakecdc.errors import LakeCdcError
-from lakecdc.model import DELETE, INSERT, OP_COLUMN, BinlogOffset, ChangeBatch, TableId
-from lakecdc.runtime.checkpoint import Checkpoint, read_checkpoint
-from lakecdc.runtime.connect import open_sink, open_source
-from lakecdc.runtime.plan import PipelinePlan, TargetPlan, build_plan, soft_delete_column
+from lakecdc.model import TableId
+from lakecdc.runtime.checkpoint import PHASE_RESNAPSHOT
+from lakecdc.runtime.plan import TargetPlan
 from lakecdc.runtime.schema_evolution import IGNORE, LENIENT, TRY_EVOLVE, included_types
-from lakecdc.sink import PaimonSink, TableDescription
+from lakecdc.sink import PaimonSink
 from lakecdc.sink.evolution import holds_every_value, paimon_type, readable_type_change
-from lakecdc.sink.sql import run_sql
-from lakecdc.source import MySqlSource, MySqlSourceOptions
-from lakecdc.source.activity import binlog_sizes, bytes_between
+from lakecdc.sink.options import merge_engine
+from lakecdc.sink.written import (FIRST_COMMIT_KEYS, KIND_COLUMN, LATER_COMMIT_KEYS, RETRACT_KINDS, SEGMENT_COLUMN,
+                                  WrittenRows)
 from lakecdc.source.ddl import ADD_COLUMN, ALTER_COLUMN_TYPE, DROP_COLUMN, RENAME_COLUMN
-from lakecdc.source.schema import source_table_from_json
+from lakecdc.transform.routes import merge_schemas
 from lakecdc.transform.rules import select_rule
 
-PK_UNIQUE = "primary_key_unique"
-ROW_COUNT = "row_count_matches_source"
+CHANGED_ROWS = "changed_rows_match"
+CHANGED_KEYS_UNIQUE = "changed_keys_unique"
 SCHEMA = "schema_matches_source"
-CHECK_NAMES = (PK_UNIQUE, ROW_COUNT, SCHEMA)
-# Reading more binlog than this to reconcile a count would make the check slower than the run it checks.
-MAX_RECONCILE_BYTES = 64 * 1024 * 1024
+RUN_CHECKS = (CHANGED_ROWS, CHANGED_KEYS_UNIQUE, SCHEMA)
+MISMATCHES_SHOWN = 5  # differences a failed check lists
 
 
 @dataclass
@@ -68,22 +69,17 @@ class CheckResult:
                 "applicable": self.applicable, "description": self.description, "metadata": self.metadata}
 
 
-@dataclass
-class CountAtCheckpoint:
-    """MySQL's row count reconciled to a checkpoint (see the module docstring)."""
+def not_evaluated(name: str, target: TableId, why: str) -> CheckResult:
+    return CheckResult(name, target, False, f"could not be evaluated: {why}", evaluated=False)
 
-    expected_rows: int  # MySQL rows at the checkpoint
-    mysql_rows_now: int
-    counted_at: BinlogOffset  # the head read before counting
-    net_inserts_since: int  # inserts − deletes in (checkpoint, counted_at]
-    changes_since: int  # inserts + deletes in (checkpoint, counted_at]
-    tolerance: int  # inserts + deletes while counting
-    binlog_bytes_since: int = 0  # binlog written from the checkpoint to counted_at (across files)
+
+def not_applicable(name: str, target: TableId, why: str, **metadata) -> CheckResult:
+    return CheckResult(name, target, True, f"not applicable: {why}", applicable=False, metadata=dict(metadata))
 
 
 @dataclass
 class SchemaDrift:
-    """Expected (from today's MySQL) against stored Paimon columns, as Paimon types (``INT NOT NULL``)."""
+    """Expected (from the source schemas) against stored Paimon columns, as Paimon types (``INT NOT NULL``)."""
 
     expected: dict[str, str]
     stored: dict[str, str]
@@ -116,312 +112,233 @@ def has_filter(config: PipelineConfig, sources: list[TableId]) -> bool:
     return False
 
 
-def check_names(config: PipelineConfig, sources: list[TableId]) -> list[str]:
-    """The checks a table fed by ``sources`` has (no row count when a filter drops rows)."""
-    return [n for n in CHECK_NAMES if n != ROW_COUNT or not has_filter(config, sources)]
+# ------------------------------------------------------------------------------------------- a run's checks
 
 
-# ------------------------------------------------------------------------------------------- table state
-
-
-@dataclass
-class TableState:
-    """What the checks look at: the live plan for the table (from MySQL now) and the stored Paimon table."""
-
-    config: PipelineConfig
-    target: TableId
-    plan: TargetPlan | None
-    plan_error: str | None
-    stored: TableDescription | None
-    checkpoint: Checkpoint | None
-
-    source: MySqlSource | None = None  # the connection(s) the checks query MySQL through (None: their own)
-    # the changes since the checkpoint from one binlog read shared by many tables' checks (see tally_since_checkpoints)
-    tally: BinlogTally | None = None
-
-    @classmethod
-    def load(cls, config: PipelineConfig, target: TableId, *, plan: PipelinePlan | None = None,
-             source: MySqlSource | None = None, sink: PaimonSink | None = None) -> "TableState":
-        """The state of ``target``. ``plan``: a plan from MySQL now that holds the table (a caller checking many
-        tables plans once, ``check_pipeline``); without it only this table is planned. ``source``/``sink``: reuse
-        a caller's (a source sharing one connection keeps the connections per call fixed)."""
-        plan_error = None
-        target_plan = None
-        try:
-            if plan is None or target not in plan.targets:
-                plan = build_plan(config, source or open_source(config), targets={target}).restrict({target})
-            target_plan = plan.targets[target]
-        except LakeCdcError as exc:
-            plan_error = str(exc)
-        sink = sink or open_sink(config)
-        stored = sink.describe(target) if sink.table_exists(target) else None
-        checkpoint = read_checkpoint(sink.checkpoint(target)) if stored is not None else None
-        return cls(config, target, target_plan, plan_error, stored, checkpoint, source)
-
-    @property
-    def offset(self) -> BinlogOffset | None:
-        return self.checkpoint.offset if self.checkpoint is not None else None
-
-
-def plan_at_checkpoint(config: PipelineConfig, target: TableId, checkpoint: Checkpoint | None, *,
-                       source: MySqlSource | None = None) -> TargetPlan | None:
-    """The table's plan compiled against its source tables' schemas as ``checkpoint`` records them: the schemas its
-    last commit was written with (a DDL in MySQL after that commit is not in it). None without a checkpoint that
-    records them."""
-    if checkpoint is None or checkpoint.snapshot_pending or not checkpoint.schemas:
-        return None
-    source = source or open_source(config)
-    schemas = {t: source_table_from_json(data, source.options) for t, data in checkpoint.schemas.items()}
-    return build_plan(config, source, schemas=schemas, targets={target}).restrict({target}).targets[target]
-
-
-def evaluate(state: TableState, names: set[str] | list[str]) -> list[CheckResult]:
-    """The results of the selected checks, in a fixed order; an error inside a check is a failed result."""
+def verify_run(config: PipelineConfig, sink: PaimonSink, target: TableId, result, plan: TargetPlan | None,
+               names: set[str] | list[str] | tuple[str, ...] = RUN_CHECKS, *,
+               plan_error: str = "") -> list[CheckResult]:
+    """The selected checks of what one run (or one follow commit) did to ``target``: ``result`` is its
+    ``TableResult`` (with ``written``: the run recorded its writes), ``plan`` the target's plan the run committed
+    with. Without a result (no run: a check executed alone) the row checks say there is nothing to check and the
+    schema check compares ``plan`` (from MySQL now; None with ``plan_error`` when it could not be made) with the
+    stored table. An error inside a check is a failed result."""
     results = []
-    for name, check in ((PK_UNIQUE, primary_key_unique), (ROW_COUNT, row_count_matches_source),
-                        (SCHEMA, schema_matches_source)):
-        if name not in names:
-            continue
+    rows = unique = None
+    if CHANGED_ROWS in names or CHANGED_KEYS_UNIQUE in names:
         try:
-            results.append(check(state))
+            rows, unique = check_written(sink, target, result)
         except LakeCdcError as exc:
-            results.append(_not_evaluated(state, name, str(exc)))
-    return results
+            rows = not_evaluated(CHANGED_ROWS, target, str(exc))
+            unique = not_evaluated(CHANGED_KEYS_UNIQUE, target, str(exc))
+    if CHANGED_ROWS in names:
+        results.append(rows)
+    if CHANGED_KEYS_UNIQUE in names:
+        results.append(unique)
+    if SCHEMA in names:
+        try:
+            stored = getattr(result, "paimon_types", None) or \
+                (sink.paimon_types(target) if sink.table_exists(target) else None)
+            results.append(schema_check(config, target, plan, stored, reached="the source schemas the run reached"
+                                        if result is not None else "MySQL's schema now", plan_error=plan_error))
+        except LakeCdcError as exc:
+            results.append(not_evaluated(SCHEMA, target, str(exc)))
+    return [r for r in results if r is not None]
 
 
-def check_pipeline(config: PipelineConfig, tables: list[TableId] | None = None) -> list[CheckResult]:
-    """Every check of every Paimon table of the pipeline (or of ``tables``), as Dagster runs them. The pipeline is
-    planned once and every query goes through one shared MySQL connection (binlog reads to reconcile a count open
-    their own), however many tables are checked."""
-    source = open_source(config)
-    source.share_connection()
-    try:
-        plan = build_plan(config, source, targets=set(tables) if tables else None)
-        targets = sorted(tables) if tables else sorted(plan.targets)
-        plan = plan.restrict(set(targets))  # unknown tables are an error
-        sink = open_sink(config)
-        states = {target: TableState.load(config, target, plan=plan, source=source, sink=sink) for target in targets}
-        share_tally(source, list(states.values()))
-        results = []
-        for target, state in states.items():
-            sources = [s.source.table_id for s in plan.targets[target].sources]
-            results.extend(evaluate(state, check_names(config, sources)))
-        return results
-    finally:
-        source.close()
-
-
-def _not_evaluated(state: TableState, name: str, why: str) -> CheckResult:
-    return CheckResult(name, state.target, False, f"could not be evaluated: {why}", evaluated=False)
-
-
-def _sql(state: TableState, query: str) -> pa.Table:
-    try:
-        return run_sql(state.config.sink.catalog_options, query)
-    except Exception as exc:  # DataFusion raises its own exception types
-        raise LakeCdcError(f"reading {state.target} back failed: {exc}") from None
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _table_ref(table: TableId) -> str:
-    return f"{_ident(table.database)}.{_ident(table.table)}"
-
-
-# ------------------------------------------------------------------------------------------- the checks
-
-
-def primary_key_unique(state: TableState) -> CheckResult:
-    if state.stored is None:
-        return _not_evaluated(state, PK_UNIQUE, f"the Paimon table {state.target} does not exist yet")
-    keys = list(state.stored.primary_keys)
-    if not keys:
-        return CheckResult(PK_UNIQUE, state.target, True, "append table without a primary key: nothing to check",
-                           applicable=False, metadata={"primary_keys": ""})
-    columns = ", ".join(_ident(k) for k in keys)
-    duplicates = _sql(state, f"SELECT {columns}, COUNT(*) AS copies FROM {_table_ref(state.target)} "
-                             f"GROUP BY {columns} HAVING COUNT(*) > 1 LIMIT 5")
-    metadata: dict = {"primary_keys": ", ".join(keys), "duplicate_keys_shown": duplicates.num_rows}
-    if duplicates.num_rows:
-        sample = "; ".join(str(row) for row in duplicates.to_pylist())
-        return CheckResult(PK_UNIQUE, state.target, False, f"duplicate primary keys, e.g. {sample}",
-                           metadata={**metadata, "sample": sample})
-    return CheckResult(PK_UNIQUE, state.target, True, f"every ({', '.join(keys)}) is unique", metadata=metadata)
-
-
-def row_count_matches_source(state: TableState) -> CheckResult:
-    target = state.target
-    if state.stored is None or state.checkpoint is None:
-        return _not_evaluated(state, ROW_COUNT, f"{target} has no committed checkpoint yet")
-    if state.checkpoint.snapshot_pending:
-        return _not_evaluated(state, ROW_COUNT, f"the snapshot of {target} is still in progress (it resumes with "
-                                                "the next run)")
-    if state.plan is None:
-        return _not_evaluated(state, ROW_COUNT, f"cannot read the source tables: {state.plan_error}")
-    if not state.stored.primary_keys:
-        return CheckResult(ROW_COUNT, target, True, "not applicable: an append table gets a row per change, so its "
-                           "row count is not comparable with MySQL's", applicable=False)
-    deleted_marker = soft_delete_column(state.config, state.plan)
-    if deleted_marker is None:
-        return CheckResult(ROW_COUNT, target, True, "not applicable: a SOFT_DELETE table without a column holding "
-                           "__data_event_type__ cannot tell deleted rows from active ones", applicable=False)
-    where = f" WHERE {_ident(deleted_marker)} <> '{DELETE}'" if deleted_marker else ""
-    paimon_rows = _sql(state, f"SELECT COUNT(*) AS n FROM {_table_ref(target)}{where}").column(0)[0].as_py()
-    count = count_at_checkpoint(state.config, state.plan, state.checkpoint.offset,
-                                xa_scan_start=state.checkpoint.xa_scan_start, source=state.source, tally=state.tally)
-    difference = paimon_rows - count.expected_rows
-    metadata = {"paimon_active_rows": paimon_rows, "expected_rows_at_checkpoint": count.expected_rows,
-                "difference": difference, "tolerance": count.tolerance, "checkpoint": str(state.checkpoint.offset),
-                "mysql_rows_now": count.mysql_rows_now, "counted_at": str(count.counted_at),
-                "net_inserts_since_checkpoint": count.net_inserts_since,
-                "binlog_bytes_since_checkpoint": count.binlog_bytes_since,
-                "source_quiet": count.changes_since == 0 and count.tolerance == 0}
-    how = "exact" if count.tolerance == 0 else f"within ±{count.tolerance} (rows changed in MySQL while counting)"
-    if abs(difference) <= count.tolerance:
-        return CheckResult(ROW_COUNT, target, True, f"{paimon_rows} active rows in Paimon, {count.expected_rows} in "
-                           f"MySQL at {state.checkpoint.offset} ({how})", metadata=metadata)
-    return CheckResult(ROW_COUNT, target, False, f"{paimon_rows} active rows in Paimon but {count.expected_rows} in "
-                       f"MySQL at {state.checkpoint.offset} (difference {difference:+d}, tolerance {count.tolerance})",
-                       metadata=metadata)
-
-
-def count_at_checkpoint(config: PipelineConfig, plan: TargetPlan, checkpoint: BinlogOffset, *,
-                        xa_scan_start: BinlogOffset | None = None, source: MySqlSource | None = None,
-                        tally: BinlogTally | None = None) -> CountAtCheckpoint:
-    """The MySQL rows of ``plan``'s source tables at ``checkpoint``. ``xa_scan_start``: the checkpoint's open
-    prepared XA transaction (its rows count where it commits). LakeCdcError when the count cannot be reconciled:
-    more than MAX_RECONCILE_BYTES of binlog written since the checkpoint, or its binlog file purged. ``source``:
-    a caller's (sharing its connection), else one of its own. ``tally``: the changes since the checkpoint from a
-    read shared with other tables, used when it covers exactly this count's window (the head has not moved since)."""
-    source = source or open_source(config)
-    sources = {s.source.table_id: s.source for s in plan.sources}
-    before = source.head_offset()
-    written = binlog_bytes_since(source, checkpoint, before)
-    mysql_rows = source.count_rows(sorted(sources))
-    after = source.head_offset()
-    shared = tally.changes(sources, checkpoint, before) if tally is not None else None
-    net_since, changes_since = shared if shared is not None else \
-        binlog_changes(source, sources, checkpoint, before, xa_scan_start=xa_scan_start)
-    _, tolerance = binlog_changes(source, sources, before, after,
-                                  xa_scan_start=min(xa_scan_start or checkpoint, checkpoint))
-    return CountAtCheckpoint(mysql_rows - net_since, mysql_rows, before, net_since, changes_since, tolerance,
-                             written)
-
-
-def binlog_bytes_since(source: MySqlSource | MySqlSourceOptions, checkpoint: BinlogOffset, head: BinlogOffset) -> int:
-    """The binlog bytes written from ``checkpoint`` to ``head``, across rotations (the file sizes of SHOW BINARY
-    LOGS; through ``source``'s connection, or a new one for bare options); LakeCdcError when reconciling them
-    would read more than MAX_RECONCILE_BYTES or the checkpoint's file is gone."""
-    if head <= checkpoint:
-        return 0
-    sizes = source.binary_log_sizes() if isinstance(source, MySqlSource) else binlog_sizes(source)
-    written = bytes_between(sizes, checkpoint, head)
+def check_written(sink: PaimonSink, target: TableId, result) -> tuple[CheckResult, CheckResult]:
+    """(changed_rows_match, changed_keys_unique) of what ``result`` says the run wrote to ``target``."""
+    written: WrittenRows | None = getattr(result, "written", None) if result is not None else None
+    if result is None:
+        why = ("this check verifies the rows a run commits, and no run wrote the table here: materialise the table "
+               "to check its commit (the reconcile job checks the whole table)")
+        return not_applicable(CHANGED_ROWS, target, why), not_applicable(CHANGED_KEYS_UNIQUE, target, why)
+    if getattr(result, "phase", None) == PHASE_RESNAPSHOT:
+        why = ("a re-snapshot rewrites the table (or partition) from MySQL in one commit; the reconcile job checks "
+               "its rows against MySQL")
+        return not_applicable(CHANGED_ROWS, target, why), not_applicable(CHANGED_KEYS_UNIQUE, target, why)
     if written is None:
-        raise LakeCdcError(f"the checkpoint's binlog file {checkpoint.file} is no longer on the server (purged), so "
-                           "the count at the checkpoint cannot be reconciled; run the pipeline (its checkpoint moves "
-                           "to a binlog file the server has), or re-snapshot the table if the run says the binlog "
-                           "was purged")
-    if written > MAX_RECONCILE_BYTES:
-        raise LakeCdcError(f"{_mib(written)} of binlog were written since the checkpoint {checkpoint} (up to "
-                           f"{head}), more than the {_mib(MAX_RECONCILE_BYTES)} the check reads to reconcile the "
-                           "count; run the pipeline (its checkpoint moves to the head), then the check")
-    return written
+        why = f"the run's writes to {target} were not kept, so its commit cannot be read back"
+        return not_evaluated(CHANGED_ROWS, target, why), not_evaluated(CHANGED_KEYS_UNIQUE, target, why)
+    if written.error is not None:
+        return not_evaluated(CHANGED_ROWS, target, written.error), not_evaluated(CHANGED_KEYS_UNIQUE, target,
+                                                                                 written.error)
+    if not written.snapshot_ids:
+        why = "the run committed nothing to this table"
+        return not_applicable(CHANGED_ROWS, target, why), not_applicable(CHANGED_KEYS_UNIQUE, target, why)
+    if not sink.table_exists(target):
+        why = f"{target} was dropped by the run (DROP TABLE upstream)"
+        return not_applicable(CHANGED_ROWS, target, why), not_applicable(CHANGED_KEYS_UNIQUE, target, why)
+    if not written.primary_keys:
+        return _append_rows(sink, target, written), not_applicable(
+            CHANGED_KEYS_UNIQUE, target, "an append table has no primary key")
+    return _keyed_rows(sink, target, written)
 
 
-def _mib(size: int) -> str:
-    return f"{size / (1 << 20):.1f} MiB" if size >= 1 << 20 else f"{size} bytes"
+def _append_rows(sink: PaimonSink, target: TableId, written: WrittenRows) -> CheckResult:
+    """An append table: each snapshot the run committed added exactly the rows the run wrote into it."""
+    manager = sink.snapshot_manager(target)
+    wrong = []
+    for snapshot_id in written.snapshot_ids:
+        if snapshot_id not in written.rows_per_snapshot:
+            continue  # a TRUNCATE TABLE's snapshot
+        snapshot = manager.get_snapshot_by_id(snapshot_id) if manager is not None else None
+        if snapshot is None:
+            return not_evaluated(CHANGED_ROWS, target, f"snapshot {snapshot_id} of the run has expired")
+        if snapshot.delta_record_count != written.rows_per_snapshot[snapshot_id]:
+            wrong.append(f"snapshot {snapshot_id} added {snapshot.delta_record_count} rows, the run wrote "
+                         f"{written.rows_per_snapshot[snapshot_id]}")
+    metadata: dict = {"rows_written": written.rows_committed, "snapshots": len(written.snapshot_ids),
+                      "snapshot_id": written.last_snapshot_id or 0}
+    if wrong:
+        return CheckResult(CHANGED_ROWS, target, False, "append table: " + "; ".join(wrong), metadata=metadata)
+    return CheckResult(CHANGED_ROWS, target, True, f"append table: the run's {len(written.snapshot_ids)} "
+                       f"snapshot(s) added exactly the {written.rows_committed} rows it wrote (their delta record "
+                       "counts; an append table has no key to read back)", metadata=metadata)
 
 
-def binlog_changes(source: MySqlSource, tables: dict, start: BinlogOffset, stop: BinlogOffset, *,
-                   xa_scan_start: BinlogOffset | None = None) -> tuple[int, int]:
-    """(inserts − deletes, inserts + deletes) of ``tables`` in the binlog after ``start`` up to ``stop``
-    (``xa_scan_start``: where to look for XA transactions prepared before ``start``, see BinlogReader)."""
-    if stop <= start:
-        return 0, 0
-    reader = source.read_binlog(tables, {t: start for t in tables}, stop, xa_scan_start=xa_scan_start)
-    inserts = deletes = 0
-    for batch in reader:
-        assert isinstance(batch, ChangeBatch)  # neither track_schemas nor a follow read: change batches only
-        kinds = batch.data.column(OP_COLUMN)
-        inserts += pc.sum(pc.equal(kinds, INSERT)).as_py() or 0
-        deletes += pc.sum(pc.equal(kinds, DELETE)).as_py() or 0
-    return inserts - deletes, inserts + deletes
+def _unverifiable_values(options: dict[str, str]) -> str | None:
+    """Why the stored row of a key need not be the last row written to it (None: it must be)."""
+    engine = merge_engine(options)
+    if engine != "deduplicate":
+        return f"the merge engine {engine} merges the rows of a key, so Paimon holds no single row written"
+    if options.get("sequence.field"):
+        return (f"sequence.field {options['sequence.field']} lets a stored row with a higher sequence value win "
+                "over the run's")
+    return None
 
 
-@dataclass(frozen=True)
-class BinlogTally:
-    """Per source table, (inserts − deletes, inserts + deletes) after its own start offset up to ``stop``: one binlog
-    read for the row-count checks of many tables, instead of one read (two MySQL connections) per table whose
-    checkpoint is behind the head."""
+def _keyed_rows(sink: PaimonSink, target: TableId, written: WrittenRows) -> tuple[CheckResult, CheckResult]:
+    keys = written.primary_keys
+    snapshot_id = written.last_snapshot_id
+    assert snapshot_id is not None and written.rows is not None or written.keys == 0
+    sample = _sample_text(written)
+    metadata: dict = {"snapshot_id": snapshot_id or 0, "rows_written": written.rows_committed,
+                      "keys_checked": written.keys, "keys_not_checked": written.keys_skipped,
+                      "sampled": written.sampled}
+    if written.keys == 0:
+        why = "the run wrote no row (its commit moved the checkpoint only)"
+        return (CheckResult(CHANGED_ROWS, target, True, why, metadata=metadata),
+                CheckResult(CHANGED_KEYS_UNIQUE, target, True, why, metadata=metadata))
+    assert written.rows is not None and snapshot_id is not None
+    expected = written.rows
+    read = sink.read_keys(target, expected.select(keys), snapshot_id)
+    actual = read.rows
+    metadata.update({"reads": read.reads, "buckets_read": read.buckets, "files_read": read.files})
+    how = f"read back from snapshot {snapshot_id} ({read.buckets} bucket(s), {read.files} data file(s))"
+    unique = _unique_keys(target, actual, keys, sample, how, metadata)
+    why_not = _unverifiable_values(sink.describe(target).options)
+    if why_not is not None:
+        return not_applicable(CHANGED_ROWS, target, why_not, **metadata), unique
+    return _matching_rows(target, expected, actual, keys, written.segments, sample, how, metadata), unique
 
-    stop: BinlogOffset
-    starts: dict[TableId, BinlogOffset]
-    counts: dict[TableId, tuple[int, int]]
 
-    def changes(self, sources, start: BinlogOffset, stop: BinlogOffset) -> tuple[int, int] | None:
-        """The changes of ``sources`` after ``start`` up to ``stop``, None unless this tally read exactly that."""
-        if stop != self.stop or any(self.starts.get(s) != start for s in sources):
-            return None
-        return (sum(self.counts.get(s, (0, 0))[0] for s in sources),
-                sum(self.counts.get(s, (0, 0))[1] for s in sources))
+def _sample_text(written: WrittenRows) -> str:
+    if not written.sampled:
+        return f"all {written.keys} key(s) the run wrote"
+    return (f"{written.keys} of the keys the run wrote (the first {FIRST_COMMIT_KEYS} of its first commit and "
+            f"{LATER_COMMIT_KEYS} of each later one; {written.keys_skipped} more not checked)")
 
 
-def tally_since_checkpoints(source: MySqlSource, states: list[TableState]) -> BinlogTally | None:
-    """One binlog read of the changes since each table's checkpoint up to the head, for ``states`` whose row count
-    is reconciled; None when fewer than two tables need a read, or when the read is refused (too much binlog, a
-    purged file: each table's own check then says so). A source feeding tables with different checkpoints is left
-    to each table's own read."""
-    starts: dict[TableId, BinlogOffset] = {}
-    tables: dict = {}
-    xa_starts = []
-    conflicting = set()
-    for state in states:
-        checkpoint = state.checkpoint
-        if state.plan is None or checkpoint is None or checkpoint.snapshot_pending or checkpoint.offset is None:
+def _unique_keys(target: TableId, actual: pa.Table, keys: list[str], sample: str, how: str,
+                 metadata: dict) -> CheckResult:
+    counts = actual.group_by(keys, use_threads=False).aggregate([([], "count_all")])
+    duplicates = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if duplicates.num_rows:
+        shown = "; ".join(str(row) for row in duplicates.slice(0, MISMATCHES_SHOWN).to_pylist())
+        return CheckResult(CHANGED_KEYS_UNIQUE, target, False, f"{duplicates.num_rows} of {sample} are held by more "
+                           f"than one row, {how}: {shown}",
+                           metadata={**metadata, "duplicate_keys": duplicates.num_rows, "sample": shown})
+    return CheckResult(CHANGED_KEYS_UNIQUE, target, True, f"each of {sample} is held by at most one row, {how}",
+                       metadata={**metadata, "duplicate_keys": 0})
+
+
+def _matching_rows(target: TableId, expected: pa.Table, actual: pa.Table, keys: list[str],
+                   segments: list[list[str]], sample: str, how: str, metadata: dict) -> CheckResult:
+    """Each expected key's last row against the rows read back: present with equal values, or absent."""
+    present = pc.invert(pc.is_in(expected.column(KIND_COLUMN), value_set=pa.array(RETRACT_KINDS, pa.int8())))
+    left = expected.select(keys).append_column("__e", pa.array(range(expected.num_rows), pa.int64()))
+    right = actual.select(keys).cast(left.select(keys).schema) \
+        .append_column("__a", pa.array(range(actual.num_rows), pa.int64()))
+    # the first row read of each expected key (a key held twice is the uniqueness check's), in expected's order
+    pairs = left.join(right, keys, join_type="left outer").group_by("__e", use_threads=False) \
+        .aggregate([("__a", "min")]).sort_by("__e")
+    found = pairs.column("__a_min").combine_chunks()
+    missing = pc.and_(present, pc.is_null(found))
+    lingering = pc.and_(pc.invert(present), pc.is_valid(found))
+    problems = []
+    for label, mask in (("missing in Paimon", missing), ("still in Paimon after the run deleted it", lingering)):
+        rows = expected.select(keys).filter(mask)
+        if rows.num_rows:
+            problems.append(f"{rows.num_rows} {label}, e.g. {rows.slice(0, MISMATCHES_SHOWN).to_pylist()}")
+    both = pc.and_(present, pc.is_valid(found))
+    e_rows, a_rows = pairs.column("__e").filter(both), found.filter(both)
+    differing = _differing_columns(expected.take(e_rows), actual.take(a_rows), keys, segments)
+    for column, (values_written, values_read, n) in differing.items():
+        problems.append(f"{column}: {n} key(s) differ, e.g. written {values_written!r}, read {values_read!r}")
+    checked = int(pc.sum(both).as_py() or 0)
+    deleted = int(pc.sum(pc.invert(present)).as_py() or 0)
+    metadata = {**metadata, "keys_present": checked, "keys_deleted": deleted}
+    if problems:
+        text = "; ".join(problems)
+        return CheckResult(CHANGED_ROWS, target, False, f"{sample}, {how}, against the run's last row of each: "
+                           + text, metadata={**metadata, "differences": text[:2000]})
+    return CheckResult(CHANGED_ROWS, target, True, f"{sample}, {how}: {checked} hold the run's last row of the key, "
+                       f"{deleted} are absent after the run deleted them", metadata=metadata)
+
+
+def _differing_columns(expected: pa.Table, actual: pa.Table, keys: list[str],
+                       segments: list[list[str]]) -> dict[str, tuple]:
+    """Column → (a value written, the value read, keys differing), for the value columns of ``expected`` (the rows
+    written, aligned with ``actual``, the rows read). A column is compared only for rows written while the table had
+    it (a column added by a DDL during the run is not in the rows written before)."""
+    differing = {}
+    segment = expected.column(SEGMENT_COLUMN)
+    for name in actual.column_names:
+        if name in keys or name not in expected.column_names:
             continue
-        for source_plan in state.plan.sources:
-            table_id = source_plan.source.table_id
-            if starts.get(table_id, checkpoint.offset) != checkpoint.offset:
-                conflicting.add(table_id)
-            starts[table_id], tables[table_id] = checkpoint.offset, source_plan.source
-        if checkpoint.xa_scan_start is not None:
-            xa_starts.append(checkpoint.xa_scan_start)
-    head = source.head_offset()
-    behind = {t: start for t, start in starts.items() if t not in conflicting and start < head}
-    if len(behind) < 2:
-        return None
-    try:
-        binlog_bytes_since(source, min(behind.values()), head)
-    except LakeCdcError:
-        return None
-    counts: dict[TableId, tuple[int, int]] = {}
-    reader = source.read_binlog({t: tables[t] for t in behind}, behind, head,
-                                xa_scan_start=min(xa_starts, default=None))
-    for batch in reader:
-        assert isinstance(batch, ChangeBatch)  # neither track_schemas nor a follow read: change batches only
-        kinds = batch.data.column(OP_COLUMN)
-        inserts = pc.sum(pc.equal(kinds, INSERT)).as_py() or 0
-        deletes = pc.sum(pc.equal(kinds, DELETE)).as_py() or 0
-        net, total = counts.get(batch.table.table_id, (0, 0))
-        counts[batch.table.table_id] = (net + inserts - deletes, total + inserts + deletes)
-    return BinlogTally(head, {t: s for t, s in starts.items() if t not in conflicting}, counts)
+        had = pc.is_in(segment, value_set=pa.array([i for i, cols in enumerate(segments) if name in cols],
+                                                   pa.int32()))
+        equal = _equal(expected.column(name), actual.column(name))
+        differ = pc.and_(had, pc.invert(equal))
+        n = int(pc.sum(differ).as_py() or 0)
+        if n:
+            first = pc.index(differ, True).as_py()
+            differing[name] = (expected.column(name)[first].as_py(), actual.column(name)[first].as_py(), n)
+    return differing
 
 
-def share_tally(source: MySqlSource, states: list[TableState]) -> None:
-    """Give ``states`` one shared binlog read for their row-count checks (see :func:`tally_since_checkpoints`); a
-    failed read leaves each table to its own (which reports the error)."""
+def _equal(written: pa.ChunkedArray, read: pa.ChunkedArray) -> pa.Array:
+    """Row by row: the two values are equal, NULL equal to NULL and NaN to NaN."""
+    if written.type != read.type:
+        written = written.cast(read.type)
+    both_null = pc.and_(pc.is_null(written), pc.is_null(read))
     try:
-        tally = tally_since_checkpoints(source, states)
-    except Exception:  # noqa: BLE001 - the shared read only saves connections: each table then reads on its own
-        return
-    for state in states:
-        state.tally = tally
+        same = pc.fill_null(pc.equal(written, read), False)
+    except pa.ArrowNotImplementedError:  # nested types: a Python comparison, of at most the sampled keys
+        same = pa.array([a == b for a, b in zip(written.to_pylist(), read.to_pylist())], pa.bool_())
+    if pa.types.is_floating(read.type):
+        same = pc.or_(same, pc.fill_null(pc.and_(pc.is_nan(written), pc.is_nan(read)), False))
+    return pc.or_(same, both_null)
+
+
+# ------------------------------------------------------------------------------------------- schema
+
+
+def produced_plan(plan: TargetPlan) -> TargetPlan:
+    """``plan`` with the schema its sources' transforms produce now: a DDL a run applied recompiled a source's
+    transform (its rows are then coerced into the stored table), which the target's schema does not follow."""
+    schemas = [(str(s.source.table_id), getattr(s.transform, "_inner", s.transform).output_schema)
+               for s in plan.sources]
+    if not schemas:
+        return plan
+    schema = schemas[0][1] if len(schemas) == 1 else merge_schemas(schemas, plan.primary_keys, file=None,
+                                                                   target=plan.target)
+    return dataclasses.replace(plan, schema=schema)
 
 
 def expected_types(plan: TargetPlan) -> dict[str, str]:
-    """Column → Paimon type (``INT NOT NULL``) the pipeline produces for the table from the current MySQL schema,
+    """Column → Paimon type (``INT NOT NULL``) the pipeline produces for the table from the plan's source schemas,
     spelt as the stored table's (``PaimonSink.paimon_types``)."""
     keys = set(plan.primary_keys) | set(plan.partition_keys) if plan.primary_keys else set()
     return {f.name: str(paimon_type(plan.target, f.with_nullable(f.nullable and f.name not in keys)))
@@ -473,21 +390,24 @@ def kept_by_design(config: PipelineConfig, drift: SchemaDrift) -> SchemaDrift:
     return SchemaDrift(drift.expected, drift.stored, added, dropped, changed)
 
 
-def schema_matches_source(state: TableState) -> CheckResult:
-    if state.plan is None:
-        return _not_evaluated(state, SCHEMA, f"the pipeline cannot be planned against MySQL now: {state.plan_error}")
-    if state.stored is None:
-        return _not_evaluated(state, SCHEMA, f"the Paimon table {state.target} does not exist yet")
-    behavior = state.config.schema_change_behavior
-    drift = schema_drift(state.plan, open_sink(state.config).paimon_types(state.target),
-                         behavior)
-    metadata: dict = {"source_tables": ", ".join(str(s.source.table_id) for s in state.plan.sources),
+def schema_check(config: PipelineConfig, target: TableId, plan: TargetPlan | None, stored: dict[str, str] | None,
+                 *, reached: str, plan_error: str = "") -> CheckResult:
+    """``schema_matches_source``: the columns ``plan`` produces (``reached`` says from which source schemas)
+    against the ``stored`` Paimon types."""
+    if plan is None:
+        return not_evaluated(SCHEMA, target, f"the pipeline cannot be planned against MySQL: {plan_error}"
+                             if plan_error else f"no plan of {target}")
+    if stored is None:
+        return not_evaluated(SCHEMA, target, f"the Paimon table {target} does not exist yet")
+    behavior = config.schema_change_behavior
+    drift = schema_drift(produced_plan(plan), stored, behavior)
+    metadata: dict = {"source_tables": ", ".join(str(s.source.table_id) for s in plan.sources),
                       "columns_from_source": len(drift.expected), "columns_in_paimon": len(drift.stored),
-                      "schema_change_behavior": behavior}
+                      "schema_change_behavior": behavior, "compared_with": reached}
     if not drift.drifted:
-        return CheckResult(SCHEMA, state.target, True, f"{len(drift.expected)} columns in sync with MySQL",
+        return CheckResult(SCHEMA, target, True, f"{len(drift.expected)} columns in sync with {reached}",
                            metadata=metadata)
-    kept = kept_by_design(state.config, drift)
+    kept = kept_by_design(config, drift)
     # a column stored wider than produced holds every value (a table created by an earlier release, which declared
     # some computed columns with more precision: TIMESTAMP(6) where Flink CDC declares TIMESTAMP(3))
     wider = [c for c in drift.changed
@@ -500,12 +420,12 @@ def schema_matches_source(state: TableState) -> CheckResult:
     metadata.update({"added": ", ".join(drift.added), "dropped": ", ".join(drift.dropped),
                      "changed": "; ".join(drift.changed), "kept_by_behavior": kept.describe()})
     if not failing.drifted and not kept.drifted:  # only wider stored types: every produced value fits
-        return CheckResult(SCHEMA, state.target, True, f"{len(drift.expected)} columns in sync with MySQL; stored "
+        return CheckResult(SCHEMA, target, True, f"{len(drift.expected)} columns in sync with {reached}; stored "
                            f"wider than produced, holding every value: {metadata['wider_in_paimon']}",
                            metadata=metadata)
     if not failing.drifted:  # what the table's schema-change settings keep out: as asked
-        return CheckResult(SCHEMA, state.target, True, f"schema.change.behavior {behavior} (and the included "
-                           f"schema changes) keep these differences from MySQL by design: {kept.describe()}",
+        return CheckResult(SCHEMA, target, True, f"schema.change.behavior {behavior} (and the included "
+                           f"schema changes) keep these differences from {reached} by design: {kept.describe()}",
                            applicable=False, metadata=metadata)
-    return CheckResult(SCHEMA, state.target, False, f"schema drift ({_NEXT_RUN.get(behavior, '')}): "
+    return CheckResult(SCHEMA, target, False, f"schema drift from {reached} ({_NEXT_RUN.get(behavior, '')}): "
                        + failing.describe(), metadata=metadata)

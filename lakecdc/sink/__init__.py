@@ -26,14 +26,18 @@ from lakecdc.sink.sink_options import table_defaults
 from lakecdc.sink.lock import InProcessTableLock, TableLock, lock_path
 from lakecdc.sink.metadata import StoredTable, Warehouse, open_warehouse_metadata, uses_catalog_files
 from lakecdc.sink.reader import empty_changes as _empty_changes
+from lakecdc.sink.reader import KeyRead
+from lakecdc.sink.reader import read_buckets as _read_buckets
 from lakecdc.sink.reader import read_changes as _read_changes
 from lakecdc.sink.reader import read_batches as _read_batches
+from lakecdc.sink.reader import read_keys as _read_keys
 from lakecdc.sink.reader import read_table as _read_table
 from lakecdc.sink.reader import counted_from_files as _counted_from_files
 from lakecdc.sink.reader import row_count as _row_count
 from lakecdc.sink.table_files import LocalStore, ObjectStore
 from lakecdc.sink.tables import TableDescription, build_schema, check_existing_table, describe_table
 from lakecdc.sink.writer import TableWriter
+from lakecdc.sink.written import WrittenRows
 
 __all__ = ["PaimonSink", "TableWriter", "TableDescription", "CHECKPOINT_KEY"]
 
@@ -77,6 +81,8 @@ class PaimonSink:
         # then each schema this sink committed (lakecdc.sink.native.commit_schema_change).
         self._schema_bases: dict[TableId, int] = {}
         self._store_checked = not self._object_store
+        # Per table, what its writers commit is kept to check the commit (lakecdc.sink.written; record_writes).
+        self._recorders: dict[TableId, WrittenRows] = {}
 
     def _check_store(self) -> None:
         """Before the first write to an object store: refuse one that ignores If-None-Match."""
@@ -307,6 +313,19 @@ class PaimonSink:
         held = self._locks.get(table_id)
         return held is not None and held.held
 
+    def record_writes(self, table_id: TableId) -> WrittenRows:
+        """From now on, what every writer this sink opens for ``table_id`` commits is kept (per primary key the
+        last row, bounded; lakecdc.sink.written) in the returned object, until :meth:`stop_recording`."""
+        recorder = self._recorders.get(table_id)
+        if recorder is None:
+            description = self.describe(table_id)
+            recorder = self._recorders[table_id] = WrittenRows(table_id, list(description.primary_keys))
+        return recorder
+
+    def stop_recording(self, table_id: TableId) -> WrittenRows | None:
+        """Stop keeping what ``table_id``'s writers commit; returns what was kept."""
+        return self._recorders.pop(table_id, None)
+
     def open_writer(self, table_id: TableId, *, overwrite: dict | None = None, parallelism: int = 1,
                     ignore_delete: bool = False, options: dict[str, str] | None = None,
                     base_snapshot_id: int | None = None) -> TableWriter:
@@ -323,11 +342,14 @@ class PaimonSink:
         if held is None or not held.held:
             own = self._table_lock(table_id, "").acquire()
             on_close = own.release
+        recorder = self._recorders.get(table_id)
         try:
             return TableWriter(table_id, target, self.commit_user, on_close=on_close, overwrite=overwrite,
                                parallelism=parallelism, ignore_delete=ignore_delete,
                                base_snapshot_id=base,
-                               on_commit=lambda snapshot_id: self.note_commit(table_id, snapshot_id, base))
+                               on_commit=lambda snapshot_id: self.note_commit(table_id, snapshot_id, base),
+                               # an overwrite (upkeep's rewrite of live rows) changes no row: not the run's
+                               record=recorder.pending() if recorder is not None and overwrite is None else None)
         except BaseException:
             if on_close is not None:
                 on_close()
@@ -397,6 +419,8 @@ class PaimonSink:
             raise SinkError(f"table {table_id}: truncate did not produce snapshot {before + 1} (latest: {after}); "
                             "another writer may be writing this table")
         self.note_commit(table_id, after)
+        if table_id in self._recorders:
+            self._recorders[table_id].truncated(after)
         return after
 
     def drop_table(self, table_id: TableId) -> None:
@@ -412,8 +436,7 @@ class PaimonSink:
 
     def paimon_types(self, table_id: TableId) -> dict[str, str]:
         """Column → Paimon type as stored (``BIGINT NOT NULL``, ``TIMESTAMP(6)``), in column order."""
-        table = self._require_stored(table_id)
-        return {f.name: str(f.type) for f in table.table_schema.fields}
+        return self.describe(table_id).paimon_types
 
     def snapshot_manager(self, table_id: TableId):
         """pypaimon's SnapshotManager of the table, or None when the table does not exist."""
@@ -465,6 +488,17 @@ class PaimonSink:
             self._check_snapshot(table_id, snapshot_id)
             options["scan.snapshot-id"] = str(int(snapshot_id))
         return self._require(table_id, options)
+
+    def read_keys(self, table_id: TableId, keys: pa.Table, snapshot_id: int,
+                  columns: list[str] | None = None) -> KeyRead:
+        """The rows of snapshot ``snapshot_id`` whose primary key is one of ``keys``' rows (see
+        lakecdc.sink.reader.read_keys: buckets and data files pruned, a few reads of many keys each)."""
+        return _read_keys(table_id, self._at_snapshot(table_id, snapshot_id), keys, columns)
+
+    def read_buckets(self, table_id: TableId, columns: list[str],
+                     snapshot_id: int) -> Iterator[tuple[tuple, int, pa.Table]]:
+        """The merged rows of snapshot ``snapshot_id`` bucket by bucket (lakecdc.sink.reader.read_buckets)."""
+        return _read_buckets(table_id, self._at_snapshot(table_id, snapshot_id), columns)
 
     def _check_snapshot(self, table_id: TableId, snapshot_id: int) -> None:
         latest = self.latest_snapshot_id(table_id)

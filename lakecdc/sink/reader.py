@@ -11,6 +11,7 @@ projection, a pushed-down predicate and a limit; and the changes between two sna
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
@@ -21,6 +22,10 @@ from lakecdc.model import INSERT, UPDATE_AFTER, TableId
 
 ROW_KIND_COLUMN = "rowkind"  # as pypaimon-rust and Paimon's $audit_log name it
 CHANGE_MODES = ("auto", "delta", "changelog")
+# Keys looked up by one read (read_keys): pypaimon prunes a fixed-bucket table's buckets when the IN lists of its
+# bucket key give at most 1,000 combinations, and the Rust reader's IN filter slows down with long lists (100,000
+# keys of a 3,000,000-row table: 5.6 s, longer than reading every row).
+KEYS_PER_READ = 1_000
 
 
 def _arrow_schema(table) -> pa.Schema:
@@ -92,6 +97,79 @@ def read_batches(table_id: TableId, table, columns: list[str] | None = None) -> 
         raise
     except Exception as error:
         raise SinkError(f"table {table_id}: read failed: {error}") from error
+
+
+@dataclass
+class KeyRead:
+    """The rows of a set of primary keys in the merged table, and what reading them took."""
+
+    rows: pa.Table
+    reads: int = 0  # pypaimon reads (of at most KEYS_PER_READ keys each)
+    buckets: int = 0  # (partition, bucket) pairs whose files were read, after pruning
+    files: int = 0  # data files read, after pruning
+
+
+def read_keys(table_id: TableId, table, keys: pa.Table, columns: list[str] | None = None) -> KeyRead:
+    """The rows of the merged ``table`` (a pypaimon table with the native read options, pinned to a snapshot by the
+    caller) whose primary key is one of the rows of ``keys`` (its columns are the key columns), every row found:
+    a key held twice comes back twice. The keys are looked up KEYS_PER_READ at a time, in key order; each read
+    pushes an IN list per key column into pypaimon's scan, which keeps only the buckets those values hash to (a
+    fixed-bucket table) and the data files whose key statistics (the min/max keys in the manifests) can hold them,
+    and the reader skips the files' row groups the same way; the rows read are then matched to the keys exactly."""
+    names = list(keys.column_names)
+    _check_columns(table_id, table, names + list(columns or []))
+    wanted = None if columns is None else list(dict.fromkeys(names + list(columns)))
+    ordered = keys.sort_by([(n, "ascending") for n in names])
+    found: list[pa.Table] = []
+    result = KeyRead(rows=pa.table({}))
+    for start in range(0, ordered.num_rows, KEYS_PER_READ):
+        chunk = ordered.slice(start, KEYS_PER_READ)
+        try:
+            builder = table.new_read_builder()
+            pb = builder.new_predicate_builder()
+            clauses = [pb.is_in(n, pc.unique(chunk.column(n)).to_pylist()) for n in names]
+            builder = builder.with_filter(clauses[0] if len(clauses) == 1 else pb.and_predicates(clauses))
+            if wanted is not None:
+                builder = builder.with_projection(wanted)
+            splits = builder.new_scan().plan().splits()
+            rows = builder.new_read().to_arrow(splits) if splits else None
+        except Exception as error:
+            raise SinkError(f"table {table_id}: reading keys back failed: {error}") from error
+        result.reads += 1
+        result.buckets += len({(tuple(getattr(s.partition, "values", None) or ()), s.bucket) for s in splits})
+        result.files += sum(len(s.files) for s in splits)
+        if rows is not None and rows.num_rows:
+            chunk = chunk.cast(pa.schema([rows.schema.field(n) for n in names]))
+            found.append(rows.join(chunk, names, join_type="left semi"))
+    if found:
+        result.rows = pa.concat_tables(found)
+    else:
+        schema = _arrow_schema(table)
+        result.rows = schema.empty_table() if wanted is None else schema.empty_table().select(wanted)
+    return result
+
+
+def read_buckets(table_id: TableId, table, columns: list[str]) -> Iterator[tuple[tuple, int, pa.Table]]:
+    """The merged rows of ``table`` (pinned by the caller) one bucket at a time, projected to ``columns``: yields
+    (partition values, bucket, its rows), so that no more than one bucket's rows are held."""
+    _check_columns(table_id, table, columns)
+    try:
+        builder = table.new_read_builder().with_projection(list(columns))
+        buckets: dict[tuple, list] = {}
+        for split in builder.new_scan().plan().splits():
+            values = tuple(getattr(split.partition, "values", None) or ())
+            buckets.setdefault((values, split.bucket), []).append(split)
+    except Exception as error:
+        raise SinkError(f"table {table_id}: planning the read failed: {error}") from error
+    for (partition, bucket), splits in buckets.items():
+        try:
+            rows = builder.new_read().to_arrow(splits)
+        except Exception as error:
+            raise SinkError(f"table {table_id}: reading bucket {bucket} of partition {partition} failed: "
+                            f"{error}") from error
+        if rows is None:
+            rows = _arrow_schema(table).empty_table().select(list(columns))
+        yield partition, bucket, rows
 
 
 def row_count(table_id: TableId, table, storage: dict[str, str] | None = None) -> int:

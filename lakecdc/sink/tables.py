@@ -3,7 +3,7 @@ type mapping, option validation, and the description of an existing table."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -24,6 +24,8 @@ class TableDescription:
     options: dict[str, str]
     comment: str
     created: bool  # True when ensure_table created it just now
+    # column → Paimon type as stored (``BIGINT NOT NULL``, ``TIMESTAMP(6)``), in column order
+    paimon_types: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_primary_key_table(self) -> bool:
@@ -250,6 +252,7 @@ def describe_table(table_id: TableId, table, created: bool) -> TableDescription:
         options={str(k): str(v) for k, v in (table.table_schema.options or {}).items() if v is not None},
         comment=table.comment() or "",
         created=created,
+        paimon_types={f.name: str(f.type) for f in table.table_schema.fields},
     )
 
 

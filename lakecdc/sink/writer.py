@@ -41,6 +41,7 @@ from lakecdc.model import DELETE, INSERT, OP_COLUMN, OP_TS_COLUMN, ROW_KINDS, UP
 from lakecdc.sink import native
 from lakecdc.sink.native import RustWriteTarget
 from lakecdc.sink.options import unsupported_row_kinds
+from lakecdc.sink.written import PendingRows
 
 # Paimon RowKind byte values, in the order of model.ROW_KINDS.
 assert ROW_KINDS == (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)
@@ -130,13 +131,15 @@ class TableWriter:
 
     def __init__(self, table_id: TableId, target: RustWriteTarget, commit_user: str, on_close=None, *,
                  overwrite: dict | None = None, parallelism: int = 1, ignore_delete: bool = False,
-                 base_snapshot_id: int | None = None, on_commit: Callable[[int], None] | None = None):
+                 base_snapshot_id: int | None = None, on_commit: Callable[[int], None] | None = None,
+                 record: PendingRows | None = None):
         self.table_id = table_id
         self.rows_written = 0
         self._target = target
         self._commit_user = commit_user
         self._on_close = on_close
         self._on_commit = on_commit
+        self._record = record  # what this write hands to Paimon, kept to check the commit (lakecdc.sink.written)
         # The snapshot this commit must follow (the one the writer's checkpoint came from); None: the latest at
         # commit time (lakecdc.sink.native.guard_snapshot_commit).
         self._base_snapshot_id = base_snapshot_id
@@ -211,6 +214,7 @@ class TableWriter:
         if columns.num_rows == 0:
             return
         self._check_row_kinds(kinds)
+        self._observe(columns, kinds)
         try:
             if self._is_pk:
                 columns = columns.append_column(
@@ -227,6 +231,18 @@ class TableWriter:
             self._fail()
             raise SinkError(f"table {self.table_id}: the Paimon writer refused the rows: {error}") from error
         self.rows_written += columns.num_rows
+
+    def _observe(self, columns: pa.Table, kinds: pa.Array) -> None:
+        """Keep the rows for the commit's check (as Paimon gets them). Recording only observes: when it fails, the
+        check says why it could not look, and the write goes on."""
+        record = self._record
+        if record is None or record.written.error is not None:
+            return
+        try:
+            record.add(columns, kinds)
+        except Exception as error:  # noqa: BLE001 - see the docstring
+            record.written.error = f"keeping the rows written for the check failed: {error}"
+            record.discard()
 
     def _drain(self) -> None:
         """Wait for the writes in flight; the first failure is raised."""
@@ -390,6 +406,8 @@ class TableWriter:
         self._state = "committed"
         if self._on_commit is not None:
             self._on_commit(after.id)
+        if self._record is not None:
+            self._record.commit(after.id)
         return after.id
 
     def abort(self) -> None:
@@ -402,6 +420,8 @@ class TableWriter:
             _wait_all([shard.submit(self._abort_shard, shard) for shard in self._shards])
         if self._state == "open":
             self._state = "aborted"
+        if self._record is not None and self._state != "committed":
+            self._record.discard()
         self._close()
 
     def _prepare_all(self) -> tuple[Any, list]:
