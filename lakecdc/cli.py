@@ -279,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     upkeep.add_argument("--json", action="store_true")
     upkeep.set_defaults(func=cmd_upkeep)
     resnapshot = commands.add_parser(
-        "resnapshot", help="re-load one Paimon table (or one partition) from MySQL in one commit; also brings a "
+        "resnapshot", help="re-load one Paimon table (or one partition) from MySQL, in commit groups; also brings a "
                            "drifted table schema back to what the pipeline produces")
     resnapshot.add_argument("pipeline")
     resnapshot.add_argument("table", help="database.table in the warehouse")

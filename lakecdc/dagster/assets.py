@@ -146,9 +146,9 @@ class TableRunConfig(dg.Config):
     """Run config of a pipeline's op (all optional: a plain materialisation is one micro-batch of the selected
     tables)."""
 
-    resnapshot: bool = Field(default=False, description="Re-snapshot every selected table from MySQL, each in one "
-                                                        "commit (rows gone from MySQL are deleted); tables not "
-                                                        "selected are untouched")
+    resnapshot: bool = Field(default=False, description="Re-snapshot every selected table from MySQL, each in its "
+                                                        "commit groups (rows gone from MySQL are deleted); tables "
+                                                        "not selected are untouched")
     partition: str = Field(default="", description="With resnapshot, and exactly one table selected: only this "
                                                    "Paimon partition, spelled like the UI lists it, e.g. "
                                                    "order_day=20260101")

@@ -5,7 +5,7 @@ primary-key uniqueness over the whole table, on ``pipeline.lakecdc.reconcile.sch
 Paimon table a re-snapshot job partitioned by the table's Paimon partitions.
 
 The re-snapshot job is how a user re-loads one partition from the UI: open the job, pick partitions in its
-Partitions tab, *Launch backfill*. Each run re-snapshots one partition of the one table in one commit, in the
+Partitions tab, *Launch backfill*. Each run re-snapshots one partition of the one table in commit groups, in the
 pipeline's concurrency pool; it holds only that table's lock. Its partitions are filled in by the
 table's own materialisations (every commit adds the Paimon partitions it touched).
 """
@@ -62,7 +62,7 @@ def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[
 
     @dg.op(name=f"{resnapshot_job_name(target)}_op", pool=pool_name(config), retry_policy=retry_policy(config),
            required_resource_keys=resource_keys(config) if use_resources else set(), tags={TABLE_TAG: str(target)},
-           description=f"Re-snapshot one Paimon partition of {target} from MySQL in one commit")
+           description=f"Re-snapshot one Paimon partition of {target} from MySQL")
     def _resnapshot(context: dg.OpExecutionContext):
         effective = effective_config(pipeline, context.resources)
         committed = run_table(context, effective, target, resnapshot=True, partition=context.partition_key)

@@ -41,6 +41,7 @@ from lakecdc.model import OP_COLUMN, BinlogOffset, ChangeBatch, SourceTable, Tab
 from lakecdc.runtime import commit_groups as _commit_groups
 from lakecdc.runtime import table_work as _table_work
 from lakecdc.runtime.replacement import replacement_for
+from lakecdc.runtime.row_counts import row_count_after_run
 from lakecdc.runtime.checkpoint import (PHASE_BINLOG, PHASE_SNAPSHOT, PIPELINE, checkpoint_properties,
                                         idle_checkpoint_due, read_checkpoint)
 from lakecdc.runtime.connect import open_sink, open_source
@@ -200,6 +201,8 @@ class MicroBatch:
         self.captured: list[str] = []  # every captured source table, recorded in each checkpoint
         self.writers: dict[TableId, TableWriter] = {}  # open until the next commit (or abort)
         self.evolvers: list[SchemaChangeApplier] = []  # this run's, to know which tables' schema it changed
+        self.base_snapshots: dict[TableId, int | None] = {}  # each table's latest snapshot before the run wrote
+        self.recorded: dict[TableId, WrittenRows] = {}  # what the run's writers commit, per table recorded
         self._changes_reported: dict[tuple[int, TableId], int] = {}  # (evolver, table) → its changes in results
 
     @property
@@ -229,7 +232,7 @@ class MicroBatch:
                 self.sink.warehouse)
             _table_work.check_snapshot_mode(self.config, self.plan, work, keys, self.source)
             self.source.close()  # the end of the start-up's shared connection
-            self.run.tables = self._prepare_targets(checkpoints)
+            self.run.tables = self._prepare_targets(checkpoints, work)
             self._read_binlogs(work, checkpoints, head)
             self._run_initial_loads(work, keys)
             failpoint("after-commit")
@@ -291,7 +294,7 @@ class MicroBatch:
             self.plan = self.plan.restrict(set(self.plan.targets) - skipped)
             self.run.skipped_tables = sorted(skipped)
 
-    def _prepare_targets(self, checkpoints: dict) -> dict[TableId, TableResult]:
+    def _prepare_targets(self, checkpoints: dict, work: dict) -> dict[TableId, TableResult]:
         """Create the missing tables; an existing one must still take what the pipeline produces."""
         results = {}
         for target, target_plan in self.plan.targets.items():
@@ -309,8 +312,11 @@ class MicroBatch:
                 committed=False, snapshot_id=None, offset=None, schema=description.schema,
                 primary_keys=description.primary_keys, partition_keys=description.partition_keys,
                 created=description.created, paimon_types=description.paimon_types)
-            if self.record_writes:
-                self.sink.record_writes(target)
+            self.base_snapshots[target] = None if description.created else self.sink.latest_snapshot_id(target)
+            # a run's writes are kept for its checks, and, unless it snapshots (whose files the statistics count),
+            # to count the table's rows from its changes (lakecdc.runtime.row_counts)
+            if self.record_writes or work[target].kind != _table_work.SNAPSHOT:
+                self.recorded[target] = self.sink.record_writes(target)
         return results
 
     def _coerce_into_table(self, target: TableId) -> None:
@@ -565,11 +571,13 @@ class MicroBatch:
 
     def _count_rows(self) -> None:
         """The row count of each table the run committed to, after the upkeep, which changes no row (the locks
-        keep other writers out): a bucket it compacted has its count in the file statistics instead of a read back
-        (lakecdc.sink.reader.row_count)."""
+        keep other writers out): from the count the previous run left and this run's changes, else from the file
+        statistics, else read back once (lakecdc.runtime.row_counts)."""
         for result in self.results.values():
             if result.committed and self.sink.table_exists(result.target):
-                result.row_count = self.sink.row_count(result.target)
+                result.row_count = row_count_after_run(self.sink, result.target,
+                                                       self.base_snapshots.get(result.target),
+                                                       self.recorded.get(result.target))
 
     def _finish_results(self) -> None:
         """What the results need beyond the commits: the stored columns of the tables whose schema the run changed,
@@ -587,8 +595,9 @@ class MicroBatch:
                     result.schema, result.paimon_types = description.schema, description.paimon_types
         for target, result in self.results.items():
             result.plan = self.plan.targets.get(target)
+            recorded = self.sink.stop_recording(target)
             if self.record_writes:
-                result.written = self.sink.stop_recording(target)
+                result.written = recorded
 
     def _upkeep(self, targets: list[TableId]) -> None:
         """Upkeep of the tables that just committed, when due (this run holds their locks)."""

@@ -88,8 +88,8 @@ def run_tables(config: PipelineConfig, targets: Iterable[TableId], *, run_id: st
 
 def resnapshot_tables(config: PipelineConfig, targets: Iterable[TableId], partition: str | None = None, *,
                       run_id: str | None = None, log: Log | None = None) -> TableRuns:
-    """Re-snapshot each of ``targets`` (``partition``: only this partition, of a single table) in one commit each;
-    a table without checkpoint takes its first snapshot instead. A table that fails fails alone."""
+    """Re-snapshot each of ``targets`` (``partition``: only this partition, of a single table), each in its commit
+    groups; a table without checkpoint takes its first snapshot instead. A table that fails fails alone."""
     from lakecdc.runtime.resnapshots import resnapshot_or_snapshot  # the re-snapshot's modules, only when asked
 
     runs = TableRuns()

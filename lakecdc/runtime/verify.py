@@ -154,7 +154,7 @@ def check_written(sink: PaimonSink, target: TableId, result) -> tuple[CheckResul
                "to check its commit (the reconcile job checks the whole table)")
         return not_applicable(CHANGED_ROWS, target, why), not_applicable(CHANGED_KEYS_UNIQUE, target, why)
     if getattr(result, "phase", None) == PHASE_RESNAPSHOT:
-        why = ("a re-snapshot rewrites the table (or partition) from MySQL in one commit; the reconcile job checks "
+        why = ("a re-snapshot rewrites the table (or partition) from MySQL in commit groups; the reconcile job checks "
                "its rows against MySQL")
         return not_applicable(CHANGED_ROWS, target, why), not_applicable(CHANGED_KEYS_UNIQUE, target, why)
     if written is None:

@@ -145,18 +145,19 @@ class MySqlSourceOptions:
     # (selector, column) pairs of scan.incremental.snapshot.chunk.key-column, first match wins
     chunk_key_columns: tuple[tuple[str, str], ...] = option(
         "scan.incremental.snapshot.chunk.key-column", STRING, (), convert=_chunk_key_columns,
-        default_doc="first primary-key column",
-        doc="`db.table_regex:column;db2.t\\.*:col2`; lets a table without primary key be chunked (any non-unique "
-            "column works); see [operations.md](operations.md#large-tables-chunked-resumable-snapshots)")
+        default_doc="first primary-key column, else the first column of the first unique index whose columns are "
+                    "all NOT NULL",
+        doc="`db.table_regex:column;db2.t\\.*:col2`; lets a table with neither be chunked (any non-unique column "
+            "works); see [operations.md](operations.md#large-tables-chunked-resumable-snapshots)")
     # Flink CDC's incremental snapshot (the default): lock-free, chunk by chunk, each chunk between two binlog
     # positions (lakecdc.runtime.commit_groups); false: one consistent transaction per commit group, which on MySQL
     # needs a brief global read lock (RELOAD)
     incremental_snapshot: bool = option(
         "scan.incremental.snapshot.enabled", BOOL, True,
-        doc="`true`: lock-free snapshot chunk by chunk (Flink CDC's incremental snapshot; a table without primary "
-            "key needs `scan.incremental.snapshot.chunk.key-column`); `false`: a consistent transaction per commit "
-            "group, which on MySQL takes `FLUSH TABLES WITH READ LOCK` (needs RELOAD); see "
-            "[operations.md](operations.md#grants)")
+        doc="`true`: lock-free snapshot chunk by chunk (Flink CDC's incremental snapshot; a table with neither "
+            "primary key nor unique NOT NULL index needs `scan.incremental.snapshot.chunk.key-column`); `false`: a "
+            "consistent transaction per commit group, which on MySQL takes `FLUSH TABLES WITH READ LOCK` (needs "
+            "RELOAD); see [operations.md](operations.md#grants)")
     newly_added_tables: bool = option("scan.newly-added-table.enabled", BOOL, False,
                                       doc="tables created after the pipeline started are snapshotted and captured "
                                           "(otherwise ignored)")
