@@ -18,16 +18,20 @@ def _config(server, db, tmp_path):
     return parse_pipeline(text, path=str(tmp_path / "p.yaml"))
 
 
+def _table(server, db, tmp_path, rows: int):
+    """A keyed table of ``rows`` rows, its pipeline and its table id."""
+    server.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", database=db)
+    server.execute(f"INSERT INTO t SELECT seq, 0 FROM seq_1_to_{rows}", database=db)
+    return _config(server, db, tmp_path), TableId(db, "t")
+
+
 def _mysql_rows(server, db) -> int:
     return int(server.execute("SELECT COUNT(*) FROM t", database=db)[0][0])
 
 
 def test_row_count_follows_the_changes(source_server, source_db, tmp_path, monkeypatch):
     server, db = source_server, source_db
-    server.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", database=db)
-    server.execute("INSERT INTO t SELECT seq, 0 FROM seq_1_to_3000", database=db)
-    config = _config(server, db, tmp_path)
-    table = TableId(db, "t")
+    config, table = _table(server, db, tmp_path, 3000)
     assert run_micro_batch(config).tables[table].row_count == 3000
     server.execute("UPDATE t SET v = 1 WHERE id <= 100", database=db)  # files now overlap: statistics cannot tell
     assert run_micro_batch(config).tables[table].row_count == 3000
@@ -49,10 +53,7 @@ def test_row_count_follows_the_changes(source_server, source_db, tmp_path, monke
 
 def test_a_hint_of_another_snapshot_is_not_used(source_server, source_db, tmp_path, monkeypatch):
     server, db = source_server, source_db
-    server.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)", database=db)
-    server.execute("INSERT INTO t SELECT seq, 0 FROM seq_1_to_500", database=db)
-    config = _config(server, db, tmp_path)
-    table = TableId(db, "t")
+    config, table = _table(server, db, tmp_path, 500)
     run_micro_batch(config)
     sink = PaimonSink(config.sink.catalog_options)
     first = sink.latest_snapshot_id(table)
