@@ -203,7 +203,7 @@ class TlsConfig:
     allow_public_key_retrieval: bool = option(
         JDBC + "allowPublicKeyRetrieval", BOOL, False,
         doc="`caching_sha2_password` on a connection without TLS: fetch the server's RSA key to send the password "
-            "(see [operations.md](operations.md#grants))")
+            "(see [operations.md](operations.md#mysql-8s-authentication-caching_sha2_password))")
     server_rsa_public_key_file: str | None = _file(
         "serverRSAPublicKeyFile", "the server's RSA public key (PEM) for the same, instead of fetching it")
 
