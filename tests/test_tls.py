@@ -148,11 +148,12 @@ def test_verify_identity_as_an_x509_user_on_every_connection(tls_server, tls_db,
     assert source.binary_logs()
 
 
-def test_legacy_verify_server_certificate_with_pkcs12_as_a_require_ssl_user(tls_server, tls_db, tls_files, user, env,
-                                                                            tmp_path):
+def test_legacy_verify_server_certificate_with_pkcs12_as_a_require_ssl_user(tls_server, mariadb, tls_db, tls_files,
+                                                                            user, env, tmp_path):
     """A Flink CDC pipeline's legacy properties (useSSL + verifyServerCertificate: VERIFY_CA) with a PKCS12 trust
     store, connecting to ``localhost``, a name the certificate does not carry (VERIFY_CA checks the CA only), as a
-    REQUIRE SSL user; and a REQUIRE X509 user with a PKCS12 client store under REQUIRED."""
+    REQUIRE SSL user; a REQUIRE X509 user with a PKCS12 client store under REQUIRED and PREFERRED; PREFERRED with a
+    client certificate against a server without TLS (plaintext)."""
     tls_server.execute("CREATE TABLE items (id INT PRIMARY KEY, v INT)", database=tls_db)
     tls_server.execute("INSERT INTO items VALUES (1, 1), (2, 2)", database=tls_db)
     ssl_user = user("SSL")
@@ -169,10 +170,17 @@ def test_legacy_verify_server_certificate_with_pkcs12_as_a_require_ssl_user(tls_
     run_micro_batch(config)
     assert assert_same_rows(tls_server, config.sink.catalog_options, tls_db, "items") == 2
 
-    required = pipeline(tls_server, tls_db, user("X509"), tmp_path, tls_lines(
-        sslMode="REQUIRED", clientCertificateKeyStoreUrl=f"file:{tls_files.client_p12}",
-        clientCertificateKeyStorePassword="${LAKECDC_TLS_KEY_PW}"))
-    assert ssl_version(required.source).startswith("TLSv1.")
+    client = tls_lines(clientCertificateKeyStoreUrl=f"file:{tls_files.client_p12}",
+                       clientCertificateKeyStorePassword="${LAKECDC_TLS_KEY_PW}")
+    x509 = user("X509")
+    for mode in ("REQUIRED", "PREFERRED"):  # the client certificate is presented in both
+        config = pipeline(tls_server, tls_db, x509, tmp_path, tls_lines(sslMode=mode) + client)
+        assert ssl_version(config.source).startswith("TLSv1.")
+    # PREFERRED with a client certificate, against a server without TLS: plaintext, as Connector/J
+    plain = parse_pipeline(PIPELINE.format(host="127.0.0.1", port=mariadb.port, user="root", db="d", tls=client,
+                                           warehouse=tmp_path / "wh"),
+                           env={"LAKECDC_TLS_PW": "", "LAKECDC_TLS_KEY_PW": tls_files.password})
+    assert ssl_version(plain.source) == ""
 
 
 def failure(config) -> str:

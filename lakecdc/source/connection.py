@@ -7,6 +7,7 @@ import re
 from typing import Any, Iterator
 
 import pymysql
+from pymysql.constants import CLIENT
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import NotImplementedEvent, RotateEvent
@@ -85,7 +86,10 @@ class Connection(pymysql.connections.Connection):
         connect_now = not kwargs.pop("defer_connect", False)
         super().__init__(*args, defer_connect=True, **kwargs)
         if self.lakecdc_tls.mode == "PREFERRED":
-            self._ssl_required = False  # a client certificate's own context: still TLS only when the server offers it
+            # a client certificate's own context: still TLS only when the server offers it, the SSL capability
+            # announced only then (as PyMySQL's own preferred mode does)
+            self._ssl_required = False
+            self.client_flag &= ~CLIENT.SSL
         if connect_now:
             self.connect()
 
