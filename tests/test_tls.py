@@ -284,3 +284,37 @@ def test_tls_options_are_read_as_connector_j_reads_them(tmp_path):
            "file is refused" in literal and SECRET not in literal
     tls = source(tls_lines(clientCertificateKeyStoreUrl="file:/c.p12", clientCertificateKeyStorePassword="${KEYS}")).tls
     assert tls.client_store_password == "k" and "k'" not in repr(tls) and "password" not in repr(tls)
+
+
+def test_caching_sha2_password_parts_that_run_without_a_server():
+    """MySQL 8's caching_sha2_password cannot run here (MariaDB has no such plugin), so only its two local parts are
+    tested, not an exchange with a server: (1) on the server's "send the full password" answer, a connection without
+    TLS, without the server's key and without allowPublicKeyRetrieval refuses before sending anything, with the error
+    that says what to do; (2) PyMySQL's RSA encryption of the password works with the declared cryptography: the
+    server's private key recovers the password (XOR the salt, as the server undoes it)."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+    from pymysql import _auth
+    from pymysql.err import OperationalError
+    from pymysql.protocol import MysqlPacket
+
+    from lakecdc.source.connection import Connection, connection_kwargs
+    from lakecdc.source.options import MySqlSourceOptions, TlsConfig
+    from lakecdc.source.tls import CachingSha2Password
+
+    options = MySqlSourceOptions(hostname="db.example", port=3306, username="cdc", password=SECRET,
+                                 tls=TlsConfig(ssl_mode="DISABLED"))
+    conn = Connection(**connection_kwargs(options), defer_connect=True)  # no network: never connected
+    with pytest.raises(OperationalError) as info:
+        CachingSha2Password(conn).authenticate(MysqlPacket(b"\x01\x04", "utf8"))  # the server's full-auth answer
+    code, message = info.value.args
+    assert code == 2061 and message.startswith(
+        "MySQL at db.example:3306 asks for the full password of a caching_sha2_password user") and \
+        "jdbc.properties.allowPublicKeyRetrieval: true" in message and SECRET not in message
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    salt = b"0123456789abcdefghij"
+    sent = _auth.sha2_rsa_encrypt(SECRET.encode(), salt, public)
+    clear = key.decrypt(sent, padding.OAEP(mgf=padding.MGF1(hashes.SHA1()), algorithm=hashes.SHA1(), label=None))
+    assert bytes(c ^ salt[i % len(salt)] for i, c in enumerate(clear)) == SECRET.encode() + b"\0"
