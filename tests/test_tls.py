@@ -286,6 +286,23 @@ def test_tls_options_are_read_as_connector_j_reads_them(tmp_path):
     assert tls.client_store_password == "k" and "k'" not in repr(tls) and "password" not in repr(tls)
 
 
+def test_only_the_connection_module_opens_connections():
+    """Every connection is lakecdc.source.connection's Connection (through ``connect`` or the binlog stream's
+    ``connection_settings``), which applies the TLS settings: no other module of lakecdc opens one itself."""
+    import re
+    from pathlib import Path
+
+    import lakecdc
+
+    opener = re.compile(r"pymysql\.(connect|Connect|connections\.Connection)\(|BinLogStreamReader\(|"
+                        r"\bConnection\(|BinlogDumpConnection\(")
+    package = Path(lakecdc.__file__).parent
+    found = [f"{path.relative_to(package)}:{number}" for path in sorted(package.rglob("*.py"))
+             if path.name != "connection.py"
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if opener.search(line)]
+    assert found == []
+
+
 def test_caching_sha2_password_parts_that_run_without_a_server():
     """MySQL 8's caching_sha2_password cannot run here (MariaDB has no such plugin), so only its two local parts are
     tested, not an exchange with a server: (1) on the server's "send the full password" answer, a connection without
