@@ -122,6 +122,7 @@ def _merge(configs: list, resources: dict | None, translator: DagsterLakeCdcTran
     if resources is not None:
         bound = default_resources(loaded)
         bound.update(resources)
+        check_secrets(bound)
     return dg.Definitions(assets=assets, jobs=merged.jobs, sensors=merged.sensors, schedules=merged.schedules,
                           resources=bound, executor=dg.in_process_executor)
 

@@ -303,8 +303,8 @@ class MySqlSourceOptions:
     # (selector, column) pairs of scan.incremental.snapshot.chunk.key-column, first match wins
     chunk_key_columns: tuple[tuple[str, str], ...] = option(
         "scan.incremental.snapshot.chunk.key-column", STRING, (), convert=_chunk_key_columns,
-        default_doc="first primary-key column, else the first column of the first unique index whose columns are all "
-                    "NOT NULL",
+        default_doc="first primary-key column, else the first column of the first unique index whose columns are "
+                    "all NOT NULL",
         doc="`db.table_regex:column;db2.t\\.*:col2`; lets a table with neither be chunked (any non-unique column "
             "works); see [operations.md](operations.md#large-tables-chunked-resumable-snapshots)")
     # Flink CDC's incremental snapshot (the default): lock-free, chunk by chunk, each chunk between two binlog
