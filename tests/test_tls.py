@@ -192,9 +192,9 @@ def failure(config) -> str:
 
 def test_tls_failures_name_host_mode_and_reason_before_anything_is_read(tls_server, mariadb, tls_db, fresh_db,
                                                                          tls_files, user, env, tmp_path):
-    """A CA that did not sign the server's certificate, a host name the certificate does not carry, REQUIRED against
-    a server without TLS, and key stores that cannot be opened: each run fails at its first connection with an error
-    naming the host, the mode and the reason (never a password), and nothing is written."""
+    """A CA that did not sign the server's certificate (given, or the system's), a host name the certificate does not
+    carry, REQUIRED against a server without TLS, and key stores that cannot be opened: each run fails at its first
+    connection with an error naming the host, the mode and the reason (never a password), and nothing is written."""
     x509 = user("X509")
     tls_server.execute("CREATE TABLE items (id INT PRIMARY KEY)", database=tls_db)
     client = dict(clientCertificateKeyStoreUrl=f"file:{tls_files.client_pem}",
@@ -206,6 +206,10 @@ def test_tls_failures_name_host_mode_and_reason_before_anything_is_read(tls_serv
     assert message.startswith(f"TLS to MySQL at {address} failed (sslMode VERIFY_CA): the server's certificate was "
                               "refused: self-signed certificate in certificate chain; check that "
                               "jdbc.properties.trustCertificateKeyStoreUrl holds the CA"), message
+
+    message = failure(pipeline(tls_server, tls_db, x509, tmp_path, tls_lines(sslMode="VERIFY_CA", **client)))
+    assert message.endswith("give the CA that signed it as jdbc.properties.trustCertificateKeyStoreUrl (the system's "
+                            "CA certificates were used)"), message
 
     message = failure(pipeline(tls_server, tls_db, x509, tmp_path, tls_lines(
         sslMode="VERIFY_IDENTITY", trustCertificateKeyStoreUrl=f"file:{tls_files.ca}", **client), host="localhost"))
