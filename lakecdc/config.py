@@ -26,7 +26,7 @@ from lakecdc.sink.sink_options import PaimonSinkOptions
 from lakecdc.sink.sink_options import from_yaml as sink_options_from_yaml
 from lakecdc.sink.tables import pipeline_options_problem
 from lakecdc.source.options import OPTIONS as SOURCE_OPTIONS
-from lakecdc.source.options import MySqlSourceOptions
+from lakecdc.source.options import TLS_SECRETS, MySqlSourceOptions
 from lakecdc.source.options import from_yaml as source_options_from_yaml
 from lakecdc.transform import TransformContext, TransformRuleConfig, parse_table_options, validate_rule
 from lakecdc.transform.metadata_columns import parse_metadata_columns
@@ -441,18 +441,28 @@ _PASSWORD_REF = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::-)?\}")
 
 
 def _check_password_source(raw: dict, file: str | None) -> None:
-    """Passwords come only from the environment: ``source.password`` must be empty or exactly one ``${VAR}``
-    (``${VAR:-}`` allowed: an empty default is no secret). A literal, or a non-empty default, would put a secret in a
-    file that ends up in version control, in Dagster's UI (``lakecdc/pipeline_file``) and in backups."""
+    """Passwords come only from the environment: ``source.password`` (and the key store passwords of
+    ``source.jdbc.properties.*``) must be empty or exactly one ``${VAR}`` (``${VAR:-}`` allowed: an empty default is
+    no secret). A literal, or a non-empty default, would put a secret in a file that ends up in version control, in
+    Dagster's UI (``lakecdc/pipeline_file``) and in backups."""
     source = raw.get("source")
-    value = source.get("password") if isinstance(source, dict) else None
-    if value is None or value == "" or (isinstance(value, str) and _PASSWORD_REF.fullmatch(value.strip())):
+    if not isinstance(source, dict):
         return
-    raise PipelineConfigError(
-        "a password written in the pipeline file is refused: passwords come only from environment variables. "
-        "Write 'password: ${MYSQL_PASSWORD}' and export MYSQL_PASSWORD where the pipeline runs (a default such as "
-        "${MYSQL_PASSWORD:-secret} counts as written in the file), or bind a Dagster "
-        "MySqlResource(password=dg.EnvVar(\"MYSQL_PASSWORD\"))", file=file, path="source.password")
+    for key in ("password", *TLS_SECRETS):
+        value = source.get(key)
+        if value is None or value == "" or (isinstance(value, str) and _PASSWORD_REF.fullmatch(value.strip())):
+            continue
+        if key == "password":
+            raise PipelineConfigError(
+                "a password written in the pipeline file is refused: passwords come only from environment variables. "
+                "Write 'password: ${MYSQL_PASSWORD}' and export MYSQL_PASSWORD where the pipeline runs (a default "
+                "such as ${MYSQL_PASSWORD:-secret} counts as written in the file), or bind a Dagster "
+                "MySqlResource(password=dg.EnvVar(\"MYSQL_PASSWORD\"))", file=file, path="source.password")
+        raise PipelineConfigError(
+            f"a key store password written in the pipeline file is refused: it comes only from an environment "
+            f"variable. Write '{key}: ${{MYSQL_KEY_STORE_PASSWORD}}' (any variable name) and export it where the "
+            f"pipeline runs, or bind it as a Dagster MySqlResource field with dg.EnvVar", file=file,
+            path=f"source.{key}")
 
 
 def _check_storage_secret_sources(raw: dict, file: str | None) -> None:

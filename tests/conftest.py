@@ -19,7 +19,7 @@ def pytest_collection_modifyitems(items):
         module = getattr(item, "module", None)
         fixtures = getattr(item, "fixturenames", ())
         own_server = module is not None and "MariaDBServer" in vars(module)
-        if "mariadb" in fixtures or "mysql8_server" in fixtures or own_server:
+        if "mariadb" in fixtures or "mysql8_server" in fixtures or "tls_server" in fixtures or own_server:
             item.add_marker(pytest.mark.mariadb)
 
 
@@ -56,6 +56,25 @@ MYSQL8_VERSION = "8.0.36-0ubuntu0.22.04.1-commercial-edition"
 def mysql8_server():
     """A private server presenting itself as MySQL 8.0.36 with binlog_row_metadata=MINIMAL, for the whole session."""
     with MariaDBServer(flags=(*SERVER_FLAGS, f"--version={MYSQL8_VERSION}"), row_metadata="MINIMAL") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory):
+    """A CA, a server certificate for 127.0.0.1, a client certificate and a CA that signed neither, as PEM files and
+    PKCS12 stores (tests/tls_certs.py), made once per session."""
+    from tests.tls_certs import make_tls_files
+
+    return make_tls_files(tmp_path_factory.mktemp("tls"), password=f"Ks-{uuid.uuid4().hex}-Pp3")
+
+
+@pytest.fixture(scope="session")
+def tls_server(tls_files):
+    """A private MariaDB serving TLS with the server certificate of ``tls_files``, for the whole session (the
+    ``mariadb`` server has no TLS)."""
+    from tests.tls_certs import server_flags
+
+    with MariaDBServer(flags=(*SERVER_FLAGS, *server_flags(tls_files))) as server:
         yield server
 
 

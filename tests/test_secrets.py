@@ -115,11 +115,13 @@ def test_literal_passwords_are_refused_without_echoing_them(tmp_path):
     # an empty password (a local server without one) and ${VAR:-} stay allowed
     parse_pipeline(text.replace("${LAKECDC_SECRET_PW}", '""'))
     parse_pipeline(text.replace("${LAKECDC_SECRET_PW}", "${LAKECDC_UNSET_PW:-}"))
-    # a Dagster resource with a plain-text password would show it in the UI: refused too
+    # a Dagster resource with a plain-text password (the user's or a key store's) would show it in the UI: refused
     config = parse_pipeline(text, env={"LAKECDC_SECRET_PW": SECRET})
-    with pytest.raises(PipelineConfigError, match=r"resource 'mysql'.*dg.EnvVar") as info:
-        build_pipeline_definitions(config, resources={"mysql": MySqlResource(password=SECRET)})
-    assert SECRET not in str(info.value)
+    for resource in (MySqlResource(password=SECRET), MySqlResource(trust_certificate_key_store_password=SECRET),
+                     MySqlResource(client_certificate_key_store_password=SECRET)):
+        with pytest.raises(PipelineConfigError, match=r"resource 'mysql'.*dg.EnvVar") as info:
+            build_pipeline_definitions(config, resources={"mysql": resource})
+        assert SECRET not in str(info.value)
     # S3 keys of the Paimon resource: plain text, or inside catalog_options (a dict cannot hold an EnvVar), refused
     for resource in (PaimonCatalogResource(s3_secret_key=SECRET),
                      PaimonCatalogResource(catalog_options={"s3.secret-key": SECRET}),
@@ -156,16 +158,10 @@ def test_dagster_ui_run_config_event_log_and_files_never_show_the_password(maria
                  "paimon": PaimonCatalogResource(warehouse=str(warehouse))}
     defs = build_definitions(path.parent, resources=resources)
     with dg.DagsterInstance.get() as instance:
-        result = dg.materialize(defs.assets, instance=instance, selection=[key], resources=defs.resources,
-                                raise_on_error=False)
-        assert result.success
-        checks = result.get_asset_check_evaluations()
-        assert checks and all(c.passed for c in checks)
+        materialize(defs, instance, key)
         mariadb.execute("UPDATE items SET name = 'b' WHERE id = 2", database=db)
         monkeypatch.setenv("LAKECDC_SECRET_PW", WRONG)  # a failing run: wrong credentials through the EnvVar
-        failed = dg.materialize(defs.assets, instance=instance, selection=[key], resources=defs.resources,
-                                raise_on_error=False)
-        assert not failed.success
+        failed = materialize(defs, instance, key, ok=False)
         errors = [e.event_specific_data.error.message for e in failed.get_step_failure_events()]
         assert any("Access denied" in m for m in errors), errors
         # the reconcile job (its own connections to MySQL): with the wrong password its checks fail, naming why
@@ -173,19 +169,103 @@ def test_dagster_ui_run_config_event_log_and_files_never_show_the_password(maria
         reconciled = defs.resolve_job_def(job).execute_in_process(instance=instance, raise_on_error=False)
         assert reconciled.get_asset_check_evaluations() or not reconciled.success
 
-        # what the UI shows: the code location (resources with their config), runs, the event log
-        shown = [serialize_value(RepositorySnap.from_def(defs.get_repository_def()))]
-        for run in instance.get_runs():
-            shown.append(serialize_value(run))
-            shown += [serialize_value(entry) for entry in instance.all_logs(run.run_id)]
-        shown.append(serialize_value(instance.get_latest_materialization_event(key)))
-        text = "\n".join(shown)
+        text = shown_by_dagster(defs, instance, key)
         assert "LAKECDC_SECRET_PW" in text  # the EnvVar is shown by name
         assert SECRET not in text and WRONG not in text
         assert "lakecdc/paimon_snapshot_id" in text and "changed_rows_match" in text
     assert leaks(home, SECRET, WRONG) == []
     assert leaks(warehouse, SECRET, WRONG) == []
     assert leaks(path.parent, SECRET, WRONG) == []
+
+
+def materialize(defs, instance, key, *, ok: bool = True):
+    """A Dagster run of ``key``: with ``ok`` it succeeded and every check passed, else it failed."""
+    result = dg.materialize(defs.assets, instance=instance, selection=[key], resources=defs.resources,
+                            raise_on_error=False)
+    assert result.success == ok
+    if ok:
+        checks = result.get_asset_check_evaluations()
+        assert checks and all(c.passed for c in checks)
+    return result
+
+
+def shown_by_dagster(defs, instance, key) -> str:
+    """What the UI shows: the code location (resources with their config), the runs, their event logs and the
+    asset's latest materialisation, serialised."""
+    shown = [serialize_value(RepositorySnap.from_def(defs.get_repository_def()))]
+    for run in instance.get_runs():
+        shown.append(serialize_value(run))
+        shown += [serialize_value(entry) for entry in instance.all_logs(run.run_id)]
+    shown.append(serialize_value(instance.get_latest_materialization_event(key)))
+    return "\n".join(shown)
+
+
+def test_key_store_passwords_never_show(tls_server, tls_files, tmp_path, monkeypatch, caplog):
+    """TLS through the Dagster MySqlResource (VERIFY_IDENTITY, PKCS12 trust and client stores whose password comes
+    from a dg.EnvVar) as a user created REQUIRE X509: the run, its checks and the sensor work, and neither the key
+    store password nor the user's shows in the UI, the event log, DAGSTER_HOME, the warehouse, or the errors of a
+    run with a wrong key store password; the same through ``${VAR}`` in the YAML with the CLI."""
+    from tests.conftest import new_database
+
+    home, warehouse, pipelines = tmp_path / "dagster_home", tmp_path / "warehouse", tmp_path / "pipelines"
+    home.mkdir()
+    pipelines.mkdir()
+    (home / "dagster.yaml").write_text("")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    keys = tls_files.password
+    monkeypatch.setenv("LAKECDC_SECRET_PW", SECRET)
+    monkeypatch.setenv("LAKECDC_KEY_STORE_PW", keys)
+    user = f"x_{uuid.uuid4().hex[:8]}"
+    tls_server.execute(f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{SECRET}' REQUIRE X509")
+    tls_server.execute(f"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'127.0.0.1'")
+    with new_database(tls_server) as db:
+        tls_server.execute("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20))", database=db)
+        tls_server.execute("INSERT INTO items VALUES (1, 'a'), (2, NULL)", database=db)
+        path = pipelines / "items.yaml"
+        path.write_text(PIPELINE.format(port=tls_server.port, user=user, db=db, warehouse=warehouse))
+        key = dg.AssetKey(["paimon", db, "items"])
+        mysql = MySqlResource(
+            ssl_mode="VERIFY_IDENTITY", trust_certificate_key_store_url=f"file:{tls_files.trust_p12}",
+            trust_certificate_key_store_password=dg.EnvVar("LAKECDC_KEY_STORE_PW"),
+            client_certificate_key_store_url=f"file:{tls_files.client_p12}",
+            client_certificate_key_store_type="PKCS12",
+            client_certificate_key_store_password=dg.EnvVar("LAKECDC_KEY_STORE_PW"),
+            password=dg.EnvVar("LAKECDC_SECRET_PW"))
+        defs = build_definitions(pipelines, resources={"mysql": mysql,
+                                                       "paimon": PaimonCatalogResource(warehouse=str(warehouse))})
+        caplog.set_level(logging.DEBUG)
+        with dg.DagsterInstance.get() as instance:
+            materialize(defs, instance, key)
+            tls_server.execute("INSERT INTO items VALUES (3, 'c')", database=db)
+            sensor = next(s for s in defs.sensors if s.name.endswith("_binlog_sensor"))
+            tick = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs,
+                                                                resources=defs.resources))
+            assert [r.asset_selection for r in tick.run_requests] == [[key]], tick.skip_message
+            monkeypatch.setenv("LAKECDC_KEY_STORE_PW", WRONG)  # a failing run: the key stores do not open
+            failed = materialize(defs, instance, key, ok=False)
+            errors = [e.event_specific_data.error.message for e in failed.get_step_failure_events()]
+            assert any("trustCertificateKeyStorePassword) is wrong" in m for m in errors), errors
+            text = shown_by_dagster(defs, instance, key) + caplog.text
+        assert "LAKECDC_KEY_STORE_PW" in text  # the EnvVar is shown by name
+        assert keys not in text and WRONG not in text and SECRET not in text
+
+        # the CLI, with the same TLS from the YAML (the key store password from ${VAR})
+        tls = (f"  jdbc.properties.sslMode: VERIFY_IDENTITY\n"
+               f"  jdbc.properties.trustCertificateKeyStoreUrl: file:{tls_files.trust_p12}\n"
+               f"  jdbc.properties.trustCertificateKeyStorePassword: ${{LAKECDC_KEY_STORE_PW}}\n"
+               f"  jdbc.properties.clientCertificateKeyStoreUrl: file:{tls_files.client_p12}\n"
+               f"  jdbc.properties.clientCertificateKeyStorePassword: ${{LAKECDC_KEY_STORE_PW}}\n")
+        path.write_text(path.read_text().replace("sink:\n", tls + "sink:\n"))
+        cli = [str(BIN / "lakecdc"), "-v"]
+        outputs = [subprocess.run(cli + ["run", str(path)], capture_output=True, text=True, timeout=300,
+                                  env={**os.environ, "LAKECDC_KEY_STORE_PW": password})
+                   for password in (keys, WRONG)]
+        assert [o.returncode for o in outputs] == [0, 1], outputs[0].stderr[-3000:]
+        assert "trustCertificateKeyStorePassword) is wrong" in outputs[1].stderr
+        assert not [o for o in outputs if keys in o.stdout + o.stderr or WRONG in o.stdout + o.stderr]
+        tls_server.execute(f"DROP USER '{user}'@'127.0.0.1'")
+    for root in (home, warehouse, pipelines):
+        assert leaks(root, keys, WRONG, SECRET) == []
 
 
 def test_errors_never_carry_the_password(vault):

@@ -103,6 +103,8 @@ def _merge(configs: list, resources: dict | None, translator: DagsterLakeCdcTran
            isolate: bool = False) -> dg.Definitions:
     """``configs``: parsed pipelines, or the ConfigErrorLocation of a file that did not parse (it fails alone).
     ``isolate``: a pipeline whose definitions fail to build fails alone too (else its error fails the load)."""
+    if resources is not None:
+        check_secrets(resources)  # before anything reads a resource's values
     configs = _without_duplicate_names(configs, isolate)
     translator = translator or DagsterLakeCdcTranslator()
     parts = []

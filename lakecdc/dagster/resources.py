@@ -12,7 +12,7 @@ and ``.paimon`` name (default ``mysql`` and ``paimon``).
 """
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import dagster as dg
 from pydantic import Field
@@ -20,24 +20,73 @@ from pydantic import Field
 from lakecdc.config import PipelineConfig
 from lakecdc.errors import PipelineConfigError
 from lakecdc.sink.object_store import SECRET_S3_OPTIONS, canonical_s3_option
+from lakecdc.source.options import JDBC, tls_with
 
 
 class MySqlResource(dg.ConfigurableResource):
-    """The MySQL/MariaDB server of a pipeline's ``source:`` block. Unset fields keep the YAML's values."""
+    """The MySQL/MariaDB server of a pipeline's ``source:`` block. Unset fields keep the YAML's values; the TLS fields
+    override the ``jdbc.properties.*`` option of the same name (Connector/J's, see docs/pipeline-yaml.md) and are
+    validated as the YAML's are."""
 
     hostname: Optional[str] = Field(default=None, description="Server host name (overrides source.hostname)")
     port: Optional[int] = Field(default=None, description="Server port (overrides source.port)")
     username: Optional[str] = Field(default=None, description="User (overrides source.username)")
     password: Optional[str] = Field(default=None, description="Password; pass dg.EnvVar('...') for secrets")
     server_time_zone: Optional[str] = Field(default=None, description="Overrides source.server-time-zone")
+    ssl_mode: Optional[str] = Field(default=None, description="jdbc.properties.sslMode: DISABLED, PREFERRED, "
+                                                              "REQUIRED, VERIFY_CA or VERIFY_IDENTITY")
+    trust_certificate_key_store_url: Optional[str] = Field(
+        default=None, description="jdbc.properties.trustCertificateKeyStoreUrl: the CA to trust, file:/path")
+    trust_certificate_key_store_type: Optional[str] = Field(
+        default=None, description="jdbc.properties.trustCertificateKeyStoreType: PEM or PKCS12")
+    trust_certificate_key_store_password: Optional[str] = Field(
+        default=None, description="jdbc.properties.trustCertificateKeyStorePassword; pass dg.EnvVar('...')")
+    fallback_to_system_trust_store: Optional[bool] = Field(
+        default=None, description="jdbc.properties.fallbackToSystemTrustStore")
+    client_certificate_key_store_url: Optional[str] = Field(
+        default=None, description="jdbc.properties.clientCertificateKeyStoreUrl: certificate and key, file:/path")
+    client_certificate_key_store_type: Optional[str] = Field(
+        default=None, description="jdbc.properties.clientCertificateKeyStoreType: PEM or PKCS12")
+    client_certificate_key_store_password: Optional[str] = Field(
+        default=None, description="jdbc.properties.clientCertificateKeyStorePassword; pass dg.EnvVar('...')")
+    allow_public_key_retrieval: Optional[bool] = Field(
+        default=None, description="jdbc.properties.allowPublicKeyRetrieval (caching_sha2_password without TLS)")
+    server_rsa_public_key_file: Optional[str] = Field(
+        default=None, description="jdbc.properties.serverRSAPublicKeyFile: the server's RSA public key, file:/path")
 
     def apply(self, config: PipelineConfig) -> PipelineConfig:
-        changes: dict[str, Any] = {name: value for name, value in (
-            ("hostname", self.hostname), ("port", self.port), ("username", self.username),
-            ("password", self.password), ("server_time_zone", self.server_time_zone)) if value is not None}
-        if not changes:
-            return config
-        return dataclasses.replace(config, source=dataclasses.replace(config.source, **changes))
+        return _overridden(config, self, lambda value: value)
+
+
+# the fields that override an option of the source block of the same meaning; the TLS fields, jdbc.properties.*
+_SOURCE_FIELDS = ("hostname", "port", "username", "password", "server_time_zone")
+_TLS_FIELDS = {
+    "ssl_mode": "sslMode",
+    "trust_certificate_key_store_url": "trustCertificateKeyStoreUrl",
+    "trust_certificate_key_store_type": "trustCertificateKeyStoreType",
+    "trust_certificate_key_store_password": "trustCertificateKeyStorePassword",
+    "fallback_to_system_trust_store": "fallbackToSystemTrustStore",
+    "client_certificate_key_store_url": "clientCertificateKeyStoreUrl",
+    "client_certificate_key_store_type": "clientCertificateKeyStoreType",
+    "client_certificate_key_store_password": "clientCertificateKeyStorePassword",
+    "allow_public_key_retrieval": "allowPublicKeyRetrieval",
+    "server_rsa_public_key_file": "serverRSAPublicKeyFile",
+}
+_SECRET_FIELDS = ("password", "trust_certificate_key_store_password", "client_certificate_key_store_password")
+
+
+def _overridden(config: PipelineConfig, mysql: MySqlResource, value_of: Callable[[Any], Any]) -> PipelineConfig:
+    """``config`` with the fields ``mysql`` sets (each read through ``value_of``) replacing the source's options."""
+    changes = {name: value_of(getattr(mysql, name)) for name in _SOURCE_FIELDS}
+    changes = {name: value for name, value in changes.items() if value is not None}
+    if "port" in changes:
+        changes["port"] = int(changes["port"])
+    tls = {JDBC + key: value_of(getattr(mysql, name)) for name, key in _TLS_FIELDS.items()}
+    if any(value is not None for value in tls.values()):
+        changes["tls"] = tls_with(config.source.tls, tls, "MySqlResource")
+    if not changes:
+        return config
+    return dataclasses.replace(config, source=dataclasses.replace(config.source, **changes))
 
 
 class PaimonCatalogResource(dg.ConfigurableResource):
@@ -94,12 +143,15 @@ def check_secrets(resources: dict) -> None:
                     raise PipelineConfigError(
                         f"resource {key!r}: PaimonCatalogResource's {option} is given as plain text, which Dagster "
                         f"would show in its UI; pass it as dg.EnvVar(\"...\") and export that variable")
-        password = getattr(resource, "password", None) if isinstance(resource, MySqlResource) else None
-        if password and not isinstance(password, dg.EnvVar):
-            raise PipelineConfigError(
-                f"resource {key!r}: MySqlResource(password=...) is given as plain text, which Dagster would show in "
-                f"its UI; pass it as MySqlResource(password=dg.EnvVar(\"MYSQL_PASSWORD\")) and export "
-                f"MYSQL_PASSWORD")
+        if not isinstance(resource, MySqlResource):
+            continue
+        for name in _SECRET_FIELDS:
+            value = getattr(resource, name)
+            if value and not isinstance(value, dg.EnvVar):
+                raise PipelineConfigError(
+                    f"resource {key!r}: MySqlResource({name}=...) is given as plain text, which Dagster would show in "
+                    f"its UI; pass it as MySqlResource({name}=dg.EnvVar(\"MYSQL_PASSWORD\")) (any variable name) "
+                    f"and export that variable")
 
 
 def resource_keys(config: PipelineConfig) -> set[str]:
@@ -130,14 +182,7 @@ def load_time_config(config: PipelineConfig, resources: dict | None) -> Pipeline
     mysql = (resources or {}).get(config.automation.mysql_resource)
     if not isinstance(mysql, MySqlResource):
         return config
-    changes = {name: _known_now(getattr(mysql, name)) for name in
-               ("hostname", "port", "username", "password", "server_time_zone")}
-    changes = {name: value for name, value in changes.items() if value is not None}
-    if "port" in changes:
-        changes["port"] = int(changes["port"])
-    if not changes:
-        return config
-    return dataclasses.replace(config, source=dataclasses.replace(config.source, **changes))
+    return _overridden(config, mysql, _known_now)
 
 
 def effective_config(config: PipelineConfig, resources) -> PipelineConfig:

@@ -7,6 +7,7 @@ import re
 from typing import Any, Iterator
 
 import pymysql
+from pymysql.constants import CLIENT
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import NotImplementedEvent, RotateEvent
@@ -17,7 +18,8 @@ from lakecdc.model import BinlogOffset
 from lakecdc.source.compressed_events import (COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID, TYPE_AT, WIRE_REWRITTEN,
                                               payload_packets, uncompressed_packet, undecoded_packet)
 from lakecdc.source.event_types import READ, TRANSACTION_PAYLOAD_EVENT, is_ignorable
-from lakecdc.source.options import MySqlSourceOptions
+from lakecdc.source.options import MySqlSourceOptions, TlsConfig
+from lakecdc.source.tls import AUTH_PLUGINS, driver_settings, tls_failure
 
 # Every session reads TIMESTAMP values as UTC instants: the server converts from its internal UTC value, so the
 # result does not depend on the server's or the client's zone (the binlog also carries UTC instants).
@@ -51,7 +53,8 @@ def is_connection_lost(exc: BaseException) -> bool:
 
 
 def connection_kwargs(options: MySqlSourceOptions) -> dict[str, Any]:
-    """Keyword arguments for ``pymysql.connect`` (also used for the binlog stream)."""
+    """Keyword arguments for :class:`Connection` (also used for the binlog stream's connections): the server, the
+    user and the TLS settings (``tls``: every connection lakecdc opens honours ``jdbc.properties.sslMode``)."""
     return dict(
         host=options.hostname,
         port=options.port,
@@ -59,17 +62,36 @@ def connection_kwargs(options: MySqlSourceOptions) -> dict[str, Any]:
         password=options.password,
         charset="utf8mb4",
         connect_timeout=options.connect_timeout,
+        tls=options.tls,
     )
 
 
 class Connection(pymysql.connections.Connection):
-    """PyMySQL's connection, except that in PyMySQL's default "preferred" TLS mode (TLS when the server offers it,
-    no certificate check: what lakecdc's connections use) every connection shares one TLS context. PyMySQL builds
-    a new one per connection, loading the system's CA certificates each time (about 40 ms), although the context
-    it builds for this mode checks no certificate; a run opens several connections. A connection given TLS
-    settings builds its own context as PyMySQL does."""
+    """PyMySQL's connection with lakecdc's TLS settings (``tls``, lakecdc.source.tls): every connection lakecdc opens
+    is one, so every one honours ``jdbc.properties.sslMode``, and a connection that fails at TLS raises SourceError
+    naming the host, the mode and the reason.
+
+    In PyMySQL's default "preferred" TLS mode (TLS when the server offers it, no certificate check: sslMode
+    PREFERRED) every connection shares one TLS context. PyMySQL builds a new one per connection, loading the
+    system's CA certificates each time (about 40 ms), although the context it builds for this mode checks no
+    certificate; a run opens several connections. The other modes use the context lakecdc.source.tls builds once
+    per configuration."""
 
     _preferred_tls_context = None
+
+    def __init__(self, *args, tls: TlsConfig | None = None, **kwargs) -> None:
+        self.lakecdc_tls = tls if tls is not None else TlsConfig()
+        kwargs.update(driver_settings(self.lakecdc_tls))
+        kwargs.setdefault("auth_plugin_map", AUTH_PLUGINS)
+        connect_now = not kwargs.pop("defer_connect", False)
+        super().__init__(*args, defer_connect=True, **kwargs)
+        if self.lakecdc_tls.mode == "PREFERRED":
+            # a client certificate's own context: still TLS only when the server offers it, the SSL capability
+            # announced only then (as PyMySQL's own preferred mode does)
+            self._ssl_required = False
+            self.client_flag &= ~CLIENT.SSL
+        if connect_now:
+            self.connect()
 
     def _create_ssl_ctx(self, sslp):
         if sslp:
@@ -77,6 +99,15 @@ class Connection(pymysql.connections.Connection):
         if Connection._preferred_tls_context is None:  # a race only builds it twice
             Connection._preferred_tls_context = super()._create_ssl_ctx(sslp)
         return Connection._preferred_tls_context
+
+    def connect(self, sock=None) -> None:
+        try:
+            super().connect(sock)
+        except pymysql.MySQLError as exc:
+            failure = tls_failure(exc, f"{self.host}:{self.port}", self.lakecdc_tls)
+            if failure is None:
+                raise
+            raise failure from None
 
 
 def connect(options: MySqlSourceOptions, *, database: str | None = None, streaming: bool = False,
@@ -103,7 +134,9 @@ def _connect_hint(code: int | None) -> str:
     the message)."""
     if code == 1045:
         return ("; check source.username and the password (the environment variable source.password names, or the "
-                "Dagster MySqlResource password)")
+                "Dagster MySqlResource password). A user created REQUIRE SSL or REQUIRE X509 is refused the same way "
+                "on a connection without TLS or without a client certificate: see source.jdbc.properties.sslMode "
+                "and clientCertificateKeyStoreUrl")
     if code in (2002, 2003, 2005):
         return "; check source.hostname and source.port, and that the server is running and reachable from here"
     return ""

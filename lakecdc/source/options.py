@@ -9,8 +9,13 @@ accepts or refuses in :data:`ACCEPTED` and :data:`REFUSED`. :func:`from_yaml` re
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import re
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from lakecdc.errors import SourceError
 from lakecdc.options import (BOOL, DURATION, FLOAT, INT, STRING, Option, Prefix, Where, check_keys, check_zone,
@@ -19,6 +24,11 @@ from lakecdc.selectors import TableSelector
 from lakecdc.source.gtid import gtid_flavor
 
 STARTUP_MODES = ("initial", "snapshot", "latest-offset", "earliest-offset", "specific-offset", "timestamp")
+# Connector/J's sslMode values, weakest first
+SSL_MODES = ("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY")
+VERIFYING_MODES = ("VERIFY_CA", "VERIFY_IDENTITY")
+KEY_STORE_TYPES = ("PEM", "PKCS12")
+JDBC = "jdbc.properties."  # the prefix of the Connector/J properties a Flink CDC pipeline passes to the driver
 METADATA_KEYS = ("op_ts", "table_name", "database_name")  # what ``metadata.list`` may name
 MAX_PORT = 65535
 MAX_SERVER_ID = 2**32 - 1
@@ -88,6 +98,154 @@ class StartupConfig:
                             doc="`specific-offset` only: rows of the next row event to drop")
     timestamp_millis: int | None = option("scan.startup.timestamp-millis", INT, None, minimum=0,
                                           doc="required by `timestamp` (epoch milliseconds)")
+
+
+def _ssl_mode(value: str, where: Where) -> str:
+    mode = value.strip().upper()
+    if mode not in SSL_MODES:
+        raise where.error(f"unknown sslMode {value!r}; use one of {', '.join(SSL_MODES)}")
+    return mode
+
+
+def _store_type(value: str, where: Where) -> str:
+    kind = value.strip().upper()
+    if kind == "JKS":
+        raise where.error(jks_refusal())
+    if kind not in KEY_STORE_TYPES:
+        raise where.error(f"unknown key store type {value!r}; use PEM or PKCS12")
+    return kind
+
+
+def jks_refusal(path: str = "store.jks") -> str:
+    """Why a JKS key store is refused, and the command that converts it."""
+    return (f"JKS key stores are Java's own format, which lakecdc cannot read: convert it to PKCS12 with `keytool "
+            f"-importkeystore -srckeystore {path} -destkeystore store.p12 -deststoretype PKCS12` and give the .p12 "
+            "file with the key store type PKCS12 (or give a PEM file)")
+
+
+def _file_url(value: str, where: Where) -> str:
+    """A key store location as Connector/J takes it (a ``file:`` URL) or an absolute path: the local path."""
+    text = value.strip()
+    parts = urlsplit(text)
+    if parts.scheme.lower() == "file" and parts.netloc in ("", "localhost"):
+        path = unquote(parts.path)
+    elif not parts.scheme and text.startswith("/"):
+        path = text
+    else:
+        raise where.error(f"expected a file: URL such as file:/etc/mysql/ca.pem (or an absolute path), got {text!r}: "
+                          "lakecdc reads key stores from local files only")
+    if not Path(path).is_absolute():
+        raise where.error(f"the path of {text!r} is relative; write file:/absolute/path")
+    return path
+
+
+def _file(name: str, doc: str) -> Any:
+    """The option of a local file, written as a ``file:`` URL (Connector/J's ``name``)."""
+    return option(JDBC + name, STRING, None, convert=_file_url, doc=doc)
+
+
+def _key_store_type(name: str, doc: str) -> Any:
+    """The option of a key store's type (``name``: Connector/J's property)."""
+    return option(JDBC + name, STRING, None, convert=_store_type, default_doc="from the file", doc=doc)
+
+
+def _key_store_password(name: str, doc: str) -> Any:
+    """The option of a key store's password: a secret, left out of ``repr`` (lakecdc.config takes it only from the
+    environment)."""
+    return option(JDBC + name, STRING, "", allow_empty=True, repr=False, default_doc="empty",
+                  doc=f"{doc}; only `${{ENV}}`, never logged")
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    """``jdbc.properties.*``: TLS and authentication of every connection to MySQL (snapshot, binlog, checks, status,
+    sensor), under the names of MySQL Connector/J, the driver Flink CDC passes them to. lakecdc.source.tls turns
+    them into the driver's TLS context.
+
+    The key store passwords are excluded from ``repr``, come only from ``${ENV}`` (lakecdc.config) or a Dagster
+    ``EnvVar`` and are never put into log lines or error messages."""
+
+    ssl_mode: str | None = option(
+        JDBC + "sslMode", STRING, None, convert=_ssl_mode,
+        default_doc="PREFERRED, or what the legacy properties below say",
+        doc="`DISABLED`, `PREFERRED` (TLS when the server offers it, no certificate check), `REQUIRED` (TLS or "
+            "fail, no certificate check), `VERIFY_CA` (and the server's certificate must be signed by the trusted "
+            "CA), `VERIFY_IDENTITY` (and name the host connected to); every connection: snapshot, binlog, checks, "
+            "status, sensor (see [operations.md](operations.md#tls))")
+    # Connector/J's legacy properties, translated into an sslMode when sslMode is not given (as Connector/J does)
+    use_ssl: bool | None = option(JDBC + "useSSL", BOOL, None,
+                                  doc="legacy, used only without `sslMode` (as in Connector/J): `false` means "
+                                      "`DISABLED`")
+    require_ssl: bool | None = option(JDBC + "requireSSL", BOOL, None,
+                                      doc="legacy, without `sslMode`: `true` means `REQUIRED`")
+    verify_server_certificate: bool | None = option(JDBC + "verifyServerCertificate", BOOL, None,
+                                                    doc="legacy, without `sslMode`: `true` means `VERIFY_CA`")
+    trust_store: str | None = _file(
+        "trustCertificateKeyStoreUrl",
+        "the CA certificates `VERIFY_CA` and `VERIFY_IDENTITY` trust: `file:/path` (only with those modes)")
+    trust_store_type: str | None = _key_store_type(
+        "trustCertificateKeyStoreType", "`PEM` (a CA bundle, as managed MySQL services publish) or `PKCS12`; `JKS` "
+                                        "is refused with the command that converts it")
+    trust_store_password: str = _key_store_password("trustCertificateKeyStorePassword",
+                                                    "a `PKCS12` trust store's password")
+    fallback_to_system_trust_store: bool = option(
+        JDBC + "fallbackToSystemTrustStore", BOOL, True,
+        doc="`VERIFY_CA` / `VERIFY_IDENTITY` without `trustCertificateKeyStoreUrl` trust the system's CA "
+            "certificates; `false`: the URL is required")
+    client_store: str | None = _file(
+        "clientCertificateKeyStoreUrl",
+        "the client certificate and its key, presented when the connection uses TLS (users created `REQUIRE X509`): "
+        "`file:/path`")
+    client_store_type: str | None = _key_store_type("clientCertificateKeyStoreType",
+                                                    "`PEM` (certificate and private key in one file) or `PKCS12`")
+    client_store_password: str = _key_store_password("clientCertificateKeyStorePassword",
+                                                     "the `PKCS12` store's password, or the PEM key's")
+    allow_public_key_retrieval: bool = option(
+        JDBC + "allowPublicKeyRetrieval", BOOL, False,
+        doc="`caching_sha2_password` on a connection without TLS: fetch the server's RSA key to send the password "
+            "(see [operations.md](operations.md#mysql-8s-authentication-caching_sha2_password))")
+    server_rsa_public_key_file: str | None = _file(
+        "serverRSAPublicKeyFile", "the server's RSA public key (PEM) for the same, instead of fetching it")
+
+    @property
+    def mode(self) -> str:
+        """The effective sslMode: ``sslMode``, else Connector/J's translation of the legacy properties (``useSSL``
+        true by default, so ``requireSSL`` or ``verifyServerCertificate`` alone raise the mode), else PREFERRED."""
+        if self.ssl_mode is not None:
+            return self.ssl_mode
+        if self.use_ssl is False:
+            return "DISABLED"
+        if self.verify_server_certificate:
+            return "VERIFY_CA"
+        if self.require_ssl:
+            return "REQUIRED"
+        return "PREFERRED"
+
+    @property
+    def verifies(self) -> bool:
+        return self.mode in VERIFYING_MODES
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(option key, what is wrong) for each combination that would be ignored or cannot work."""
+        found = []
+        stores = (("trustCertificateKeyStore", self.trust_store, self.trust_store_type, self.trust_store_password),
+                  ("clientCertificateKeyStore", self.client_store, self.client_store_type, self.client_store_password))
+        for name, url, kind, password in stores:
+            if url is None:
+                found += [(f"{JDBC}{name}{suffix}", f"has no effect without {JDBC}{name}Url")
+                          for suffix, value in (("Type", kind), ("Password", password)) if value]
+        if self.trust_store is not None and not self.verifies:
+            found.append((JDBC + "trustCertificateKeyStoreUrl",
+                          f"the CA is only checked with sslMode VERIFY_CA or VERIFY_IDENTITY (the mode is "
+                          f"{self.mode}): set {JDBC}sslMode to one of them, or remove the trust store"))
+        if self.verifies and self.trust_store is None and not self.fallback_to_system_trust_store:
+            found.append((JDBC + "trustCertificateKeyStoreUrl",
+                          f"sslMode {self.mode} needs the CA to trust: give {JDBC}trustCertificateKeyStoreUrl, or "
+                          f"set {JDBC}fallbackToSystemTrustStore: true to trust the system's CA certificates"))
+        return found
+
+
+TLS_SECRETS = (JDBC + "trustCertificateKeyStorePassword", JDBC + "clientCertificateKeyStorePassword")
 
 
 @dataclass
@@ -183,6 +341,8 @@ class MySqlSourceOptions:
         doc="gh-ost and pt-online-schema-change migrations: the ALTER run on the tool's shadow table (`_t_gho`, "
             "`_t_new`) becomes the schema change of `t` at the RENAME that swaps the shadow table in; the shadow "
             "tables' rows are not captured (see [schema-changes.md](schema-changes.md#online-schema-change-tools))")
+    # jdbc.properties.*: TLS of every connection (Connector/J's names)
+    tls: TlsConfig = nested(TlsConfig)
     # not options of the YAML: tuning for code that builds the options directly
     snapshot_batch_rows: int = 65536  # rows per Arrow batch from the snapshot
     retry_backoff: float = 1.0  # seconds before the first retry; doubled for each further one (capped at 30 s)
@@ -206,6 +366,8 @@ class MySqlSourceOptions:
             raise SourceError("MySQL source: 'connect.max-retries' must be >= 0")
         if self.chunk_size < 2:
             raise SourceError("MySQL source: 'scan.incremental.snapshot.chunk.size' must be > 1")
+        for key, problem in self.tls.problems()[:1]:
+            raise SourceError(f"MySQL source: '{key}' {problem}")
 
     @property
     def startup_mode(self) -> str:
@@ -280,7 +442,7 @@ ACCEPTED = (
     Option("use.legacy.json.format", BOOL, True, doc="accepted and validated; changes nothing here"),
 )
 REFUSED = (
-    Prefix("jdbc.properties.", refused="pass-through driver options are not supported yet"),
+    Prefix(JDBC, refused="any other: lakecdc takes only the Connector/J properties of TLS and authentication above"),
     Prefix("debezium.", refused="pass-through driver options are not supported yet"),
 )
 TYPE = Option("type", STRING, required=True, doc="must be `mysql`",
@@ -295,15 +457,49 @@ def from_yaml(raw: dict, file: str | None, section: str = "source") -> MySqlSour
     """The ``source:`` block of a pipeline YAML as options; every error names the file and the key path."""
     TYPE.read(raw, section, file)
     check_keys(raw, section, file, OPTIONS)
-    for spec in (NAME, *ACCEPTED, *REFUSED):
+    for spec in (NAME, *ACCEPTED, *REFUSED[1:]):
         spec.read(raw, section, file)
+    _check_jdbc_properties(raw, section, file)
     values = read(MySqlSourceOptions, raw, section, file)
     _check_startup(raw, values["startup"], section, file)
+    for key, problem in values["tls"].problems()[:1]:
+        raise Where(file, f"{section}.{key}").error(problem)
     if values["newly_added_tables"] and values["binlog_newly_added_tables"]:
         raise Where(file, f"{section}.scan.binlog.newly-added-table.enabled").error(
             "cannot be enabled together with scan.newly-added-table.enabled: choose snapshot + binlog "
             "(scan.newly-added-table.enabled) or binlog only for tables created later")
     return MySqlSourceOptions(**values)
+
+
+def _check_jdbc_properties(raw: dict, section: str, file: str | None) -> None:
+    """The ``jdbc.properties.*`` keys lakecdc does not declare are refused by name: a near miss of a declared one as
+    an unknown option naming it (Connector/J's names are case-sensitive), any other as not supported."""
+    declared = [spec.key for spec in declarations(TlsConfig)]
+    for key in raw:
+        if not isinstance(key, str) or not key.startswith(JDBC) or key in declared:
+            continue
+        where = Where(file, f"{section}.{key}")
+        same = [d for d in declared if d.lower() == key.lower()] or difflib.get_close_matches(key, declared, n=1,
+                                                                                             cutoff=0.85)
+        if same:
+            raise where.error(f"unknown option (did you mean '{same[0]}'?)")
+        raise where.error(f"not supported: lakecdc takes only Connector/J's TLS and authentication properties under "
+                          f"{JDBC} ({', '.join(d[len(JDBC):] for d in declared)})")
+
+
+def tls_with(tls: TlsConfig, overrides: dict[str, object], where: str) -> TlsConfig:
+    """``tls`` with the ``jdbc.properties.*`` values of ``overrides`` (keys as in the YAML, None: keep) replacing its
+    own, validated as the YAML's are (a Dagster MySqlResource's TLS fields); errors name ``where``."""
+    raw: dict[str, object] = {}
+    for name, spec in ((f.name, f.metadata["option"]) for f in dataclasses.fields(TlsConfig)):
+        value = getattr(tls, name)
+        if value is not None and value != spec.default:
+            raw[spec.key] = value
+    raw.update({key: value for key, value in overrides.items() if value is not None})
+    result = TlsConfig(**read(TlsConfig, raw, where, None))
+    for key, problem in result.problems()[:1]:
+        raise Where(None, f"{where}.{key}").error(problem)
+    return result
 
 
 def _check_startup(raw: dict, startup: StartupConfig, section: str, file: str | None) -> None:
