@@ -19,9 +19,12 @@ Routine runs never do this (their own checks look at their own commit: lakecdc.r
 Both read the Paimon table at the snapshot that carries the checkpoint, so a micro-batch committing meanwhile
 changes nothing of what they compare. ``lakecdc check`` adds ``schema_matches_source`` against MySQL's schema now.
 
-MySQL writes a transaction to the binlog before InnoDB commits it, so one logged right before a chunk's low
-watermark and committed only after its SELECT started is counted as seen when it was not: the one race of the
-incremental snapshot's algorithm, as in Flink CDC; a check failing by that margin passes on the next run.
+On MariaDB every chunk is read in a consistent snapshot of its own at its exact binlog position
+(lakecdc.source.chunk_reader): its window is that one position, so nothing is uncertain and the tolerance is 0. On
+MySQL the window is two reads of the head, and MySQL writes a transaction to the binlog before InnoDB commits it, so
+one logged right before a chunk's low watermark and committed only after its SELECT started is counted as seen when
+it was not: the one race of the incremental snapshot's algorithm, as in Flink CDC; a check failing by that margin
+passes on the next run.
 """
 
 from __future__ import annotations
