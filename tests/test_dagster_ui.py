@@ -358,9 +358,17 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     sensor_id = ui.query(SENSOR, {"s": selector})["sensorOrError"]["sensorState"]["id"]
     stopped = ui.query(STOP_SENSOR, {"id": sensor_id})["stopSensor"]
     assert stopped["__typename"] == "StopSensorMutationResult", stopped
-    time.sleep(2)  # a tick under way when it stopped may still launch its run: let it
-    for run in ui.query(RUNS)["runsOrError"]["results"]:
-        ui.wait_for_run(run["runId"])
+    # a tick under way when it stopped may still launch its run (seconds later on a loaded machine): wait until the
+    # runs are all done and no new one appeared for a while
+    seen: set = set()
+    while True:
+        time.sleep(3)
+        runs = {run["runId"] for run in ui.query(RUNS)["runsOrError"]["results"]}
+        for run in runs:
+            ui.wait_for_run(run)
+        if runs == seen:
+            break
+        seen = runs
     mariadb.execute("FLUSH BINARY LOGS")
     names = sorted(checks)
     run_id = launch_job(ui, "__ASSET_JOB", assetSelection=[], assetCheckSelection=[
