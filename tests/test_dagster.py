@@ -127,7 +127,8 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         partitions = {r.data["partition"]: r.data for r in meta["lakecdc/partitions_changed"].value.records}
         assert set(partitions) == {"order_day=20260101", "order_day=20260102"}
         assert partitions["order_day=20260101"]["+I"] == 1
-        assert partitions["order_day=20260101"]["rows_now"] == 1
+        # a routine commit lists what it wrote, not the partitions' sizes (that would read each partition)
+        assert "rows_now" not in partitions["order_day=20260101"]
         assert sorted(instance.get_dynamic_partitions(partitions_name(ORDERS))) == sorted(partitions)
         # The checks of the run's commit ran with the materialisation and passed: the two keys it wrote hold its rows.
         assert set(checks) == RUN_CHECKS
@@ -149,8 +150,9 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         # Paimon rows per row kind: the MySQL delete (top level) is written as a +I row marking 102 deleted
         assert meta["lakecdc/deleted"].value == 1 and partitions["order_day=20260102"]["+I"] == 1
         assert partitions["order_day=20260102"]["-D"] == 0
-        # dagster/row_count: every row of the merged table; lakecdc/active_rows: the rows the row-count check counts
-        assert meta["dagster/row_count"].value == 3 and meta["lakecdc/active_rows"].value == 2
+        # dagster/row_count: every row of the merged table, counted from the run's changes; the rows not marked
+        # deleted are the reconcile job's (no whole-table count on a routine run)
+        assert meta["dagster/row_count"].value == 3 and "lakecdc/active_rows" not in meta
         # the reconcile job: soft-deleted rows are not active rows, the count matches exactly
         outcome, reconciled = reconcile(defs, instance)
         assert outcome.success and set(reconciled) == {"row_count_matches_source", "primary_key_unique"}

@@ -47,7 +47,7 @@ from lakecdc.dagster.translator import (PIPELINE_TAG, AssetKeys, DagsterLakeCdcT
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
 from lakecdc.model import TableId
 from lakecdc.runtime.connect import open_sink, open_source, shared_source
-from lakecdc.runtime.plan import TargetPlan, build_plan, captured_tables, soft_delete_column
+from lakecdc.runtime.plan import TargetPlan, build_plan, captured_tables
 from lakecdc.runtime.table_runs import TableRuns, resnapshot_tables, run_tables
 from lakecdc.runtime.verify import expected_types, verify_run
 from lakecdc.selectors import TableSelector
@@ -226,9 +226,7 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
     key = keys.paimon[target]
     sink = sink or open_sink(config)
     if committed is not None:
-        marker = soft_delete_column(config, plan) if plan is not None else None
-        event = commit_event(committed, plan, config.sink.catalog_options, key=key, source_keys=keys.mysql,
-                             soft_delete_marker=marker or None)
+        event = commit_event(committed, plan, config.sink.catalog_options, key=key, source_keys=keys.mysql)
         register_partitions(context.instance, target, committed, key)
         if isinstance(event, dg.AssetObservation):  # only the checkpoint moved: the last change stays the latest
             context.log.info(f"{target}: {event.metadata[CHECKPOINT_ONLY_KEY].value}")

@@ -10,7 +10,7 @@ import re
 import dagster as dg
 
 from lakecdc.dagster.translator import code, paimon_table_name
-from lakecdc.model import DELETE, BinlogOffset, TableCounts, TableId
+from lakecdc.model import BinlogOffset, TableCounts, TableId
 from lakecdc.runtime.checkpoint import (PHASE, PHASE_BINLOG, PHASE_RESNAPSHOT, RUN_ID, counts_from_properties,
                                         offset_from_properties)
 from lakecdc.runtime.connect import open_warehouse
@@ -160,24 +160,13 @@ def partition_rows(catalog_options: dict[str, str], target: TableId, partition_k
     return counts
 
 
-def active_rows(catalog_options: dict[str, str], target: TableId, marker: str) -> int | None:
-    """Rows of a SOFT_DELETE table not marked deleted in ``marker`` (the rows ``row_count_matches_source``
-    compares); None when the read fails."""
-    ident = lambda name: '"' + name.replace('"', '""') + '"'  # noqa: E731
-    query = (f"SELECT COUNT(*) AS n FROM {ident(target.database)}.{ident(target.table)} "
-             f"WHERE {ident(marker)} IS NULL OR {ident(marker)} <> '{DELETE}'")
-    try:
-        return run_sql(catalog_options, query).column("n")[0].as_py()
-    except Exception:  # noqa: BLE001 - DataFusion errors; the count is an extra
-        return None
-
-
 def materialization(result, plan=None, catalog_options: dict[str, str] | None = None, *,
                     key: dg.AssetKey | None = None, source_keys: dict[TableId, dg.AssetKey] | None = None,
-                    soft_delete_marker: str | None = None) -> dg.MaterializeResult:
+                    ) -> dg.MaterializeResult:
     """One commit of a micro-batch or re-snapshot (a ``lakecdc.runtime.TableResult`` or a result with the same
-    fields) as the materialisation of ``key`` (default: the default translator's key of the table).
-    ``soft_delete_marker``: the column a SOFT_DELETE table marks deleted rows in (adds ``lakecdc/active_rows``)."""
+    fields) as the materialisation of ``key`` (default: the default translator's key of the table). Nothing here
+    reads the whole table: a routine run's metadata costs what it changed (the rows a SOFT_DELETE table holds
+    unmarked are the reconcile job's ``paimon_active_rows``)."""
     metadata = {
         **_commit_metadata(result.snapshot_id, result.phase, result.offset, result.counts),
         "lakecdc/rows_written": dg.MetadataValue.int(result.rows_written),
@@ -218,10 +207,6 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
         metadata["dagster/column_lineage"] = column_lineage(plan, source_keys, set(schema.names))
     if result.row_count is not None:
         metadata["dagster/row_count"] = dg.MetadataValue.int(result.row_count)
-    if soft_delete_marker and catalog_options:
-        active = active_rows(catalog_options, result.target, soft_delete_marker)
-        if active is not None:
-            metadata["lakecdc/active_rows"] = dg.MetadataValue.int(active)
     upkeep = getattr(result, "upkeep", None)
     if upkeep is not None:  # table upkeep after the commit (lakecdc.sink.upkeep)
         metadata["lakecdc/upkeep"] = dg.MetadataValue.text(upkeep.summary())
@@ -235,8 +220,10 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
     if resnapshotted and resnapshotted not in partitions:  # re-read, nothing to write: still the one it covered
         partitions[resnapshotted] = {}
     if result.partition_keys:
-        rows_now = partition_rows(catalog_options, result.target, result.partition_keys, list(partitions)) \
-            if catalog_options and partitions else None
+        # the re-snapshotted partition's rows after the run (it was read whole anyway); a routine run's commit
+        # lists what it wrote, not the partitions' sizes, which only a read of each partition would tell
+        rows_now = partition_rows(catalog_options, result.target, result.partition_keys, [resnapshotted]) \
+            if catalog_options and resnapshotted else None
         metadata[PARTITIONS_KEY] = partitions_table(partitions, rows_now)
         metadata["lakecdc/partitions_changed_count"] = dg.MetadataValue.int(len(partitions))
     return dg.MaterializeResult(asset_key=key or paimon_key(result.target), metadata=metadata,
@@ -261,7 +248,7 @@ def moves_checkpoint_only(result, stored_schema=None) -> bool:
 
 def commit_event(result, plan=None, catalog_options: dict[str, str] | None = None, *,
                  key: dg.AssetKey | None = None, source_keys: dict[TableId, dg.AssetKey] | None = None,
-                 soft_delete_marker: str | None = None) -> dg.MaterializeResult | dg.AssetObservation:
+                 ) -> dg.MaterializeResult | dg.AssetObservation:
     """What a commit is in Dagster: a materialisation (see :func:`materialization`), or, for a commit that only
     moved the checkpoint, an observation, so the asset's latest materialisation keeps the table's last change (its
     counts, columns and partitions) instead of a row of zeros."""
@@ -277,8 +264,7 @@ def commit_event(result, plan=None, catalog_options: dict[str, str] | None = Non
                         "the table (a binlog rotation or a long idle stretch); the latest materialisation still "
                         "shows the table's last change")}
         return dg.AssetObservation(asset_key=key or paimon_key(result.target), metadata=metadata)
-    return materialization(result, plan, catalog_options, key=key, source_keys=source_keys,
-                           soft_delete_marker=soft_delete_marker)
+    return materialization(result, plan, catalog_options, key=key, source_keys=source_keys)
 
 
 def _commit_metadata(snapshot_id: int, phase: str, offset: BinlogOffset, counts: TableCounts) -> dict:

@@ -124,8 +124,8 @@ class DagsterLakeCdcTranslator:
             feeds = ", ".join(code(s) for s in props.sources)
             text = (f"Paimon table {code(props.table)} in {code(warehouse(props.pipeline))}, fed by {feeds} "
                     f"(pipeline {code(props.pipeline.name)}). `dagster/row_count` counts every row of the merged "
-                    "table; in a SOFT_DELETE table rows marked deleted are included (`lakecdc/active_rows` and "
-                    "the `row_count_matches_source` check count the others).")
+                    "table; in a SOFT_DELETE table rows marked deleted are included (the reconcile job's "
+                    "`row_count_matches_source` check counts the others).")
         else:
             text = f"MySQL table {code(props.table)} on {code(f'{props.hostname}:{props.port}')}"
             if props.schema is not None and props.schema.comment:
