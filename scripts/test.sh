@@ -9,4 +9,6 @@ scripts/setup.sh --tests
 .venv/bin/ruff check .
 # type check of the package (function bodies too); configuration in pyproject.toml [tool.mypy]
 .venv/bin/mypy
-exec .venv/bin/python -m pytest -q "$@"
+# Two workers (pytest-xdist), each module on one of them with its fixtures (--dist loadfile); each worker starts its
+# own private servers. LAKECDC_TEST_WORKERS=0 runs the suite in this process, one test after the other.
+exec .venv/bin/python -m pytest -q -n "${LAKECDC_TEST_WORKERS:-2}" --dist loadfile "$@"
