@@ -20,6 +20,7 @@ import pyarrow as pa
 from lakecdc.errors import CommitConflictError, SinkError
 from lakecdc.model import CHECKPOINT_KEY, LAKECDC_DIR, TableId
 from lakecdc.sink import native, object_store
+from lakecdc.sink.consumers import Consumers
 from lakecdc.sink.catalog import (create_catalog, identifier, local_warehouse_path, normalize_catalog_options,
                                   storage_options)
 from lakecdc.sink.sink_options import table_defaults
@@ -281,6 +282,18 @@ class PaimonSink:
         store, path = self._state_path(name)
         store.replace(path, data)
 
+    # ------------------------------------------------------------ consumers
+    def consumers(self, table_id: TableId) -> Consumers:
+        """The table's Paimon consumers (``<table>/consumer/consumer-<id>``, lakecdc.sink.consumers), through the
+        warehouse's store: local files or the object store's."""
+        table = self._require_stored(table_id) if self._metadata is not None else self._require(table_id, {})
+        table_path = str(table.table_path)
+        local = local_warehouse_path(table_path)
+        if local is not None:
+            return Consumers(table_id, LocalStore(), local)
+        file_io = table.file_io
+        return Consumers(table_id, ObjectStore(file_io), PurePosixPath(file_io.to_filesystem_path(table_path)))
+
     # ------------------------------------------------------------ lock, write
     def _table_lock(self, table_id: TableId, owner: str) -> TableLock | InProcessTableLock:
         identifier(table_id)  # a name like '../x' is refused before its lock file is created
@@ -529,6 +542,10 @@ class PaimonSink:
             return _empty_changes(table_id, table, columns)
         return _read_changes(table_id, table, storage_options(self.catalog_options), start_snapshot_id, end, columns,
                              mode, ignore_delete)
+
+    def empty_changes(self, table_id: TableId, columns: list[str] | None = None) -> pa.Table:
+        """A change read without rows (``rowkind`` and the columns)."""
+        return _empty_changes(table_id, self._require(table_id, native.NATIVE_OPTIONS), columns)
 
     def row_count(self, table_id: TableId) -> int:
         storage = storage_options(self.catalog_options) if uses_catalog_files(self.catalog_options) else None
