@@ -18,8 +18,9 @@ consumer_id=...)``), so either can continue where the other left off.
 
 from __future__ import annotations
 
+import pickle
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
 
 import pyarrow as pa
@@ -198,7 +199,7 @@ def read_for_consumer(sink, table_id, consumer_id: str, *, columns: list[str] | 
             data = sink.read_table(table_id, columns, snapshot_id=latest)
             rows = data.add_column(0, pa.field(ROW_KIND_COLUMN, pa.string(), nullable=False),
                                    pa.repeat(pa.scalar(INSERT), data.num_rows))
-        return ConsumerRead(table_id, consumer_id, rows, 0, latest, True, found)
+        return ConsumerRead(table_id, consumer_id, _nullable(rows), 0, latest, True, found)
     next_snapshot = state.next_snapshot
     recover = (f"to recover, read the table again: delete the consumer (or reset it) and the next read starts with "
                f"the whole table (lakecdc.paimon: table.delete_consumer({consumer_id!r}); Dagster: the downstream "
@@ -215,7 +216,14 @@ def read_for_consumer(sink, table_id, consumer_id: str, *, columns: list[str] | 
                         f"consumer.expiration-time, or an engine that ignores consumers); {recover}")
     rows = sink.read_changes(table_id, next_snapshot - 1, latest, columns=columns, mode=mode,
                              ignore_delete=ignore_delete)
-    return ConsumerRead(table_id, consumer_id, rows, next_snapshot - 1, latest, False, found)
+    return ConsumerRead(table_id, consumer_id, _nullable(rows), next_snapshot - 1, latest, False, found)
+
+
+def _nullable(rows: pa.Table) -> pa.Table:
+    """The rows with every column but ``rowkind`` nullable: whole-table reads keep the primary key's NOT NULL,
+    change reads (pypaimon-rust) do not, and a consumer's reads should all have one schema."""
+    fields = [f if f.name == ROW_KIND_COLUMN else f.with_nullable(True) for f in rows.schema]
+    return rows.cast(pa.schema(fields, metadata=rows.schema.metadata))
 
 
 def commit_consumer(sink, read: ConsumerRead) -> int:
@@ -280,3 +288,67 @@ def _change_rows(snapshot) -> int:
     if snapshot.changelog_record_count is not None and snapshot.changelog_manifest_list:
         return int(snapshot.changelog_record_count)
     return int(snapshot.delta_record_count or 0)
+
+
+# ------------------------------------------------------------------------------------ consumers with state
+# A downstream computation (a Dagster asset) that keeps a result built from a table's changes saves that result
+# together with the consumer positions it includes, in one file, and only then commits the consumers: the file is
+# the checkpoint (as a Flink job's state holds its source positions). A crash between the two leaves a consumer
+# behind its position in the file, and the next read first moves it there (nothing is applied twice); a failure
+# before the file is written moves nothing (the same changes come again).
+STATE_DIR = "consumer-state"
+
+
+@dataclass
+class ConsumerCheckpoint:
+    """What a stateful consumer saved last: its value and, per table (``db.table``), the next snapshot it
+    includes."""
+
+    value: object = None
+    positions: dict[str, int] = field(default_factory=dict)
+
+
+def state_name(consumer_id: str) -> str:
+    """The file (under ``<warehouse>/.lakecdc/``) holding a stateful consumer's checkpoint."""
+    return f"{STATE_DIR}/{check_consumer_id(consumer_id, 'consumer state')}.pickle"
+
+
+def load_checkpoint(sink, consumer_id: str) -> ConsumerCheckpoint:
+    """The consumer's last saved checkpoint (empty when it never saved one)."""
+    data = sink.read_state(state_name(consumer_id))
+    if data is None:
+        return ConsumerCheckpoint()
+    try:
+        saved = pickle.loads(data)
+        return ConsumerCheckpoint(saved["value"], {str(k): int(v) for k, v in saved["positions"].items()})
+    except Exception as error:  # noqa: BLE001 - any unreadable file is reported the same way
+        raise SinkError(f"consumer {consumer_id!r}: its saved state {state_name(consumer_id)} in the warehouse "
+                        f"cannot be read ({error}); delete it and the consumer files to start again") from error
+
+
+def read_with_checkpoint(sink, table_id, consumer_id: str, checkpoint: ConsumerCheckpoint, **options) -> ConsumerRead:
+    """read_for_consumer, after moving the consumer forward to the position ``checkpoint`` holds for the table when
+    it is behind it (a crash after the checkpoint was saved, before the consumer was committed). A consumer ahead
+    of the checkpoint was moved by someone else: SinkError (its changes since the checkpoint would be lost)."""
+    recorded = checkpoint.positions.get(str(table_id))
+    consumers = sink.consumers(table_id)
+    state = consumers.get(consumer_id)
+    if recorded is not None and state is not None and state.next_snapshot != recorded:
+        if state.next_snapshot > recorded:
+            raise SinkError(f"table {table_id}: consumer {consumer_id!r} is at snapshot {state.next_snapshot}, past "
+                            f"snapshot {recorded} that its saved state includes (another reader with the same id?): "
+                            f"the changes in between are not in the state. Delete the consumer to read the table "
+                            f"again")
+        consumers.reset(consumer_id, recorded)
+    return read_for_consumer(sink, table_id, consumer_id, **options)
+
+
+def save_checkpoint(sink, consumer_id: str, value: object, reads: list[ConsumerRead],
+                    previous: ConsumerCheckpoint) -> None:
+    """Save ``value`` with the positions after ``reads`` (and the other positions of ``previous``), then commit the
+    consumers of ``reads``."""
+    positions = dict(previous.positions)
+    positions.update({str(r.table_id): r.next_snapshot for r in reads})
+    sink.write_state(state_name(consumer_id), pickle.dumps({"value": value, "positions": positions}))
+    for read in reads:
+        commit_consumer(sink, read)

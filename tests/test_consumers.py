@@ -1,0 +1,270 @@
+"""Paimon consumers (issue 36): the tutorial's table written by the pipeline from the private MariaDB, read by a
+downstream Dagster asset (examples/order_totals.py) and by Python consumers at different speeds, with upkeep
+expiring snapshots in between; plus the consumer API on a table written through lakecdc.paimon.
+
+One module-scoped tutorial setup; every run of the pipeline is a real micro-batch and every read a real change read
+of the Paimon files."""
+
+import os
+import random
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import examples.order_totals as order_totals
+from lakecdc.config import load_pipeline
+from lakecdc.dagster import build_definitions
+from lakecdc.errors import SinkError
+from lakecdc.model import TableId
+from lakecdc.paimon import Catalog, Row, RowKind
+from lakecdc.sink import PaimonSink
+from lakecdc.sink.consumers import consumer_lags, load_checkpoint
+from lakecdc.sink.upkeep import upkeep_table
+
+ROOT = Path(__file__).resolve().parent.parent
+ORDERS = TableId("inventory", "orders")
+ORDERS_KEY = order_totals.ORDERS
+TOTALS_KEY = order_totals.TOTALS
+TOTALS_CONSUMER = "dagster-analytics.daily_order_totals"
+CREATE_ORDERS = """CREATE TABLE inventory.orders (id BIGINT NOT NULL, product VARCHAR(100) NOT NULL,
+  price DECIMAL(10, 2) NOT NULL, created_at DATETIME(3) NOT NULL, PRIMARY KEY (id))"""
+DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]
+# Upkeep that expires everything it may: only consumers and the checkpoint snapshot hold snapshots back.
+EXPIRE_ALL = {"snapshot.num-retained.min": "1", "snapshot.time-retained": "0 s", "snapshot.expire.limit": "1000"}
+
+
+@pytest.fixture(scope="module")
+def lake(mariadb, tmp_path_factory):
+    """The tutorial pipeline on inventory.orders (10 orders), its definitions with the example asset, a warehouse
+    and a Dagster instance."""
+    tmp = tmp_path_factory.mktemp("consumers")
+    env = {"MYSQL_HOST": "127.0.0.1", "MYSQL_PORT": str(mariadb.port), "MYSQL_USER": "root", "MYSQL_PASSWORD": "",
+           "LAKECDC_WAREHOUSE": str(tmp / "warehouse")}
+    pipelines = tmp / "pipelines"
+    pipelines.mkdir()
+    (tmp / "dagster").mkdir()
+    shutil.copy(ROOT / "assets" / "tutorial.yaml", pipelines / "tutorial.yaml")
+    mariadb.execute("DROP DATABASE IF EXISTS inventory")
+    mariadb.execute("CREATE DATABASE inventory")
+    mariadb.execute(CREATE_ORDERS)
+    values = ", ".join(f"({i}, 'p{i}', {i}.50, '{DAYS[i % 3]} 10:00:00')" for i in range(1, 11))
+    mariadb.execute(f"INSERT INTO inventory.orders VALUES {values}")
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        config = load_pipeline(pipelines / "tutorial.yaml")
+        defs = dg.Definitions.merge(build_definitions(pipelines),
+                                    order_totals.example_definitions(env["LAKECDC_WAREHOUSE"]))
+        with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
+            yield config, defs, instance, PaimonSink(config.sink.catalog_options)
+    mariadb.execute("DROP DATABASE IF EXISTS inventory")
+
+
+def materialize(defs, instance, selection):
+    result = dg.materialize([*defs.assets, *defs.asset_checks], instance=instance, selection=selection,
+                            resources=defs.resources, raise_on_error=False)
+    return result, {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
+
+
+def workload(mariadb, rng: random.Random, next_id: list[int]) -> None:
+    """Random inserts, price updates, day changes (the Paimon key changes), deletes; a few statements each."""
+    ids = [r[0] for r in mariadb.execute("SELECT id FROM inventory.orders")]
+    statements = []
+    for _ in range(rng.randint(4, 8)):
+        op = rng.choice(["insert", "update", "move", "delete"]) if ids else "insert"
+        if op == "insert":
+            next_id[0] += 1
+            statements.append(f"INSERT INTO inventory.orders VALUES ({next_id[0]}, 'n{next_id[0]}', "
+                              f"{rng.randint(1, 99)}.25, '{rng.choice(DAYS)} 08:00:00')")
+            ids.append(next_id[0])
+        elif op == "update":
+            statements.append(f"UPDATE inventory.orders SET price = {rng.randint(1, 99)}.75 "
+                              f"WHERE id = {rng.choice(ids)}")
+        elif op == "move":
+            statements.append(f"UPDATE inventory.orders SET created_at = '{rng.choice(DAYS)} 18:00:00' "
+                              f"WHERE id = {rng.choice(ids)}")
+        else:
+            victim = rng.choice(ids)
+            ids.remove(victim)
+            statements.append(f"DELETE FROM inventory.orders WHERE id = {victim}")
+    for statement in statements:
+        mariadb.execute(statement)
+
+
+def recomputed(sink: PaimonSink) -> pa.Table:
+    """Per-day totals of the whole Paimon table (live, not soft-deleted orders), computed from scratch."""
+    rows = sink.read_table(ORDERS, ["id", "order_day", "price", "op_type"])
+    live = rows.filter(pc.not_equal(rows.column("op_type"), order_totals.DELETED))
+    return order_totals.daily_totals(live.select(["id", "order_day", "price"])).to_pylist()
+
+
+def stored_totals(sink: PaimonSink) -> list[dict]:
+    return load_checkpoint(sink, TOTALS_CONSUMER).value["totals"].to_pylist()
+
+
+def totals_of(contributions: pa.Table) -> list[dict]:
+    return order_totals.daily_totals(contributions).to_pylist()
+
+
+class PythonConsumer:
+    """A consumer through lakecdc.paimon keeping the same per-order contributions as the example asset."""
+
+    def __init__(self, table, consumer_id: str):
+        self.table, self.consumer_id, self.contributions = table, consumer_id, None
+
+    def step(self) -> tuple[int, int]:
+        changes = self.table.read_changes(consumer_id=self.consumer_id)
+        base = None if changes.full else self.contributions
+        self.contributions = order_totals.apply_changes(base, changes.to_arrow())
+        changes.commit()
+        return changes.start_snapshot_id, changes.end_snapshot_id
+
+
+def snapshot_ids(sink: PaimonSink) -> list[int]:
+    return [s.id for s in sink.snapshots(ORDERS)]
+
+
+def test_downstream_asset_and_consumers_follow_random_batches_exactly_once(lake, mariadb, monkeypatch):
+    config, defs, instance, sink = lake
+    rng = random.Random(36)
+    next_id = [100]
+    catalog = Catalog(config.sink.catalog_options["warehouse"])
+    consumed_to = 0  # the last snapshot the asset's consumer has read
+    expired_any = False
+    for batch in range(4):
+        if batch:
+            workload(mariadb, rng, next_id)
+        failing = batch == 2
+        if failing:  # the asset fails after reading its input: nothing of what it read may count
+            def broken(*args):
+                raise RuntimeError("downstream failure")
+            monkeypatch.setattr(order_totals, "apply_changes", broken)
+        result, metadata = materialize(defs, instance, [ORDERS_KEY, TOTALS_KEY])
+        latest = sink.latest_snapshot_id(ORDERS)
+        assert ORDERS_KEY in metadata
+        if batch == 0:  # the table exists now
+            table = catalog.get_table("inventory.orders")
+            fast, slow = PythonConsumer(table, "fast"), PythonConsumer(table, "slow")
+        if failing:
+            assert not result.success and TOTALS_KEY not in metadata
+            assert sink.consumers(ORDERS).get(TOTALS_CONSUMER).next_snapshot == consumed_to + 1
+            monkeypatch.undo()
+            # the retry (the asset alone) gets the same changes, and those committed since
+            result, metadata = materialize(defs, instance, [TOTALS_KEY])
+        assert result.success
+        changes = metadata[TOTALS_KEY]
+        prefix = "lakecdc/changes/inventory.orders"
+        assert changes[f"{prefix}/snapshots"].value == f"({consumed_to}, {latest}]"
+        assert changes[f"{prefix}/full_read"].value == (batch == 0)
+        if batch:  # the rows by kind are what a change read of the same range returns
+            expected = table.read_changes(consumed_to, latest).to_arrow().column("rowkind")
+            assert changes[f"{prefix}/rows"].value == {c["values"]: c["counts"]
+                                                       for c in pc.value_counts(expected).to_pylist()}
+        consumed_to = latest
+        assert sink.consumers(ORDERS).get(TOTALS_CONSUMER).next_snapshot == latest + 1
+        truth = recomputed(sink)
+        assert stored_totals(sink) == truth, batch
+
+        # Two Python consumers at different speeds, each equal to the recompute whenever it reads.
+        fast.step()
+        assert totals_of(fast.contributions) == truth
+        if batch % 2 == 0:
+            slow.step()
+            assert totals_of(slow.contributions) == truth
+        lags = {c.consumer_id: c for c in consumer_lags(sink, ORDERS)}
+        assert lags["fast"].snapshots_behind == 0 and lags[TOTALS_CONSUMER].changes_behind == 0
+
+        # Upkeep expiring all it may: never a snapshot some consumer has not read.
+        before = snapshot_ids(sink)
+        upkept = upkeep_table(sink, ORDERS, options=EXPIRE_ALL)
+        assert upkept.skipped is None
+        oldest_unread = min(c.next_snapshot for c in sink.consumers(ORDERS).all())
+        kept = snapshot_ids(sink)
+        assert [i for i in before if i >= oldest_unread] == [i for i in kept if i in before and i >= oldest_unread]
+        expired_any = expired_any or bool(upkept.expired_snapshots)
+        assert all(i < oldest_unread for i in upkept.expired_snapshots)
+    assert expired_any  # the fast readers let upkeep expire snapshots
+
+    # The slow consumer catches up across the upkeep snapshots and the expired history before it.
+    slow.step()
+    assert totals_of(slow.contributions) == recomputed(sink)
+
+
+def test_consumer_files_are_paimons(lake):
+    """Files lakecdc writes are what pypaimon's ConsumerManager reads, and the other way round."""
+    from pypaimon import CatalogFactory
+    from pypaimon.consumer import Consumer, ConsumerManager
+
+    config, defs, instance, sink = lake
+    paimon_table = CatalogFactory.create({"warehouse": config.sink.catalog_options["warehouse"]}) \
+        .get_table("inventory.orders")
+    manager = ConsumerManager(paimon_table.file_io, paimon_table.table_path)
+    ours = {c.consumer_id: c.next_snapshot for c in sink.consumers(ORDERS).all()}
+    assert TOTALS_CONSUMER in ours and manager.consumers() == ours
+    assert manager.min_next_snapshot() == min(ours.values())
+
+    table = Catalog(config.sink.catalog_options["warehouse"]).get_table("inventory.orders")
+    latest = sink.latest_snapshot_id(ORDERS)
+    manager.reset_consumer("flink-job", Consumer(next_snapshot=latest))  # as a Flink job would leave it
+    changes = table.read_changes(consumer_id="flink-job")
+    assert (changes.start_snapshot_id, changes.end_snapshot_id, changes.full) == (latest - 1, latest, False)
+    changes.commit()
+    assert manager.consumer("flink-job").next_snapshot == latest + 1
+    path = Path(str(paimon_table.table_path).removeprefix("file://")) / "consumer" / "consumer-flink-job"
+    assert path.read_text() == '{"nextSnapshot": %d}' % (latest + 1)
+    assert table.delete_consumer("flink-job") and manager.consumer("flink-job") is None
+
+
+def test_automation_requests_the_downstream_asset_after_the_table_changes(lake, mariadb):
+    """AutomationCondition.eager(): a materialisation of the table requests the downstream asset, no schedule."""
+    config, defs, instance, sink = lake
+    first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+    mariadb.execute("INSERT INTO inventory.orders VALUES (900, 'auto', 1.00, '2026-01-01 07:00:00')")
+    result, _ = materialize(defs, instance, [ORDERS_KEY])
+    assert result.success
+    after = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
+    assert after.total_requested == 1 and after.get_num_requested(TOTALS_KEY) == 1
+
+
+def test_consumer_api_on_a_python_written_table(tmp_path):
+    """Consumers through lakecdc.paimon without a pipeline: exact -U/+U with changelog-producer input,
+    ignore_delete, ignore-progress, an expired consumer's error, consumer.expiration-time, a conflicting commit."""
+    catalog = Catalog(tmp_path / "warehouse")
+    events = catalog.create_table("db.events", [("id", "INT"), ("v", "INT")], primary_keys=["id"],
+                                  options={"bucket": "1", "changelog-producer": "input", **EXPIRE_ALL,
+                                           "consumer.expiration-time": "1 h"})
+    events.write([(1, 10), (2, 20)])
+    first = events.read_changes(consumer_id="a")
+    assert first.full
+    assert first.to_pylist() == [{"rowkind": "+I", "id": 1, "v": 10}, {"rowkind": "+I", "id": 2, "v": 20}]
+    assert first.commit() == 2
+    events.write([Row.of_kind(RowKind.UPDATE_BEFORE, 1, 10), Row.of_kind(RowKind.UPDATE_AFTER, 1, 11),
+                  Row.of_kind(RowKind.DELETE, 2, 20)])
+    history = events.read_changes(consumer_id="a", ignore_delete=True)
+    assert [(r["rowkind"], r["id"], r["v"]) for r in history.to_pylist()] == [("+U", 1, 11)]
+    events.write([(3, 30)])
+    again = events.read_changes(consumer_id="a")  # nothing committed yet: from the same snapshot, every kind
+    assert (again.start_snapshot_id, again.end_snapshot_id) == (1, 3)
+    assert again.counts() == {"+I": 1, "-U": 1, "+U": 1, "-D": 1}
+    assert history.commit() == 3
+    with pytest.raises(SinkError, match="moved from snapshot 2 to 3"):
+        again.commit()  # the other read's commit moved the consumer meanwhile: refused, nothing written
+    assert events.read_changes(consumer_id="a").to_pylist() == [{"rowkind": "+I", "id": 3, "v": 30}]
+    assert events.read_changes(consumer_id="a", ignore_progress=True).full
+
+    # An abandoned consumer (file older than consumer.expiration-time) is removed before snapshots expire.
+    events.reset_consumer("abandoned", 1)
+    old = tmp_path / "warehouse" / "db.db" / "events" / "consumer" / "consumer-abandoned"
+    os.utime(old, (old.stat().st_mtime - 7200, old.stat().st_mtime - 7200))
+    done = events.expire_snapshots()
+    assert done.expired_consumers == ["abandoned"] and done.expired_snapshots == [1, 2]  # "a" still reads 3
+    assert [c.consumer_id for c in events.consumers()] == ["a"]
+    # A consumer set back to an expired snapshot is told so, and how to read the table again.
+    events.reset_consumer("late", 1)
+    with pytest.raises(SinkError, match=r"has not read snapshot 1, which has expired .*delete_consumer\('late'\)"):
+        events.read_changes(consumer_id="late")
+    assert events.delete_consumer("late") and events.read_changes(consumer_id="late").full
