@@ -135,7 +135,7 @@ def test_downstream_asset_and_consumers_follow_random_batches_exactly_once(lake,
     catalog = Catalog(config.sink.catalog_options["warehouse"])
     consumed_to = 0  # the last snapshot the asset's consumer has read
     expired_any = False
-    for batch in range(4):
+    for batch in range(3):
         if batch:
             workload(mariadb, rng, next_id)
         failing = batch == 2
@@ -219,15 +219,31 @@ def test_consumer_files_are_paimons(lake):
     assert table.delete_consumer("flink-job") and manager.consumer("flink-job") is None
 
 
-def test_automation_requests_the_downstream_asset_after_the_table_changes(lake, mariadb):
-    """AutomationCondition.eager(): a materialisation of the table requests the downstream asset, no schedule."""
+def test_automation_requests_the_downstream_asset_and_status_shows_its_lag(lake, mariadb):
+    """AutomationCondition.eager(): a materialisation of the table requests the downstream asset, no schedule; until
+    it runs, `lakecdc status` (pipeline_status) shows its consumer behind by what the table committed."""
+    from lakecdc.runtime import pipeline_status
+
     config, defs, instance, sink = lake
     first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+    latest = sink.latest_snapshot_id(ORDERS)
+    sink.consumers(ORDERS).reset("gone", 1)  # expired by the first test's upkeep
     mariadb.execute("INSERT INTO inventory.orders VALUES (900, 'auto', 1.00, '2026-01-01 07:00:00')")
+    mariadb.execute("UPDATE inventory.orders SET price = price + 1 WHERE id = 1")
     result, _ = materialize(defs, instance, [ORDERS_KEY])
     assert result.success
     after = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
     assert after.total_requested == 1 and after.get_num_requested(TOTALS_KEY) == 1
+
+    lags = {c.consumer_id: c for c in pipeline_status(config, consumers=True).tables[0].consumers}
+    now = sink.latest_snapshot_id(ORDERS)
+    behind = lags[TOTALS_CONSUMER]
+    assert (behind.next_snapshot, behind.snapshots_behind) == (latest + 1, now - latest)
+    # the change rows those snapshots committed: what a change read of them returns
+    table = Catalog(config.sink.catalog_options["warehouse"]).get_table("inventory.orders")
+    assert behind.changes_behind == table.read_changes(latest, now).num_rows > 0 and not behind.expired
+    assert lags["gone"].expired and lags["gone"].changes_behind is None
+    assert sink.consumers(ORDERS).delete("gone")
 
 
 def test_consumer_api_on_a_python_written_table(tmp_path):
@@ -268,3 +284,36 @@ def test_consumer_api_on_a_python_written_table(tmp_path):
     with pytest.raises(SinkError, match=r"has not read snapshot 1, which has expired .*delete_consumer\('late'\)"):
         events.read_changes(consumer_id="late")
     assert events.delete_consumer("late") and events.read_changes(consumer_id="late").full
+
+
+def test_consumers_on_an_s3_warehouse(s3_warehouse):
+    """The same consumer files on an s3:// warehouse: written as objects, read back by pypaimon's ConsumerManager,
+    honoured and expired by upkeep; the Dagster IO manager's checkpoint lands in the bucket too."""
+    from pypaimon import CatalogFactory
+    from pypaimon.consumer import ConsumerManager
+
+    options = {k: v for k, v in s3_warehouse.items() if k not in ("warehouse", "metastore")}
+    catalog = Catalog(s3_warehouse["warehouse"], options=options)
+    table = catalog.create_table("db.s3", [("id", "INT"), ("v", "INT")], primary_keys=["id"],
+                                 options={"bucket": "1", **EXPIRE_ALL})
+    table.write([(0, 0), (1, 1)])
+    first = table.read_changes(consumer_id="reader")
+    assert first.full and first.num_rows == 2 and first.commit() == 2
+    table.write([Row.of_kind(RowKind.DELETE, 0, 0)])
+    table.write([(5, 5)])
+    paimon_table = CatalogFactory.create(dict(s3_warehouse)).get_table("db.s3")
+    assert ConsumerManager(paimon_table.file_io, paimon_table.table_path).consumers() == {"reader": 2}
+    done = table.expire_snapshots()
+    assert done.expired_snapshots == [1]  # the consumer still reads 2 and 3
+    changes = table.read_changes(consumer_id="reader")
+    assert [(r["rowkind"], r["id"]) for r in changes.to_pylist()] == [("-D", 0), ("+I", 5)]
+    changes.commit()
+    assert [(c.consumer_id, c.next_snapshot) for c in table.consumers()] == [("reader", 4)]
+    sink = PaimonSink(dict(s3_warehouse))
+    from lakecdc.sink.consumers import ConsumerRead, save_checkpoint
+
+    read = ConsumerRead(TableId("db", "s3"), "reader", changes.to_arrow(), 3, 3, False, 4)
+    save_checkpoint(sink, "reader", {"n": 1}, [read], load_checkpoint(sink, "reader"))
+    saved = load_checkpoint(sink, "reader")
+    assert (saved.positions, saved.value) == ({"db.s3": 4}, {"n": 1})
+    assert table.delete_consumer("reader") and table.consumers() == []
