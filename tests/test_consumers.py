@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pytest
 
 import examples.order_totals as order_totals
+from lakecdc.cli import main as cli_main
 from lakecdc.config import load_pipeline
 from lakecdc.dagster import build_definitions
 from lakecdc.errors import SinkError
@@ -60,7 +61,7 @@ def lake(mariadb, tmp_path_factory):
         defs = dg.Definitions.merge(build_definitions(pipelines),
                                     order_totals.example_definitions(env["LAKECDC_WAREHOUSE"]))
         with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
-            yield config, defs, instance, PaimonSink(config.sink.catalog_options)
+            yield config, defs, instance, PaimonSink(config.sink.catalog_options), pipelines / "tutorial.yaml"
     mariadb.execute("DROP DATABASE IF EXISTS inventory")
 
 
@@ -70,13 +71,21 @@ def materialize(defs, instance, selection):
     return result, {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
 
 
-def workload(mariadb, rng: random.Random, next_id: list[int]) -> None:
-    """Random inserts, price updates, day changes (the Paimon key changes), deletes; a few statements each."""
+def workload(mariadb, rng: random.Random, next_id: list[int], deleted: list[int]) -> None:
+    """Random inserts, price updates, day changes (the Paimon key changes), deletes (soft deletes in the tutorial's
+    table) and re-inserts of deleted orders; a few statements each."""
     ids = [r[0] for r in mariadb.execute("SELECT id FROM inventory.orders")]
     statements = []
-    for _ in range(rng.randint(4, 8)):
-        op = rng.choice(["insert", "update", "move", "delete"]) if ids else "insert"
-        if op == "insert":
+    kinds = ["insert", "update", "move", "delete"]
+    ops = kinds + rng.choices(kinds, k=rng.randint(0, 3))  # every kind at least once
+    rng.shuffle(ops)
+    for op in ops + ["reinsert"]:  # last: an order deleted in this batch or an earlier one comes back
+        if op == "reinsert" and deleted:
+            again = deleted.pop()
+            statements.append(f"INSERT INTO inventory.orders VALUES ({again}, 'r{again}', {rng.randint(1, 99)}.50, "
+                              f"'{rng.choice(DAYS)} 09:00:00')")
+            ids.append(again)
+        elif op in ("insert", "reinsert") or not ids:
             next_id[0] += 1
             statements.append(f"INSERT INTO inventory.orders VALUES ({next_id[0]}, 'n{next_id[0]}', "
                               f"{rng.randint(1, 99)}.25, '{rng.choice(DAYS)} 08:00:00')")
@@ -90,6 +99,7 @@ def workload(mariadb, rng: random.Random, next_id: list[int]) -> None:
         else:
             victim = rng.choice(ids)
             ids.remove(victim)
+            deleted.append(victim)
             statements.append(f"DELETE FROM inventory.orders WHERE id = {victim}")
     for statement in statements:
         mariadb.execute(statement)
@@ -129,15 +139,15 @@ def snapshot_ids(sink: PaimonSink) -> list[int]:
 
 
 def test_downstream_asset_and_consumers_follow_random_batches_exactly_once(lake, mariadb, monkeypatch):
-    config, defs, instance, sink = lake
+    config, defs, instance, sink, _ = lake
     rng = random.Random(36)
-    next_id = [100]
+    next_id, deleted = [100], []
     catalog = Catalog(config.sink.catalog_options["warehouse"])
     consumed_to = 0  # the last snapshot the asset's consumer has read
     expired_any = False
     for batch in range(3):
         if batch:
-            workload(mariadb, rng, next_id)
+            workload(mariadb, rng, next_id, deleted)
         failing = batch == 2
         if failing:  # the asset fails after reading its input: nothing of what it read may count
             def broken(*args):
@@ -199,7 +209,7 @@ def test_consumer_files_are_paimons(lake):
     from pypaimon import CatalogFactory
     from pypaimon.consumer import Consumer, ConsumerManager
 
-    config, defs, instance, sink = lake
+    config, defs, instance, sink, _ = lake
     paimon_table = CatalogFactory.create({"warehouse": config.sink.catalog_options["warehouse"]}) \
         .get_table("inventory.orders")
     manager = ConsumerManager(paimon_table.file_io, paimon_table.table_path)
@@ -219,12 +229,12 @@ def test_consumer_files_are_paimons(lake):
     assert table.delete_consumer("flink-job") and manager.consumer("flink-job") is None
 
 
-def test_automation_requests_the_downstream_asset_and_status_shows_its_lag(lake, mariadb):
+def test_automation_requests_the_downstream_asset_and_status_shows_its_lag(lake, mariadb, capsys):
     """AutomationCondition.eager(): a materialisation of the table requests the downstream asset, no schedule; until
     it runs, `lakecdc status` (pipeline_status) shows its consumer behind by what the table committed."""
     from lakecdc.runtime import pipeline_status
 
-    config, defs, instance, sink = lake
+    config, defs, instance, sink, path = lake
     first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
     latest = sink.latest_snapshot_id(ORDERS)
     sink.consumers(ORDERS).reset("gone", 1)  # expired by the first test's upkeep
@@ -243,6 +253,12 @@ def test_automation_requests_the_downstream_asset_and_status_shows_its_lag(lake,
     table = Catalog(config.sink.catalog_options["warehouse"]).get_table("inventory.orders")
     assert behind.changes_behind == table.read_changes(latest, now).num_rows > 0 and not behind.expired
     assert lags["gone"].expired and lags["gone"].changes_behind is None
+    capsys.readouterr()
+    assert cli_main(["status", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert (f"consumer {TOTALS_CONSUMER}: {now - latest} snapshot(s) behind, {behind.changes_behind} change rows "
+            f"(next snapshot {latest + 1})") in printed
+    assert "consumer gone: next snapshot 1 has expired" in printed
     assert sink.consumers(ORDERS).delete("gone")
 
 
