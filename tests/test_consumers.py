@@ -333,3 +333,14 @@ def test_consumers_on_an_s3_warehouse(s3_warehouse):
     saved = load_checkpoint(sink, "reader")
     assert (saved.positions, saved.value) == ({"db.s3": 4}, {"n": 1})
     assert table.delete_consumer("reader") and table.consumers() == []
+
+
+def test_the_io_managers_s3_keys_must_be_env_vars():
+    from lakecdc.dagster import PaimonChangesIOManager
+    from lakecdc.dagster.resources import check_secrets
+    from lakecdc.errors import PipelineConfigError
+
+    with pytest.raises(PipelineConfigError, match="PaimonChangesIOManager's s3.secret-key is given as plain text"):
+        check_secrets({"paimon_changes": PaimonChangesIOManager(warehouse="s3://b/w", s3_secret_key="plain")})
+    check_secrets({"paimon_changes": PaimonChangesIOManager(warehouse="s3://b/w",
+                                                            s3_secret_key=dg.EnvVar("LAKE_SECRET"))})
