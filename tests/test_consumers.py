@@ -47,7 +47,6 @@ def lake(mariadb, tmp_path_factory):
            "LAKECDC_WAREHOUSE": str(tmp / "warehouse")}
     pipelines = tmp / "pipelines"
     pipelines.mkdir()
-    (tmp / "dagster").mkdir()
     shutil.copy(ROOT / "assets" / "tutorial.yaml", pipelines / "tutorial.yaml")
     mariadb.execute("DROP DATABASE IF EXISTS inventory")
     mariadb.execute("CREATE DATABASE inventory")
@@ -60,7 +59,7 @@ def lake(mariadb, tmp_path_factory):
         config = load_pipeline(pipelines / "tutorial.yaml")
         defs = dg.Definitions.merge(build_definitions(pipelines),
                                     order_totals.example_definitions(env["LAKECDC_WAREHOUSE"]))
-        with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
+        with dg.DagsterInstance.ephemeral() as instance:  # in memory: no SQLite writes per event
             yield config, defs, instance, PaimonSink(config.sink.catalog_options), pipelines / "tutorial.yaml"
     mariadb.execute("DROP DATABASE IF EXISTS inventory")
 
@@ -344,3 +343,47 @@ def test_the_io_managers_s3_keys_must_be_env_vars():
         check_secrets({"paimon_changes": PaimonChangesIOManager(warehouse="s3://b/w", s3_secret_key="plain")})
     check_secrets({"paimon_changes": PaimonChangesIOManager(warehouse="s3://b/w",
                                                             s3_secret_key=dg.EnvVar("LAKE_SECRET"))})
+
+
+def test_a_downstream_of_an_input_changelog_table_keeping_history(tmp_path):
+    """changelog-producer input, read with ignore_delete (seed 002's consumer that keeps history): the downstream
+    asset gets the +I/+U rows only, each once, and a downstream of it loads its stored value."""
+    from lakecdc.dagster import PaimonChanges, PaimonChangesIOManager
+
+    events = Catalog(tmp_path / "warehouse").create_table(
+        "db.events", [("id", "INT"), ("v", "INT")], primary_keys=["id"],
+        options={"bucket": "1", "changelog-producer": "input"})
+    events.write([(1, 10), (2, 20)])
+    upstream = dg.AssetSpec(["paimon", "db", "events"])
+
+    @dg.asset(key="history", io_manager_key="changes",
+              ins={"events": dg.AssetIn(upstream.key, input_manager_key="changes")})
+    def history(events: PaimonChanges) -> list:
+        kept = [] if events.full else events.previous
+        return kept + [(r["rowkind"], r["id"], r["v"]) for r in events.rows.to_pylist()]
+
+    @dg.asset(key="history_size", io_manager_key="changes")
+    def history_size(history: list) -> int:
+        return len(history)
+
+    resources = {"changes": PaimonChangesIOManager(warehouse=str(tmp_path / "warehouse"), ignore_delete=True)}
+    with dg.DagsterInstance.ephemeral() as instance:  # in memory: no SQLite writes per event
+        def run():
+            result = dg.materialize([upstream, history, history_size], instance=instance, resources=resources,
+                                    selection=[history.key, history_size.key])
+            assert result.success
+            return result.output_for_node("history"), \
+                result.asset_materializations_for_node("history")[0].metadata
+
+        value, metadata = run()
+        assert value == [("+I", 1, 10), ("+I", 2, 20)]
+        assert metadata["lakecdc/changes/db.events/full_read"].value is True
+        events.write([Row.of_kind(RowKind.UPDATE_BEFORE, 1, 10), Row.of_kind(RowKind.UPDATE_AFTER, 1, 11),
+                      Row.of_kind(RowKind.DELETE, 2, 20)])
+        value, metadata = run()
+        assert value == [("+I", 1, 10), ("+I", 2, 20), ("+U", 1, 11)]
+        assert metadata["lakecdc/changes/db.events/snapshots"].value == "(1, 2]"
+        assert metadata["lakecdc/changes/db.events/rows"].value == {"+U": 1}
+        assert run()[0] == value  # nothing new: nothing applied twice
+        assert load_checkpoint(PaimonSink({"warehouse": str(tmp_path / "warehouse")}),
+                               "dagster-history_size").value == 3

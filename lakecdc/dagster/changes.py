@@ -124,10 +124,6 @@ class PaimonChangesIOManager(dg.ConfigurableIOManager):
             metadata[f"{prefix}/next_snapshot"] = read.next_snapshot
         context.add_output_metadata(metadata)
 
-    def load_own_value(self, asset_key: dg.AssetKey) -> Any:
-        """The value the asset stored last (what a downstream of *this* asset loads through this IO manager)."""
-        return load_checkpoint(self._sink(), consumer_id_for(asset_key)).value
-
 
 def _output_asset_key(context: dg.InputContext) -> dg.AssetKey:
     """The asset whose step loads the input: its changes are consumed under its key."""
