@@ -366,11 +366,21 @@ def test_a_downstream_of_an_input_changelog_table_keeping_history(tmp_path):
     def history_size(history: list) -> int:
         return len(history)
 
+    @dg.asset(key="history_size_doubled", io_manager_key="changes")  # reads an asset that read no Paimon input
+    def history_size_doubled(history_size: int) -> int:
+        return 2 * history_size
+
     resources = {"changes": PaimonChangesIOManager(warehouse=str(tmp_path / "warehouse"), ignore_delete=True)}
+    sink = PaimonSink({"warehouse": str(tmp_path / "warehouse")})
+
+    def result_of(consumer_id: str):
+        return load_checkpoint(sink, consumer_id).value
+
     with dg.DagsterInstance.ephemeral() as instance:  # in memory: no SQLite writes per event
         def run():
-            result = dg.materialize([upstream, history, history_size], instance=instance, resources=resources,
-                                    selection=[history.key, history_size.key])
+            result = dg.materialize([upstream, history, history_size, history_size_doubled], instance=instance,
+                                    resources=resources, selection=[history.key, history_size.key,
+                                                                    history_size_doubled.key])
             assert result.success
             return result.output_for_node("history"), \
                 result.asset_materializations_for_node("history")[0].metadata
@@ -385,5 +395,4 @@ def test_a_downstream_of_an_input_changelog_table_keeping_history(tmp_path):
         assert metadata["lakecdc/changes/db.events/snapshots"].value == "(1, 2]"
         assert metadata["lakecdc/changes/db.events/rows"].value == {"+U": 1}
         assert run()[0] == value  # nothing new: nothing applied twice
-        assert load_checkpoint(PaimonSink({"warehouse": str(tmp_path / "warehouse")}),
-                               "dagster-history_size").value == 3
+        assert result_of("dagster-history_size") == 3 and result_of("dagster-history_size_doubled") == 6

@@ -89,7 +89,7 @@ class PaimonChangesIOManager(dg.ConfigurableIOManager):
         upstream = context.asset_key
         sink = self._sink()
         stored = load_checkpoint(sink, consumer_id_for(upstream))
-        if stored.positions:  # an asset this IO manager stored (a downstream of a downstream): its value
+        if stored.saved:  # an asset this IO manager stored (a downstream of a downstream): its value
             return stored.value
         if len(upstream.path) < 2:
             raise dg.Failure(f"PaimonChangesIOManager loads Paimon tables (keys ending in <db>/<table>), not "

@@ -306,6 +306,7 @@ class ConsumerCheckpoint:
 
     value: object = None
     positions: dict[str, int] = field(default_factory=dict)
+    saved: bool = False  # False: it never saved one
 
 
 def state_name(consumer_id: str) -> str:
@@ -320,7 +321,7 @@ def load_checkpoint(sink, consumer_id: str) -> ConsumerCheckpoint:
         return ConsumerCheckpoint()
     try:
         saved = pickle.loads(data)
-        return ConsumerCheckpoint(saved["value"], {str(k): int(v) for k, v in saved["positions"].items()})
+        return ConsumerCheckpoint(saved["value"], {str(k): int(v) for k, v in saved["positions"].items()}, True)
     except Exception as error:  # noqa: BLE001 - any unreadable file is reported the same way
         raise SinkError(f"consumer {consumer_id!r}: its saved state {state_name(consumer_id)} in the warehouse "
                         f"cannot be read ({error}); delete it and the consumer files to start again") from error
