@@ -108,29 +108,24 @@ def recomputed(sink: PaimonSink) -> pa.Table:
     """Per-day totals of the whole Paimon table (live, not soft-deleted orders), computed from scratch."""
     rows = sink.read_table(ORDERS, ["id", "order_day", "price", "op_type"])
     live = rows.filter(pc.not_equal(rows.column("op_type"), order_totals.DELETED))
-    return order_totals.daily_totals(live.select(["id", "order_day", "price"])).to_pylist()
+    return order_totals.daily_totals(live.select(["order_day", "price"])).to_pylist()
 
 
 def stored_totals(sink: PaimonSink) -> list[dict]:
-    return load_checkpoint(sink, TOTALS_CONSUMER).value["totals"].to_pylist()
-
-
-def totals_of(contributions: pa.Table) -> list[dict]:
-    return order_totals.daily_totals(contributions).to_pylist()
+    return load_checkpoint(sink, TOTALS_CONSUMER).value.to_pylist()
 
 
 class PythonConsumer:
-    """A consumer through lakecdc.paimon keeping the same per-order contributions as the example asset."""
+    """A consumer through lakecdc.paimon keeping the same totals as the example asset."""
 
     def __init__(self, table, consumer_id: str):
-        self.table, self.consumer_id, self.contributions = table, consumer_id, None
+        self.table, self.consumer_id, self.totals = table, consumer_id, None
 
-    def step(self) -> tuple[int, int]:
-        changes = self.table.read_changes(consumer_id=self.consumer_id)
-        base = None if changes.full else self.contributions
-        self.contributions = order_totals.apply_changes(base, changes.to_arrow())
+    def step(self) -> list[dict]:
+        changes = self.table.read_changes(consumer_id=self.consumer_id, before_images=True)
+        self.totals = order_totals.apply_changes(None if changes.full else self.totals, changes.to_arrow())
         changes.commit()
-        return changes.start_snapshot_id, changes.end_snapshot_id
+        return self.totals.to_pylist()
 
 
 def snapshot_ids(sink: PaimonSink) -> list[int]:
@@ -170,7 +165,7 @@ def test_downstream_asset_and_consumers_follow_random_batches_exactly_once(lake,
         assert changes[f"{prefix}/snapshots"].value == f"({consumed_to}, {latest}]"
         assert changes[f"{prefix}/full_read"].value == (batch == 0)
         if batch:  # the rows by kind are what a change read of the same range returns
-            expected = table.read_changes(consumed_to, latest).to_arrow().column("rowkind")
+            expected = table.read_changes(consumed_to, latest, before_images=True).to_arrow().column("rowkind")
             assert changes[f"{prefix}/rows"].value == {c["values"]: c["counts"]
                                                        for c in pc.value_counts(expected).to_pylist()}
         consumed_to = latest
@@ -179,28 +174,26 @@ def test_downstream_asset_and_consumers_follow_random_batches_exactly_once(lake,
         assert stored_totals(sink) == truth, batch
 
         # Two Python consumers at different speeds, each equal to the recompute whenever it reads.
-        fast.step()
-        assert totals_of(fast.contributions) == truth
+        assert fast.step() == truth
         if batch % 2 == 0:
-            slow.step()
-            assert totals_of(slow.contributions) == truth
+            assert slow.step() == truth
         lags = {c.consumer_id: c for c in consumer_lags(sink, ORDERS)}
         assert lags["fast"].snapshots_behind == 0 and lags[TOTALS_CONSUMER].changes_behind == 0
 
-        # Upkeep expiring all it may: never a snapshot some consumer has not read.
+        # Upkeep expiring all it may: never a snapshot some consumer has not read, nor the one it read last
+        # (where its next read looks the previous rows up).
         before = snapshot_ids(sink)
         upkept = upkeep_table(sink, ORDERS, options=EXPIRE_ALL)
         assert upkept.skipped is None
-        oldest_unread = min(c.next_snapshot for c in sink.consumers(ORDERS).all())
+        last_read = min(c.next_snapshot for c in sink.consumers(ORDERS).all()) - 1
         kept = snapshot_ids(sink)
-        assert [i for i in before if i >= oldest_unread] == [i for i in kept if i in before and i >= oldest_unread]
+        assert [i for i in before if i >= last_read] == [i for i in kept if i in before and i >= last_read]
         expired_any = expired_any or bool(upkept.expired_snapshots)
-        assert all(i < oldest_unread for i in upkept.expired_snapshots)
+        assert all(i < last_read for i in upkept.expired_snapshots)
     assert expired_any  # the fast readers let upkeep expire snapshots
 
     # The slow consumer catches up across the upkeep snapshots and the expired history before it.
-    slow.step()
-    assert totals_of(slow.contributions) == recomputed(sink)
+    assert slow.step() == recomputed(sink)
 
 
 def test_consumer_files_are_paimons(lake):
@@ -292,7 +285,7 @@ def test_consumer_api_on_a_python_written_table(tmp_path):
     old = tmp_path / "warehouse" / "db.db" / "events" / "consumer" / "consumer-abandoned"
     os.utime(old, (old.stat().st_mtime - 7200, old.stat().st_mtime - 7200))
     done = events.expire_snapshots()
-    assert done.expired_consumers == ["abandoned"] and done.expired_snapshots == [1, 2]  # "a" still reads 3
+    assert done.expired_consumers == ["abandoned"] and done.expired_snapshots == [1]  # "a" read 2, reads 3
     assert [c.consumer_id for c in events.consumers()] == ["a"]
     # A consumer set back to an expired snapshot is told so, and how to read the table again.
     events.reset_consumer("late", 1)
@@ -318,12 +311,12 @@ def test_consumers_on_an_s3_warehouse(s3_warehouse):
     table.write([(5, 5)])
     paimon_table = CatalogFactory.create(dict(s3_warehouse)).get_table("db.s3")
     assert ConsumerManager(paimon_table.file_io, paimon_table.table_path).consumers() == {"reader": 2}
-    done = table.expire_snapshots()
-    assert done.expired_snapshots == [1]  # the consumer still reads 2 and 3
-    changes = table.read_changes(consumer_id="reader")
-    assert [(r["rowkind"], r["id"]) for r in changes.to_pylist()] == [("-D", 0), ("+I", 5)]
+    assert table.expire_snapshots().expired_snapshots == []  # the consumer read 1 and reads 2, 3
+    changes = table.read_changes(consumer_id="reader", before_images=True)
+    assert [(r["rowkind"], r["id"], r["v"]) for r in changes.to_pylist()] == [("-D", 0, 0), ("+I", 5, 5)]
     changes.commit()
     assert [(c.consumer_id, c.next_snapshot) for c in table.consumers()] == [("reader", 4)]
+    assert table.expire_snapshots().expired_snapshots == [1, 2]
     sink = PaimonSink(dict(s3_warehouse))
     from lakecdc.sink.consumers import ConsumerRead, save_checkpoint
 
@@ -396,3 +389,20 @@ def test_a_downstream_of_an_input_changelog_table_keeping_history(tmp_path):
         assert metadata["lakecdc/changes/db.events/rows"].value == {"+U": 1}
         assert run()[0] == value  # nothing new: nothing applied twice
         assert result_of("dagster-history_size") == 3 and result_of("dagster-history_size_doubled") == 6
+
+
+def test_before_images_make_a_delta_read_an_exact_changelog(tmp_path):
+    """changelog-producer none: each commit's merged rows, with before images, become what the writes meant."""
+    table = Catalog(tmp_path / "warehouse").create_table("db.t", [("id", "INT"), ("v", "INT")], primary_keys=["id"],
+                                                         options={"bucket": "2"})
+    table.write([(1, 10), (2, 20)])
+    table.write([Row.of_kind(RowKind.UPDATE_BEFORE, 1, 10), Row.of_kind(RowKind.UPDATE_AFTER, 1, 11),
+                 Row.of_kind(RowKind.DELETE, 2, 20), (3, 30)])
+    table.write([Row.of_kind(RowKind.DELETE, 9, 0), (1, 12)])  # a delete of a key never written; an upsert
+    merged = [(r["rowkind"], r["id"], r["v"]) for r in table.read_changes(1, 3).to_pylist()]
+    assert merged == [("+U", 1, 11), ("-D", 2, 20), ("+I", 3, 30), ("+I", 1, 12), ("-D", 9, 0)]
+    exact = [(r["rowkind"], r["id"], r["v"]) for r in table.read_changes(0, 3, before_images=True).to_pylist()]
+    assert exact == [("+I", 1, 10), ("+I", 2, 20), ("-U", 1, 10), ("+U", 1, 11), ("-D", 2, 20), ("+I", 3, 30),
+                     ("-U", 1, 11), ("+U", 1, 12)]
+    only_v = table.read_changes(2, 3, columns=["v"], before_images=True, ignore_delete=True).to_pylist()
+    assert only_v == [{"rowkind": "+U", "v": 12}]

@@ -24,7 +24,8 @@ from pydantic import Field
 
 from lakecdc.model import TableId
 from lakecdc.sink import PaimonSink
-from lakecdc.sink.consumers import ConsumerRead, load_checkpoint, read_with_checkpoint, save_checkpoint
+from lakecdc.sink.consumers import (ConsumerRead, change_counts, load_checkpoint, read_with_checkpoint,
+                                    save_checkpoint)
 
 CONSUMER_PREFIX = "dagster-"
 # What load_input read, per (run id, step key) and table, for handle_output of the same step (same process) to
@@ -60,8 +61,7 @@ class PaimonChanges:
     end_snapshot_id: int
 
     def counts(self) -> dict[str, int]:
-        from lakecdc.sink.consumers import change_counts
-
+        """Rows per row kind."""
         return change_counts(self.rows)
 
 
@@ -76,6 +76,8 @@ class PaimonChangesIOManager(dg.ConfigurableIOManager):
     s3_secret_key: Optional[str] = Field(default=None, description="pass dg.EnvVar('...')")
     s3_session_token: Optional[str] = Field(default=None, description="pass dg.EnvVar('...')")
     ignore_delete: bool = Field(default=False, description="Drop -U/-D rows (Paimon's read-side ignore-delete)")
+    before_images: bool = Field(default=False, description="Tables without changelog-producer=input: each change "
+                                                           "with its key's previous row (-U/+U, -D with the row)")
 
     def _sink(self) -> PaimonSink:
         options = {"metastore": "filesystem", **self.catalog_options, "warehouse": self.warehouse}
@@ -100,7 +102,8 @@ class PaimonChangesIOManager(dg.ConfigurableIOManager):
         _check_output_handled(context, downstream)
         consumer_id = consumer_id_for(downstream)
         checkpoint = load_checkpoint(sink, consumer_id)
-        read = read_with_checkpoint(sink, table, consumer_id, checkpoint, ignore_delete=self.ignore_delete)
+        read = read_with_checkpoint(sink, table, consumer_id, checkpoint, ignore_delete=self.ignore_delete,
+                                    before_images=self.before_images)
         _PENDING.setdefault((step.run_id, step.step.key), {})[str(table)] = read
         whole = " (the whole table)" if read.full else ""
         context.log.info(f"{table}: consumer {consumer_id} read {read.rows.num_rows} change row(s) of snapshots "
@@ -115,14 +118,15 @@ class PaimonChangesIOManager(dg.ConfigurableIOManager):
         sink = self._sink()
         previous = load_checkpoint(sink, consumer_id)
         save_checkpoint(sink, consumer_id, obj, reads, previous)
-        metadata: dict[str, Any] = {"lakecdc/consumer_id": consumer_id}
+        metadata: dict[str, Any] = {"lakecdc/consumer_id": consumer_id} if reads else {}
         for read in reads:
             prefix = f"lakecdc/changes/{read.table_id}"
             metadata[f"{prefix}/snapshots"] = f"({read.start_snapshot_id}, {read.end_snapshot_id}]"
             metadata[f"{prefix}/full_read"] = read.full
             metadata[f"{prefix}/rows"] = dg.MetadataValue.json(read.counts())
             metadata[f"{prefix}/next_snapshot"] = read.next_snapshot
-        context.add_output_metadata(metadata)
+        if metadata:
+            context.add_output_metadata(metadata)
 
 
 def _output_asset_key(context: dg.InputContext) -> dg.AssetKey:
@@ -132,7 +136,6 @@ def _output_asset_key(context: dg.InputContext) -> dg.AssetKey:
         raise dg.Failure(f"PaimonChangesIOManager feeds one asset per step; this step produces "
                          f"{sorted(k.to_user_string() for k in keys)}")
     return next(iter(keys))
-
 
 
 def _check_output_handled(context: dg.InputContext, downstream: dg.AssetKey) -> None:

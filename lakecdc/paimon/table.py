@@ -227,7 +227,7 @@ class Table:
     def read_changes(self, start_snapshot_id: int | None = None, end_snapshot_id: int | None = None, *,
                      columns: list[str] | None = None, where: str | None = None, ignore_delete: bool = False,
                      mode: str = "auto", consumer_id: str | None = None,
-                     ignore_progress: bool | None = None) -> ReadResult:
+                     ignore_progress: bool | None = None, before_images: bool = False) -> ReadResult:
         """The changes committed by the snapshots in (start, end] (end: the latest), each row with its kind in a
         leading ``rowkind`` column. ``ignore_delete=True`` drops ``-U``/``-D`` rows, for consumers that keep
         history. With ``changelog-producer=input`` the rows are exactly those written; otherwise each commit
@@ -236,7 +236,12 @@ class Table:
         ``consumer_id`` (instead of a start): the changes that Paimon consumer has not read yet, up to the latest
         snapshot, as a ConsumerChanges whose ``commit()`` advances the consumer; until then it stays where it was,
         so reading again returns the same changes. A consumer without progress (new, or ``ignore_progress``,
-        default: the table option ``consumer.ignore-progress``) gets the whole table as ``+I`` rows."""
+        default: the table option ``consumer.ignore-progress``) gets the whole table as ``+I`` rows.
+
+        ``before_images`` (tables without ``changelog-producer=input``): each commit's rows come with the previous
+        row of their key, looked up in the snapshot before the commit: an update as ``-U``/``+U``, a delete as
+        ``-D`` with the deleted row, a new key as ``+I`` (Flink's ChangelogNormalize); costs a keyed read per
+        commit."""
         if consumer_id is not None:
             if start_snapshot_id is not None or end_snapshot_id is not None:
                 raise SinkError(f"table {self.table_id}: a consumer read starts at the consumer's next snapshot "
@@ -251,12 +256,14 @@ class Table:
         consumed = None
         if consumer_id is not None:
             consumed = read_for_consumer(self._sink, self.table_id, consumer_id, columns=read_columns, mode=mode,
-                                         ignore_delete=ignore_delete, ignore_progress=ignore_progress)
+                                         ignore_delete=ignore_delete, ignore_progress=ignore_progress,
+                                         before_images=before_images)
             result = consumed.rows
         else:
             assert start_snapshot_id is not None  # checked above
             result = self._sink.read_changes(self.table_id, start_snapshot_id, end_snapshot_id,
-                                             columns=read_columns, mode=mode, ignore_delete=ignore_delete)
+                                             columns=read_columns, mode=mode, ignore_delete=ignore_delete,
+                                             before_images=before_images)
         if condition is not None:
             result = condition.apply(result)
             if columns is not None:

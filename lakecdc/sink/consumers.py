@@ -132,7 +132,6 @@ def min_next_snapshot(consumers: list[ConsumerState]) -> int | None:
     return min((c.next_snapshot for c in consumers), default=None)
 
 
-
 # ------------------------------------------------------------------------------------------- consumer reads
 @dataclass
 class ConsumerRead:
@@ -176,7 +175,8 @@ def ignores_progress(options: dict[str, str]) -> bool:
 
 
 def read_for_consumer(sink, table_id, consumer_id: str, *, columns: list[str] | None = None, mode: str = "auto",
-                      ignore_delete: bool = False, ignore_progress: bool | None = None) -> ConsumerRead:
+                      ignore_delete: bool = False, ignore_progress: bool | None = None,
+                      before_images: bool = False) -> ConsumerRead:
     """The changes ``consumer_id`` has not read yet, up to the latest snapshot; the consumer is not moved
     (:func:`commit_consumer` does that once the caller has used them). ``sink`` is a lakecdc.sink.PaimonSink.
 
@@ -184,7 +184,8 @@ def read_for_consumer(sink, table_id, consumer_id: str, *, columns: list[str] | 
     One without (no file yet, or ``ignore_progress``, default: the table option ``consumer.ignore-progress``) reads
     the whole table at the latest snapshot as ``+I`` rows, then its changes. Where Paimon's streaming read would
     silently start at the earliest snapshot left, a consumer whose next snapshot has expired gets SinkError saying
-    so and how to recover."""
+    so and how to recover. ``before_images``: see PaimonSink.read_changes (it reads the previous rows from the
+    snapshot the consumer read last, which lakecdc's expiry keeps)."""
     check_consumer_id(consumer_id, f"table {table_id}")
     consumers = sink.consumers(table_id)
     state = consumers.get(consumer_id)
@@ -215,7 +216,7 @@ def read_for_consumer(sink, table_id, consumer_id: str, *, columns: list[str] | 
                         f"(it was reset to an old snapshot, or snapshots were expired while it had no consumer file: "
                         f"consumer.expiration-time, or an engine that ignores consumers); {recover}")
     rows = sink.read_changes(table_id, next_snapshot - 1, latest, columns=columns, mode=mode,
-                             ignore_delete=ignore_delete)
+                             ignore_delete=ignore_delete, before_images=before_images)
     return ConsumerRead(table_id, consumer_id, _nullable(rows), next_snapshot - 1, latest, False, found)
 
 

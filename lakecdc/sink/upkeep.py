@@ -22,7 +22,8 @@ under the table lock (lakecdc.sink.lock), so no lakecdc writer can commit in bet
 3. **Snapshot expiry** as Paimon's ExpireSnapshots: keep at least ``snapshot.num-retained.min`` (10), at most
    ``snapshot.num-retained.max`` (unbounded) and everything younger than ``snapshot.time-retained`` (1 h),
    expiring at most ``snapshot.expire.limit`` (10) per run; never the latest snapshot, the newest one carrying the
-   lakecdc checkpoint, or one a consumer still reads (at or after its ``nextSnapshot``; lakecdc.sink.consumers),
+   lakecdc checkpoint, or one a consumer still reads (at or after its ``nextSnapshot``, and the one before, for
+   reads with before images; lakecdc.sink.consumers),
    after deleting the consumers not updated within ``consumer.expiration-time`` (when set). The ``EARLIEST`` hint is
    written, the expired snapshot files
    are deleted (oldest first), then every file the expired snapshots referenced and no kept snapshot or tag needs
@@ -566,10 +567,11 @@ class _Upkeep:
         earliest, latest = ids[0], ids[-1]
         low = max(latest - p.retained_max + 1, earliest)
         end = latest - p.retained_min + 1
-        # the snapshot a consumer reads next, and every later one, is kept (Paimon's ExpireSnapshotsImpl)
+        # the snapshot a consumer reads next, and every later one, is kept (Paimon's ExpireSnapshotsImpl); lakecdc
+        # also keeps the one it read last, where a read with before images looks the previous rows up
         next_snapshot = min_next_snapshot(self.consumers().all())
         if next_snapshot is not None:
-            end = min(end, next_snapshot)
+            end = min(end, next_snapshot - 1)
         checkpoint = self._newest_checkpoint_snapshot(ids)
         if checkpoint is not None:
             end = min(end, checkpoint)
