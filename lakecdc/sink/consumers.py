@@ -10,10 +10,19 @@ consumer_id=...)``), so either can continue where the other left off.
 * Files are written through the table's store (lakecdc.sink.table_files): on a local warehouse written aside and
   renamed (pypaimon's ``ConsumerManager.reset_consumer`` truncates the file in place, so a reader could see half of
   it; Paimon's readers retry then, lakecdc's need not), on an object store one PUT (an object is stored whole).
+* Reads are lakecdc's change reads (pypaimon-rust's incremental scan, lakecdc.sink.reader), not pypaimon's
+  ``StreamReadBuilder.with_consumer_id``: its streaming scan moves the consumer by itself when the caller asks for
+  the next plan (the caller cannot say "these were not used"), and reads through pypaimon's Python reader.
+  pypaimon's ``ConsumerManager`` reads the files written here (tests/test_consumers.py).
 * Expiry follows Paimon's rule (ExpireSnapshotsImpl): no snapshot at or after the smallest ``nextSnapshot`` of the
   consumers is expired; before that, consumers whose file was not modified within ``consumer.expiration-time`` are
   deleted (TableCommitImpl: "expire consumer first to avoid preventing snapshot expiration"), as
-  ``ConsumerManager.expire`` does. lakecdc.sink.upkeep applies both.
+  ``ConsumerManager.expire`` does. lakecdc.sink.upkeep applies both, and also keeps the snapshot before the
+  smallest ``nextSnapshot`` (reads with before images look the previous rows up there).
+* Differences from Paimon's streaming read: a consumer whose next snapshot has expired gets an error (Paimon starts
+  at the earliest snapshot left, losing the changes in between); ``consumer.mode`` (at-least-once) and
+  ``consumer.changelog-only`` are not read: lakecdc's consumers are committed explicitly and tables have no
+  separately retained changelog.
 """
 
 from __future__ import annotations
