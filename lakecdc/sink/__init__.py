@@ -16,10 +16,9 @@ from pathlib import PurePath, PurePosixPath
 from typing import ContextManager, Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakecdc.errors import CommitConflictError, SinkError
-from lakecdc.model import CHECKPOINT_KEY, INSERT, LAKECDC_DIR, UPDATE_AFTER, TableId
+from lakecdc.model import CHECKPOINT_KEY, LAKECDC_DIR, TableId
 from lakecdc.sink import native, object_store
 from lakecdc.sink.consumers import Consumers
 from lakecdc.sink.catalog import (create_catalog, identifier, local_warehouse_path, normalize_catalog_options,
@@ -27,6 +26,7 @@ from lakecdc.sink.catalog import (create_catalog, identifier, local_warehouse_pa
 from lakecdc.sink.sink_options import table_defaults
 from lakecdc.sink.lock import InProcessTableLock, TableLock, lock_path
 from lakecdc.sink.metadata import StoredTable, Warehouse, open_warehouse_metadata, uses_catalog_files
+from lakecdc.sink.reader import drop_retractions as _drop_retractions
 from lakecdc.sink.reader import empty_changes as _empty_changes
 from lakecdc.sink.reader import KeyRead, ROW_KIND_COLUMN
 from lakecdc.sink.reader import read_buckets as _read_buckets
@@ -563,8 +563,7 @@ class PaimonSink:
         rows = _read_changes(table_id, table, storage_options(self.catalog_options), start_snapshot_id, end,
                              read_columns, mode, ignore_delete=False, before=previous)
         if ignore_delete:
-            kinds = rows.column(ROW_KIND_COLUMN)
-            rows = rows.filter(pc.is_in(kinds, pa.array([INSERT, UPDATE_AFTER])))
+            rows = _drop_retractions(rows)
         return rows if columns is None else rows.select([ROW_KIND_COLUMN, *columns])
 
     def empty_changes(self, table_id: TableId, columns: list[str] | None = None) -> pa.Table:

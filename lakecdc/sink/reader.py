@@ -295,10 +295,13 @@ def read_changes(table_id: TableId, table, storage: dict[str, str], start_snapsh
                         f"{end_snapshot_id}] failed: {error}") from error
     batches = [b for b in batches if b.num_rows]
     result = pa.Table.from_batches(batches) if batches else empty_changes(table_id, table, columns)
-    if ignore_delete:
-        kinds = result.column(ROW_KIND_COLUMN)
-        result = result.filter(pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER)))
-    return result
+    return drop_retractions(result) if ignore_delete else result
+
+
+def drop_retractions(rows: pa.Table) -> pa.Table:
+    """The change rows without ``-U`` and ``-D`` (Paimon's read-side ``ignore-delete``)."""
+    kinds = rows.column(ROW_KIND_COLUMN)
+    return rows.filter(pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER)))
 
 
 def empty_changes(table_id: TableId, table, columns: list[str] | None = None) -> pa.Table:
