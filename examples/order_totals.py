@@ -3,8 +3,8 @@
 ``analytics/daily_order_totals`` reads ``paimon/inventory/orders`` through ``PaimonChangesIOManager``: each
 materialisation gets the changes committed since its own last successful materialisation (its Paimon consumer
 ``dagster-analytics.daily_order_totals``) and the totals it stored then, and adds the one to the other. It runs by
-itself after every materialisation of the orders table (``AutomationCondition.eager()``, with Dagster's
-automation sensor on): no schedule.
+itself after every materialisation of the orders table (``AutomationCondition.eager()``, evaluated by the
+``order_totals_automation`` sensor, running by default): no schedule.
 
 The tutorial's table has the default changelog producer (``none``): its commits hold each changed order's new row
 only. ``before_images=True`` has each change read look the previous row of those orders up (in the snapshot before
@@ -71,8 +71,16 @@ def _markdown(totals: pa.Table) -> str:
     return "\n".join(lines)
 
 
+# Evaluates the asset's automation condition; running from the start (Dagster's default automation sensor, which
+# would otherwise pick the asset up, starts stopped), so no schedule and no switch in the UI is needed.
+automation = dg.AutomationConditionSensorDefinition(
+    "order_totals_automation", target=dg.AssetSelection.assets(TOTALS),
+    default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30)
+
+
 def example_definitions(warehouse: str | Path) -> dg.Definitions:
-    """The example asset and its IO manager (change reads with before images), on the tutorial's warehouse."""
-    return dg.Definitions(assets=[daily_order_totals],
+    """The example asset, its automation sensor and its IO manager (change reads with before images), on the
+    tutorial's warehouse."""
+    return dg.Definitions(assets=[daily_order_totals], sensors=[automation],
                           resources={IO_MANAGER: PaimonChangesIOManager(warehouse=str(warehouse),
                                                                         before_images=True)})

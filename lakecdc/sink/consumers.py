@@ -241,6 +241,14 @@ def commit_consumer(sink, read: ConsumerRead) -> int:
     rewritten even when nothing was read, so ``consumer.expiration-time`` counts from the last read). SinkError when
     the consumer was moved by someone else since the read (another reader with the same id): nothing is written.
     Committing the same read twice is harmless. Returns the next snapshot."""
+    consumers = _unmoved(sink, read)
+    consumers.reset(read.consumer_id, read.next_snapshot)
+    return read.next_snapshot
+
+
+def _unmoved(sink, read: ConsumerRead) -> Consumers:
+    """The table's consumers, after checking that ``read``'s consumer is where the read found it (or already where
+    committing the read puts it)."""
     consumers = sink.consumers(read.table_id)
     state = consumers.get(read.consumer_id)
     now = state.next_snapshot if state is not None else None
@@ -248,8 +256,7 @@ def commit_consumer(sink, read: ConsumerRead) -> int:
         raise SinkError(f"table {read.table_id}: consumer {read.consumer_id!r} moved from snapshot "
                         f"{read.found_next_snapshot} to {now} since these changes were read (another reader uses the "
                         f"same consumer id?); its progress was left as it is: read again")
-    consumers.reset(read.consumer_id, read.next_snapshot)
-    return read.next_snapshot
+    return consumers
 
 
 # --------------------------------------------------------------------------------------------------- status
@@ -358,6 +365,8 @@ def save_checkpoint(sink, consumer_id: str, value: object, reads: list[ConsumerR
                     previous: ConsumerCheckpoint) -> None:
     """Save ``value`` with the positions after ``reads`` (and the other positions of ``previous``), then commit the
     consumers of ``reads``."""
+    for read in reads:  # another run of the same consumer committed meanwhile: save nothing
+        _unmoved(sink, read)
     positions = dict(previous.positions)
     positions.update({str(r.table_id): r.next_snapshot for r in reads})
     sink.write_state(state_name(consumer_id), pickle.dumps({"value": value, "positions": positions}))
