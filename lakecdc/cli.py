@@ -115,21 +115,36 @@ def cmd_status(args: argparse.Namespace) -> int:
     from lakecdc.runtime import pipeline_status
 
     config = _load(args.pipeline)
-    status = pipeline_status(config)
+    status = pipeline_status(config, consumers=True)
     if args.json:
         print(json.dumps({
             "pipeline": status.pipeline, "head": str(status.head), "needs_run": status.needs_run,
             "tables": [{"table": str(t.target), "exists": t.exists, "snapshot_id": t.snapshot_id,
                         "checkpoint": str(t.checkpoint) if t.checkpoint else None, "lag": t.lag(status.head),
                         "behind": t.behind, "refresh_due": t.refresh_due,
-                        "last_change": str(t.last_change) if t.last_change else None}
+                        "last_change": str(t.last_change) if t.last_change else None,
+                        "consumers": [{"consumer": c.consumer_id, "next_snapshot": c.next_snapshot,
+                                       "snapshots_behind": c.snapshots_behind, "changes_behind": c.changes_behind,
+                                       "expired": c.expired} for c in t.consumers]}
                        for t in status.tables], "scanned_bytes": status.scanned_bytes}, indent=2))
         return 0
     print(f"pipeline {status.pipeline!r}: binlog head {status.head}")
     for table in status.tables:
         print(f"  {table.target}: snapshot {table.snapshot_id or '-'}, checkpoint {table.checkpoint or '-'}, "
               f"{table.lag(status.head)}")
+        for consumer in table.consumers:
+            print(f"    consumer {consumer.consumer_id}: {_consumer_lag(consumer)}")
     return 0
+
+
+def _consumer_lag(consumer) -> str:
+    if consumer.expired:
+        return (f"next snapshot {consumer.next_snapshot} has expired: its next read fails (delete the consumer "
+                f"to read the table again)")
+    if consumer.snapshots_behind == 0:
+        return f"up to date (next snapshot {consumer.next_snapshot})"
+    changes = f", {consumer.changes_behind} change rows" if consumer.changes_behind is not None else ""
+    return f"{consumer.snapshots_behind} snapshot(s) behind{changes} (next snapshot {consumer.next_snapshot})"
 
 
 def cmd_upkeep(args: argparse.Namespace) -> int:
@@ -250,7 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "3 s) until SIGINT/SIGTERM, which commit what was read and stop")
     run.set_defaults(func=cmd_run)
     status = commands.add_parser("status", help="checkpoint, latest snapshot and lag of each table, and whether it "
-                                                "is behind (a change or DDL after its checkpoint)")
+                                                "is behind (a change or DDL after its checkpoint); its Paimon "
+                                                "consumers and how far behind they are")
     status.add_argument("pipeline")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the UI screenshots in docs/img/ from a real run: runs the tutorial (scripts/tutorial.sh: sandbox
 # MariaDB, three micro-batches through Dagster), starts `dg dev` headless on a free loopback port against the
-# tutorial's DAGSTER_HOME, re-snapshots one partition as a backfill of the re-snapshot job, renders pages with headless
-# Chromium, and stops Dagster again. The sandbox MariaDB keeps running, as after scripts/tutorial.sh
-# (scripts/mariadb.sh stop).
+# tutorial's DAGSTER_HOME, re-snapshots one partition as a backfill of the re-snapshot job, materialises the example
+# downstream asset (examples/order_totals.py), renders pages with headless Chromium, and stops Dagster again. The
+# sandbox MariaDB keeps running, as after scripts/tutorial.sh (scripts/mariadb.sh stop).
 #
 #   scripts/screenshots.sh            # needs chromium (scripts/setup.sh --tests installs it)
 set -euo pipefail
@@ -63,6 +63,10 @@ for _ in $(seq 1 180); do
 done
 gql "$STATUS_QUERY" | grep -Eq '"order_day=20260103", *"runStatus": *"SUCCESS"' \
   || { echo "screenshots: the partition re-snapshot failed" >&2; exit 1; }
+# The example downstream of the tutorial's table (examples/order_totals.py): its totals from the table's changes,
+# after the re-snapshot's commit (the lineage then shows it in sync).
+dg launch -m definitions --assets 'key:"analytics/daily_order_totals"' 2>&1 | grep -q RUN_SUCCESS \
+  || { echo "screenshots: analytics/daily_order_totals did not materialise" >&2; exit 1; }
 
 mkdir -p docs/img
 shot() {  # shot FILE PATH [WIDTH,HEIGHT]
@@ -76,3 +80,4 @@ shot asset.png "/assets/paimon/inventory/orders"
 shot events.png "/assets/paimon/inventory/orders?view=events"
 shot checks.png "/assets/paimon/inventory/orders?view=checks"
 shot resnapshot.png "/locations/lakecdc/jobs/resnapshot__inventory__orders/partitions"
+shot downstream.png "/assets/analytics/daily_order_totals?view=lineage&lineageScope=upstream&lineageDepth=2"

@@ -119,7 +119,7 @@ class PaimonCatalogResource(dg.ConfigurableResource):
         return dataclasses.replace(config, sink=dataclasses.replace(config.sink, catalog_options=options))
 
 
-def _s3_key_fields(resource: "PaimonCatalogResource") -> list[tuple[str, Optional[str]]]:
+def _s3_key_fields(resource) -> list[tuple[str, Optional[str]]]:
     """(catalog option, field value) of the resource's S3 key fields."""
     return [("s3.access-key", resource.s3_access_key), ("s3.secret-key", resource.s3_secret_key),
             ("s3.session-token", resource.s3_session_token)]
@@ -129,19 +129,22 @@ def check_secrets(resources: dict) -> None:
     """Refuse secrets given as plain text: Dagster shows resource config in the UI (the Resources page, the run's
     config), so a MySqlResource password and a PaimonCatalogResource's S3 keys must be ``dg.EnvVar``, which the UI
     shows by name only; S3 keys inside ``catalog_options`` (a plain dict, which cannot hold an EnvVar) are refused."""
+    from lakecdc.dagster.changes import PaimonChangesIOManager  # same S3 fields (here: no import at start-up)
+
     for key, resource in resources.items():
-        if isinstance(resource, PaimonCatalogResource):
+        if isinstance(resource, (PaimonCatalogResource, PaimonChangesIOManager)):
+            kind = type(resource).__name__
             for option in resource.catalog_options:
                 canonical = canonical_s3_option(option)
                 if canonical is not None and canonical in SECRET_S3_OPTIONS:
                     raise PipelineConfigError(
-                        f"resource {key!r}: PaimonCatalogResource(catalog_options={{'{option}': ...}}) would show an "
-                        f"S3 key in the Dagster UI; pass it as PaimonCatalogResource("
+                        f"resource {key!r}: {kind}(catalog_options={{'{option}': ...}}) would show an "
+                        f"S3 key in the Dagster UI; pass it as {kind}("
                         f"s3_{canonical[3:].replace('-', '_')}=dg.EnvVar(\"...\")) instead")
             for option, value in _s3_key_fields(resource):
                 if value and not isinstance(value, dg.EnvVar):
                     raise PipelineConfigError(
-                        f"resource {key!r}: PaimonCatalogResource's {option} is given as plain text, which Dagster "
+                        f"resource {key!r}: {kind}'s {option} is given as plain text, which Dagster "
                         f"would show in its UI; pass it as dg.EnvVar(\"...\") and export that variable")
         if not isinstance(resource, MySqlResource):
             continue

@@ -5,7 +5,8 @@
   tables.
 * Read the state of the latest snapshot, of a snapshot id or of a timestamp, with projection, a ``where`` filter
   and a limit, to Arrow, pandas, polars or DuckDB; read the changes between two snapshots with their row kinds,
-  optionally without ``-U``/``-D`` (``ignore_delete``).
+  optionally without ``-U``/``-D`` (``ignore_delete``), or the changes a Paimon consumer has not read yet
+  (``consumer_id``), committed when used.
 * Write ``CdcRecord``s (field name, type, string value, like ``RichCdcRecord``), adding missing columns first.
 * Table options are validated: merge engines, delete handling, sequence fields and changelog producers that the
   storage library cannot honour correctly are refused with a message rather than written wrongly.
@@ -24,7 +25,9 @@ from lakecdc.errors import CommitConflictError, SinkError
 from lakecdc.paimon.cdc import CdcField, CdcRecord, CdcRecordBuilder
 from lakecdc.paimon.read import ReadResult
 from lakecdc.paimon.rows import ROW_KIND_COLUMN, Row, RowKind
-from lakecdc.paimon.table import Catalog, SnapshotInfo, Table, TableWrite, WriteResult
+from lakecdc.paimon.table import Catalog, ConsumerChanges, SnapshotInfo, Table, TableWrite, WriteResult
+from lakecdc.sink.consumers import ConsumerState
 
 __all__ = ["Catalog", "Table", "TableWrite", "WriteResult", "SnapshotInfo", "ReadResult", "Row", "RowKind",
-           "ROW_KIND_COLUMN", "CdcRecord", "CdcRecordBuilder", "CdcField", "SinkError", "CommitConflictError"]
+           "ROW_KIND_COLUMN", "ConsumerChanges", "ConsumerState",
+           "CdcRecord", "CdcRecordBuilder", "CdcField", "SinkError", "CommitConflictError"]

@@ -19,6 +19,7 @@ from lakecdc.paimon.read import ReadResult, compile_where
 from lakecdc.paimon.rows import ROW_KIND_COLUMN, to_changes
 from lakecdc.sink import PaimonSink, TableDescription, TableWriter
 from lakecdc.sink.sql import run_sql
+from lakecdc.sink.consumers import ConsumerRead, ConsumerState, commit_consumer, read_for_consumer
 
 
 @dataclass(frozen=True)
@@ -223,25 +224,68 @@ class Table:
                 result = result.slice(0, limit)
         return ReadResult(result)
 
-    def read_changes(self, start_snapshot_id: int, end_snapshot_id: int | None = None, *,
+    def read_changes(self, start_snapshot_id: int | None = None, end_snapshot_id: int | None = None, *,
                      columns: list[str] | None = None, where: str | None = None, ignore_delete: bool = False,
-                     mode: str = "auto") -> ReadResult:
+                     mode: str = "auto", consumer_id: str | None = None,
+                     ignore_progress: bool | None = None, before_images: bool = False) -> ReadResult:
         """The changes committed by the snapshots in (start, end] (end: the latest), each row with its kind in a
         leading ``rowkind`` column. ``ignore_delete=True`` drops ``-U``/``-D`` rows, for consumers that keep
         history. With ``changelog-producer=input`` the rows are exactly those written; otherwise each commit
-        shows one merged row per key (an update as ``+U``, a delete as ``-D``). ``where`` filters the rows."""
+        shows one merged row per key (an update as ``+U``, a delete as ``-D``). ``where`` filters the rows.
+
+        ``consumer_id`` (instead of a start): the changes that Paimon consumer has not read yet, up to the latest
+        snapshot, as a ConsumerChanges whose ``commit()`` advances the consumer; until then it stays where it was,
+        so reading again returns the same changes. A consumer without progress (new, or ``ignore_progress``,
+        default: the table option ``consumer.ignore-progress``) gets the whole table as ``+I`` rows.
+
+        ``before_images`` (tables without ``changelog-producer=input``): each commit's rows come with the previous
+        row of their key, looked up in the snapshot before the commit: an update as ``-U``/``+U``, a delete as
+        ``-D`` with the deleted row, a new key as ``+I`` (Flink's ChangelogNormalize); costs a keyed read per
+        commit."""
+        if consumer_id is not None:
+            if start_snapshot_id is not None or end_snapshot_id is not None:
+                raise SinkError(f"table {self.table_id}: a consumer read starts at the consumer's next snapshot "
+                                f"and ends at the latest one: give consumer_id or snapshot ids, not both")
+        elif start_snapshot_id is None:
+            raise SinkError(f"table {self.table_id}: read_changes needs a start snapshot id or a consumer_id")
         schema = self.schema
         condition = compile_where(where, schema, str(self.table_id)) if where is not None else None
         read_columns = columns
         if condition is not None and columns is not None:
             read_columns = list(columns) + [n for n in condition.columns if n not in columns]
-        result = self._sink.read_changes(self.table_id, start_snapshot_id, end_snapshot_id, columns=read_columns,
-                                         mode=mode, ignore_delete=ignore_delete)
+        consumed = None
+        if consumer_id is not None:
+            consumed = read_for_consumer(self._sink, self.table_id, consumer_id, columns=read_columns, mode=mode,
+                                         ignore_delete=ignore_delete, ignore_progress=ignore_progress,
+                                         before_images=before_images)
+            result = consumed.rows
+        else:
+            assert start_snapshot_id is not None  # checked above
+            result = self._sink.read_changes(self.table_id, start_snapshot_id, end_snapshot_id,
+                                             columns=read_columns, mode=mode, ignore_delete=ignore_delete,
+                                             before_images=before_images)
         if condition is not None:
             result = condition.apply(result)
             if columns is not None:
                 result = result.select([ROW_KIND_COLUMN] + list(columns))
+        if consumed is not None:
+            consumed.rows = result
+            return ConsumerChanges(self._sink, consumed)
         return ReadResult(result)
+
+    # -------------------------------------------------------------- consumers
+    def consumers(self) -> list[ConsumerState]:
+        """The table's Paimon consumers (``consumer/consumer-<id>``: lakecdc's, Flink's, Spark's), by id."""
+        return self._sink.consumers(self.table_id).all()
+
+    def reset_consumer(self, consumer_id: str, next_snapshot: int) -> None:
+        """Set the consumer's next snapshot (Paimon's ``reset_consumer`` procedure): its next read starts there."""
+        self._sink.consumers(self.table_id).reset(consumer_id, next_snapshot)
+
+    def delete_consumer(self, consumer_id: str) -> bool:
+        """Delete the consumer (False when there was none): snapshot expiry no longer waits for it, and a read
+        with its id starts again with the whole table."""
+        return self._sink.consumers(self.table_id).delete(consumer_id)
 
     # ----------------------------------------------------------------- upkeep
     def upkeep(self, *, compact: bool = True, full_compaction: bool = False, merge_manifests: bool = True,
@@ -311,3 +355,40 @@ class TableWrite:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self._writer.__exit__(exc_type, exc, tb)
+
+
+class ConsumerChanges(ReadResult):
+    """The changes a Paimon consumer had not read yet (``Table.read_changes(consumer_id=...)``): rows as any
+    ReadResult, the snapshot range they cover, and ``commit()``, which advances the consumer past them."""
+
+    def __init__(self, sink: PaimonSink, read: ConsumerRead):
+        super().__init__(read.rows)
+        self._sink = sink
+        self._read = read
+
+    @property
+    def consumer_id(self) -> str:
+        return self._read.consumer_id
+
+    @property
+    def start_snapshot_id(self) -> int:
+        """The range read is (start, end]: start is the last snapshot the consumer had read (0: none)."""
+        return self._read.start_snapshot_id
+
+    @property
+    def end_snapshot_id(self) -> int:
+        return self._read.end_snapshot_id
+
+    @property
+    def full(self) -> bool:
+        """True when the consumer had no progress: the rows are the whole table at ``end_snapshot_id`` (``+I``)."""
+        return self._read.full
+
+    def counts(self) -> dict[str, int]:
+        """Rows per row kind (``+I``, ``-U``, ``+U``, ``-D``)."""
+        return self._read.counts()
+
+    def commit(self) -> int:
+        """The changes were used: the consumer's next snapshot becomes ``end_snapshot_id + 1`` (returned). Fails,
+        moving nothing, when the consumer was moved by another reader since this read."""
+        return commit_consumer(self._sink, self._read)

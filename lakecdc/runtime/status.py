@@ -14,7 +14,7 @@ docs/operations.md has the design and its numbers.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lakecdc.config import PipelineConfig
 from lakecdc.model import BinlogOffset, TableId
@@ -22,6 +22,7 @@ from lakecdc.runtime.checkpoint import IDLE_CHECKPOINT_BYTES, idle_checkpoint_du
 from lakecdc.runtime.connect import open_sink, open_source
 from lakecdc.runtime.plan import build_plan
 from lakecdc.runtime.table_work import admit_tables, without_sources
+from lakecdc.sink.consumers import ConsumerLag, consumer_lags
 from lakecdc.source import MySqlSource
 from lakecdc.source.activity import BinlogActivity, binlog_sizes, bytes_between, scan_activity
 
@@ -46,6 +47,7 @@ class TableStatus:
     reason: str = ""  # why it is behind
     last_change: BinlogOffset | None = None  # end of the last change / DDL after the checkpoint found by the scan
     refresh_due: bool = False  # idle, but its checkpoint is far behind the head (checkpoint.idle_checkpoint_due)
+    consumers: list[ConsumerLag] = field(default_factory=list)  # Paimon consumers (pipeline_status(consumers=True))
 
     def needs_run(self, head: BinlogOffset) -> bool:
         return self.behind or self.refresh_due
@@ -76,9 +78,10 @@ class PipelineStatus:
 
 
 def pipeline_status(config: PipelineConfig, *, activity: BinlogActivity | None = None,
-                    scan_limit: int = SCAN_LIMIT_BYTES) -> PipelineStatus:
+                    scan_limit: int = SCAN_LIMIT_BYTES, consumers: bool = False) -> PipelineStatus:
     """Each table's state. ``activity``: the previous call's ``PipelineStatus.activity`` (the sensor's cursor), so
-    only the binlog written since is scanned."""
+    only the binlog written since is scanned. ``consumers``: also list each table's Paimon consumers and how far
+    behind they are (lakecdc.sink.consumers.consumer_lags; ``lakecdc status`` asks, the sensor does not)."""
     source = open_source(config)
     source.share_connection()  # the plan's queries and the head on one connection (the sensor asks every tick)
     try:
@@ -100,7 +103,8 @@ def pipeline_status(config: PipelineConfig, *, activity: BinlogActivity | None =
             s not in checkpoint.sources for s in sources) and not config.source.binlog_newly_added_tables)
         finished = checkpoint is not None and not pending and config.source.startup_mode == "snapshot"
         status = TableStatus(target, sources, exists, checkpoint.offset if checkpoint else None, snapshot_id,
-                             snapshot_pending=pending, finished=finished)
+                             snapshot_pending=pending, finished=finished,
+                             consumers=consumer_lags(sink, target) if consumers and exists else [])
         if checkpoint is None:
             status.behind, status.reason = True, "needs a snapshot"
         elif pending:

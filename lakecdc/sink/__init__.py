@@ -20,13 +20,15 @@ import pyarrow as pa
 from lakecdc.errors import CommitConflictError, SinkError
 from lakecdc.model import CHECKPOINT_KEY, LAKECDC_DIR, TableId
 from lakecdc.sink import native, object_store
+from lakecdc.sink.consumers import Consumers
 from lakecdc.sink.catalog import (create_catalog, identifier, local_warehouse_path, normalize_catalog_options,
                                   storage_options)
 from lakecdc.sink.sink_options import table_defaults
 from lakecdc.sink.lock import InProcessTableLock, TableLock, lock_path
 from lakecdc.sink.metadata import StoredTable, Warehouse, open_warehouse_metadata, uses_catalog_files
+from lakecdc.sink.reader import drop_retractions as _drop_retractions
 from lakecdc.sink.reader import empty_changes as _empty_changes
-from lakecdc.sink.reader import KeyRead
+from lakecdc.sink.reader import KeyRead, ROW_KIND_COLUMN
 from lakecdc.sink.reader import read_buckets as _read_buckets
 from lakecdc.sink.reader import read_changes as _read_changes
 from lakecdc.sink.reader import read_batches as _read_batches
@@ -281,6 +283,18 @@ class PaimonSink:
         store, path = self._state_path(name)
         store.replace(path, data)
 
+    # ------------------------------------------------------------ consumers
+    def consumers(self, table_id: TableId) -> Consumers:
+        """The table's Paimon consumers (``<table>/consumer/consumer-<id>``, lakecdc.sink.consumers), through the
+        warehouse's store: local files or the object store's."""
+        table = self._require_stored(table_id) if self._metadata is not None else self._require(table_id, {})
+        table_path = str(table.table_path)
+        local = local_warehouse_path(table_path)
+        if local is not None:
+            return Consumers(table_id, LocalStore(), local)
+        file_io = table.file_io
+        return Consumers(table_id, ObjectStore(file_io), PurePosixPath(file_io.to_filesystem_path(table_path)))
+
     # ------------------------------------------------------------ lock, write
     def _table_lock(self, table_id: TableId, owner: str) -> TableLock | InProcessTableLock:
         identifier(table_id)  # a name like '../x' is refused before its lock file is created
@@ -510,9 +524,12 @@ class PaimonSink:
                             f"snapshot.time-retained; see docs/operations.md, table upkeep)")
 
     def read_changes(self, table_id: TableId, start_snapshot_id: int, end_snapshot_id: int | None = None, *,
-                     columns: list[str] | None = None, mode: str = "auto", ignore_delete: bool = False) -> pa.Table:
+                     columns: list[str] | None = None, mode: str = "auto", ignore_delete: bool = False,
+                     before_images: bool = False) -> pa.Table:
         """Rows written by the snapshots in (start, end] (end: latest) with a leading ``rowkind`` column; see
-        lakecdc.sink.reader.read_changes."""
+        lakecdc.sink.reader.read_changes. ``before_images``: a delta read (no changelog files) of a primary-key
+        table gets each key's previous row from the snapshot before each commit, as ``-U``/``-D`` rows, so that it
+        is an exact changelog (lakecdc.sink.reader.with_before_images); snapshot ``start`` must still exist."""
         latest = self.latest_snapshot_id(table_id)
         if latest is None:
             raise SinkError(f"table {table_id} has no snapshot yet")
@@ -527,8 +544,31 @@ class PaimonSink:
                             f"snapshot {start_snapshot_id + 1} has expired (see docs/operations.md, table upkeep)")
         if start_snapshot_id == end:
             return _empty_changes(table_id, table, columns)
-        return _read_changes(table_id, table, storage_options(self.catalog_options), start_snapshot_id, end, columns,
-                             mode, ignore_delete)
+        if not before_images:
+            return _read_changes(table_id, table, storage_options(self.catalog_options), start_snapshot_id, end,
+                                 columns, mode, ignore_delete)
+        keys = list(table.primary_keys)
+        # the keys are needed to match each row to its previous one; a projection without them drops them after
+        read_columns = None if columns is None else list(dict.fromkeys([*keys, *columns]))
+
+        def previous(snapshot_id: int, wanted: pa.Table) -> pa.Table | None:
+            if snapshot_id <= 1:
+                return None  # nothing before the first snapshot
+            if table.snapshot_manager().get_snapshot_by_id(snapshot_id - 1) is None:
+                raise SinkError(f"table {table_id}: the previous rows of snapshot {snapshot_id}'s changes are read "
+                                f"from snapshot {snapshot_id - 1}, which has expired; read without before images, "
+                                f"or from a later snapshot")
+            return self.read_keys(table_id, wanted, snapshot_id - 1, read_columns).rows
+
+        rows = _read_changes(table_id, table, storage_options(self.catalog_options), start_snapshot_id, end,
+                             read_columns, mode, ignore_delete=False, before=previous)
+        if ignore_delete:
+            rows = _drop_retractions(rows)
+        return rows if columns is None else rows.select([ROW_KIND_COLUMN, *columns])
+
+    def empty_changes(self, table_id: TableId, columns: list[str] | None = None) -> pa.Table:
+        """A change read without rows (``rowkind`` and the columns)."""
+        return _empty_changes(table_id, self._require(table_id, native.NATIVE_OPTIONS), columns)
 
     def row_count(self, table_id: TableId) -> int:
         storage = storage_options(self.catalog_options) if uses_catalog_files(self.catalog_options) else None

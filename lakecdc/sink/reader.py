@@ -11,8 +11,9 @@ projection, a pushed-down predicate and a limit; and the changes between two sna
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -254,14 +255,19 @@ def counted_from_files(table_id: TableId, table) -> int | None:
 
 
 def read_changes(table_id: TableId, table, storage: dict[str, str], start_snapshot_id: int, end_snapshot_id: int,
-                 columns: list[str] | None = None, mode: str = "auto", ignore_delete: bool = False) -> pa.Table:
+                 columns: list[str] | None = None, mode: str = "auto", ignore_delete: bool = False,
+                 before: Callable[[int, pa.Table], pa.Table | None] | None = None) -> pa.Table:
     """The rows written by the snapshots in (start, end], with a leading ``rowkind`` column (``+I``, ``-U``,
     ``+U``, ``-D``). ``table`` is the pypaimon table (for its schema); the rows are read by pypaimon-rust from the
     warehouse of ``storage`` (lakecdc.sink.catalog.storage_options).
 
     ``ignore_delete`` drops ``-U`` and ``-D`` rows (Paimon's read-side ``ignore-delete``: for consumers that keep
     history). ``mode``: ``changelog`` reads changelog files (``changelog-producer=input``), ``delta`` the data
-    files (one merged row per key and commit), ``auto`` picks by the table's changelog producer."""
+    files (one merged row per key and commit), ``auto`` picks by the table's changelog producer.
+
+    ``before`` (delta reads of a primary-key table): ``before(snapshot_id, keys)`` returns the rows the keys had in
+    the snapshot before ``snapshot_id``; each commit's merged rows then become an exact changelog
+    (:func:`with_before_images`)."""
     if mode not in CHANGE_MODES:
         raise SinkError(f"table {table_id}: change read mode {mode!r} is not one of {', '.join(CHANGE_MODES)}")
     _check_columns(table_id, table, columns)
@@ -277,16 +283,25 @@ def read_changes(table_id: TableId, table, storage: dict[str, str], start_snapsh
         # the changes of a key must come in commit order.
         for snapshot_id in range(start_snapshot_id + 1, end_snapshot_id + 1):
             scan = builder.new_incremental_scan(snapshot_id - 1, snapshot_id, mode)
-            batches += builder.new_read().read(scan.plan().splits())
+            read = [b for b in builder.new_read().read(scan.plan().splits()) if b.num_rows]
+            if before is not None and read and not reads_changelog(table, mode):
+                read = with_before_images(table_id, pa.Table.from_batches(read), list(table.primary_keys),
+                                          functools.partial(before, snapshot_id)).to_batches()
+            batches += read
+    except SinkError:
+        raise
     except Exception as error:
         raise SinkError(f"table {table_id}: reading the changes of snapshots ({start_snapshot_id}, "
                         f"{end_snapshot_id}] failed: {error}") from error
     batches = [b for b in batches if b.num_rows]
     result = pa.Table.from_batches(batches) if batches else empty_changes(table_id, table, columns)
-    if ignore_delete:
-        kinds = result.column(ROW_KIND_COLUMN)
-        result = result.filter(pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER)))
-    return result
+    return drop_retractions(result) if ignore_delete else result
+
+
+def drop_retractions(rows: pa.Table) -> pa.Table:
+    """The change rows without ``-U`` and ``-D`` (Paimon's read-side ``ignore-delete``)."""
+    kinds = rows.column(ROW_KIND_COLUMN)
+    return rows.filter(pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER)))
 
 
 def empty_changes(table_id: TableId, table, columns: list[str] | None = None) -> pa.Table:
@@ -296,3 +311,47 @@ def empty_changes(table_id: TableId, table, columns: list[str] | None = None) ->
     if columns is not None:
         schema = pa.schema([schema.field(c) for c in columns])
     return schema.insert(0, pa.field(ROW_KIND_COLUMN, pa.string(), nullable=False)).empty_table()
+
+
+def reads_changelog(table, mode: str) -> bool:
+    """Whether a change read in ``mode`` reads changelog files (the rows as written) rather than data files."""
+    if mode != "auto":
+        return mode == "changelog"
+    return str((table.table_schema.options or {}).get("changelog-producer", "none")).lower() == "input"
+
+
+def with_before_images(table_id: TableId, rows: pa.Table, keys: list[str],
+                       lookup: Callable[[pa.Table], pa.Table | None]) -> pa.Table:
+    """One commit's merged rows (one per key: ``+I``/``+U`` the row now, ``-U``/``-D`` a retraction) as an exact
+    changelog: Flink's ChangelogNormalize (Paimon's ``lookup`` changelog producer) done at read time.
+    ``lookup(keys)`` gives the rows those keys had before the commit (None: the table had none). A key that had a
+    row gets ``-U`` (that row) then ``+U``, or ``-D`` (that row) when the commit retracted it; a new key gets
+    ``+I``; a retraction of a key that had no row gives nothing."""
+    if not keys:
+        raise SinkError(f"table {table_id}: previous rows can only be looked up by primary key; the table has none")
+    if rows.group_by(keys).aggregate([]).num_rows != rows.num_rows:
+        raise SinkError(f"table {table_id}: a commit's data files hold a key twice; its previous rows cannot be "
+                        f"matched (read without before images)")
+    values = [n for n in rows.column_names if n != ROW_KIND_COLUMN]
+    numbered = rows.append_column("_i", pa.array(range(rows.num_rows), pa.int64()))
+    value_schema = rows.schema.remove(rows.schema.get_field_index(ROW_KIND_COLUMN))
+    found = lookup(rows.select(keys))
+    old = value_schema.empty_table() if found is None else found.select(values).cast(value_schema)
+    old = old.rename_columns([f"_old_{n}" if n not in keys else n for n in values])
+    old = old.append_column("_had", pa.repeat(pa.scalar(True), old.num_rows))
+    joined = numbered.join(old, keys, join_type="left outer").sort_by("_i")
+    had = pc.fill_null(joined.column("_had"), False)
+    kinds = joined.column(ROW_KIND_COLUMN)
+    upsert = pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER))
+    after = joined.filter(upsert)
+    after_kind = pc.if_else(pc.fill_null(after.column("_had"), False), UPDATE_AFTER, INSERT)
+    after = pa.table([after_kind] + [after.column(n) for n in values] + [pc.multiply(after.column("_i"), 2)],
+                     names=[ROW_KIND_COLUMN, *values, "_o"])
+    previous = joined.filter(had)
+    previous_kind = pc.if_else(pc.or_(pc.equal(previous.column(ROW_KIND_COLUMN), INSERT),
+                                      pc.equal(previous.column(ROW_KIND_COLUMN), UPDATE_AFTER)), "-U", "-D")
+    previous = pa.table([previous_kind] + [previous.column(n if n in keys else f"_old_{n}") for n in values]
+                        + [pc.subtract(pc.multiply(previous.column("_i"), 2), 1)],
+                        names=[ROW_KIND_COLUMN, *values, "_o"])
+    merged = pa.concat_tables([previous.cast(after.schema), after]).sort_by("_o").drop_columns(["_o"])
+    return merged.cast(rows.schema)

@@ -1,4 +1,4 @@
-"""The on-disk metadata of one Paimon table as table upkeep needs it: the snapshots, tags and consumers, the files a
+"""The on-disk metadata of one Paimon table as table upkeep needs it: the snapshots and tags, the files a
 snapshot references, the live entries of its manifests, and writing merged manifests plus a snapshot pointing at
 them.
 
@@ -23,7 +23,6 @@ exactly as it was. Files are reached through a store: ``LocalStore`` (a local wa
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 import time
@@ -315,22 +314,6 @@ class TableFiles:
         found = (self._read_snapshot_json(tag_dir / n) for n in sorted(self.store.listdir(tag_dir))
                  if n.startswith("tag-"))
         return [s for s in found if s is not None]
-
-    def consumer_next_snapshots(self) -> list[int]:
-        """``nextSnapshot`` of every consumer (``consumer/consumer-<id>``): Paimon never expires those."""
-        consumer_dir = self.dir / "consumer"
-        found = []
-        for name in self.store.listdir(consumer_dir):
-            if name.startswith("consumer-"):
-                try:
-                    data = self.store.read_bytes(consumer_dir / name)
-                    if data is None:
-                        raise FileNotFoundError(consumer_dir / name)
-                    found.append(int(json.loads(data)["nextSnapshot"]))
-                except (OSError, ValueError, KeyError, TypeError):
-                    raise SinkError(f"table {self.table_id}: cannot read consumer file {consumer_dir / name}; "
-                                    f"fix or remove it before expiring snapshots") from None
-        return found
 
     def has_branches(self) -> bool:
         return bool(self.store.listdir(self.dir / "branch"))

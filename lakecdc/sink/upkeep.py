@@ -22,7 +22,10 @@ under the table lock (lakecdc.sink.lock), so no lakecdc writer can commit in bet
 3. **Snapshot expiry** as Paimon's ExpireSnapshots: keep at least ``snapshot.num-retained.min`` (10), at most
    ``snapshot.num-retained.max`` (unbounded) and everything younger than ``snapshot.time-retained`` (1 h),
    expiring at most ``snapshot.expire.limit`` (10) per run; never the latest snapshot, the newest one carrying the
-   lakecdc checkpoint, or one a consumer still reads. The ``EARLIEST`` hint is written, the expired snapshot files
+   lakecdc checkpoint, or one a consumer still reads (at or after its ``nextSnapshot``, and the one before, for
+   reads with before images; lakecdc.sink.consumers),
+   after deleting the consumers not updated within ``consumer.expiration-time`` (when set). The ``EARLIEST`` hint is
+   written, the expired snapshot files
    are deleted (oldest first), then every file the expired snapshots referenced and no kept snapshot or tag needs
    (data, changelog, index files, manifests, manifest lists).
 4. **Orphan files**: files under the table directory no snapshot or tag references and older than
@@ -55,6 +58,7 @@ import pyarrow as pa
 from lakecdc.errors import SinkError, TableLockedError
 from lakecdc.model import CHECKPOINT_KEY, OP_COLUMN, TableId
 from lakecdc.sink import native
+from lakecdc.sink.consumers import Consumers, min_next_snapshot
 from lakecdc.sink.table_files import ADD, ManifestRecord, References, disjoint_runs, merge_records, open_table_files
 
 logger = logging.getLogger("lakecdc.sink.upkeep")
@@ -100,6 +104,9 @@ class UpkeepPolicy:
     # highest level, which here would be the whole bucket (this rewrite leaves its output on level 0), so it is
     # not acted on (docs/operations.md)
     total_size_threshold: int | None = None
+    # consumer.expiration-time (no default: consumers never expire): a consumer whose file was not written within
+    # it is deleted before snapshots expire, as Paimon's TableCommitImpl does
+    consumer_expiration_ms: int | None = None
 
     @property
     def max_level(self) -> int:
@@ -142,7 +149,12 @@ class UpkeepPolicy:
             merge_min_count=integer("manifest.merge-min-count", 30, 1),
             manifest_target_size=size("manifest.target-file-size", 8 * 1024 * 1024),
             write_only=o.get("write-only", "false").lower() == "true",
-            total_size_threshold=size("compaction.total-size-threshold", None))
+            total_size_threshold=size("compaction.total-size-threshold", None),
+            consumer_expiration_ms=parse_duration_ms(o["consumer.expiration-time"], "consumer.expiration-time")
+            if "consumer.expiration-time" in o else None)
+        if "consumer.ignore-progress" in o and o["consumer.ignore-progress"].lower() not in ("true", "false"):
+            raise SinkError(f"table option consumer.ignore-progress: expected true or false, got "
+                            f"{o['consumer.ignore-progress']!r}")
         if policy.retained_max < policy.retained_min:
             raise SinkError(f"table options: snapshot.num-retained.max ({policy.retained_max}) must not be smaller "
                             f"than snapshot.num-retained.min ({policy.retained_min})")
@@ -205,6 +217,7 @@ class UpkeepResult:
     manifests_before: int = 0  # manifests the latest snapshot referenced before upkeep
     manifests_after: int = 0
     expired_snapshots: list[int] = field(default_factory=list)
+    expired_consumers: list[str] = field(default_factory=list)  # consumer.expiration-time
     expired_files_deleted: int = 0
     orphan_files_deleted: int = 0
     notes: list[str] = field(default_factory=list)  # steps left out, and why
@@ -226,6 +239,9 @@ class UpkeepResult:
         if self.expired_snapshots:
             parts.append(f"expired snapshots {self.expired_snapshots[0]}..{self.expired_snapshots[-1]} "
                          f"({self.expired_files_deleted} files deleted)")
+        if self.expired_consumers:
+            parts.append(f"removed consumer(s) {', '.join(self.expired_consumers)} (not updated within "
+                         f"consumer.expiration-time)")
         if self.orphan_files_deleted:
             parts.append(f"removed {self.orphan_files_deleted} orphan files")
         parts += self.notes
@@ -326,6 +342,10 @@ class _Upkeep:
             self.expire_snapshots()
         if remove_orphans:
             self.remove_orphan_files(orphan_older_than_seconds)
+
+    def consumers(self) -> Consumers:
+        """The table's consumers (``consumer/consumer-<id>``): Paimon never expires a snapshot one still reads."""
+        return Consumers(self.table_id, self.files.store, self.files.dir)
 
     def latest(self):
         ids = self.files.snapshot_ids()
@@ -547,8 +567,11 @@ class _Upkeep:
         earliest, latest = ids[0], ids[-1]
         low = max(latest - p.retained_max + 1, earliest)
         end = latest - p.retained_min + 1
-        for next_snapshot in self.files.consumer_next_snapshots():
-            end = min(end, next_snapshot)
+        # the snapshot a consumer reads next, and every later one, is kept (Paimon's ExpireSnapshotsImpl); lakecdc
+        # also keeps the one it read last, where a read with before images looks the previous rows up
+        next_snapshot = min_next_snapshot(self.consumers().all())
+        if next_snapshot is not None:
+            end = min(end, next_snapshot - 1)
         checkpoint = self._newest_checkpoint_snapshot(ids)
         if checkpoint is not None:
             end = min(end, checkpoint)
@@ -575,6 +598,10 @@ class _Upkeep:
 
     def expire_snapshots(self, now_ms: int | None = None) -> None:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        if self.policy.consumer_expiration_ms is not None:
+            # first, so that an abandoned consumer stops holding snapshots back (as Paimon does)
+            self.result.expired_consumers = self.consumers().expire(
+                now_ms - self.policy.consumer_expiration_ms)
         ids = self.files.snapshot_ids()
         end = self._expire_until(ids, now_ms)
         expired = [i for i in ids if i < end]
