@@ -2,7 +2,7 @@
 sensors and schedules. Used by `dagster dev` / `dagster-webserver` (workspace.yaml) and
 `dagster asset materialize -m definitions`.
 
-Next to the tutorial pipeline it loads examples/order_totals.py: ``analytics/daily_order_totals``, an asset
+Next to the tutorial pipeline it loads assets/order_totals.py: ``analytics/daily_order_totals``, an asset
 downstream of ``paimon/inventory/orders`` that keeps per-day order totals from the table's changes (docs/dagster.md,
 *Downstream assets*), on the tutorial's warehouse (``LAKECDC_WAREHOUSE``), when the pipelines are ./assets.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from examples.order_totals import example_definitions
+from assets.order_totals import example_definitions
 from lakecdc.dagster import MySqlResource, PaimonCatalogResource, build_definitions
 
 resources = {

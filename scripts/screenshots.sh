@@ -2,7 +2,7 @@
 # Regenerates the UI screenshots in docs/img/ from a real run: runs the tutorial (scripts/tutorial.sh: sandbox
 # MariaDB, three micro-batches through Dagster), starts `dg dev` headless on a free loopback port against the
 # tutorial's DAGSTER_HOME, re-snapshots one partition as a backfill of the re-snapshot job, materialises the example
-# downstream asset (examples/order_totals.py), renders pages with headless Chromium, and stops Dagster again. The
+# downstream asset (assets/order_totals.py), renders pages with headless Chromium, and stops Dagster again. The
 # sandbox MariaDB keeps running, as after scripts/tutorial.sh (scripts/mariadb.sh stop).
 #
 #   scripts/screenshots.sh            # needs chromium (scripts/setup.sh --tests installs it)
@@ -63,7 +63,7 @@ for _ in $(seq 1 180); do
 done
 gql "$STATUS_QUERY" | grep -Eq '"order_day=20260103", *"runStatus": *"SUCCESS"' \
   || { echo "screenshots: the partition re-snapshot failed" >&2; exit 1; }
-# The example downstream of the tutorial's table (examples/order_totals.py): its totals from the table's changes,
+# The example downstream of the tutorial's table (assets/order_totals.py): its totals from the table's changes,
 # after the re-snapshot's commit (the lineage then shows it in sync).
 dg launch -m definitions --assets 'key:"analytics/daily_order_totals"' 2>&1 | grep -q RUN_SUCCESS \
   || { echo "screenshots: analytics/daily_order_totals did not materialise" >&2; exit 1; }

@@ -1,5 +1,5 @@
 """Paimon consumers (issue 36): the tutorial's table written by the pipeline from the private MariaDB, read by a
-downstream Dagster asset (examples/order_totals.py) and by Python consumers at different speeds, with upkeep
+downstream Dagster asset (assets/order_totals.py) and by Python consumers at different speeds, with upkeep
 expiring snapshots in between; plus the consumer API on a table written through lakecdc.paimon.
 
 One module-scoped tutorial setup; every run of the pipeline is a real micro-batch and every read a real change read
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-import examples.order_totals as order_totals
+import assets.order_totals as order_totals
 from lakecdc.cli import main as cli_main
 from lakecdc.config import load_pipeline
 from lakecdc.dagster import build_definitions
