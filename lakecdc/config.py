@@ -31,7 +31,6 @@ from lakecdc.source.options import from_yaml as source_options_from_yaml
 from lakecdc.transform import TransformContext, TransformRuleConfig, parse_table_options, validate_rule
 from lakecdc.transform.metadata_columns import parse_metadata_columns
 from lakecdc.transform.routes import Router
-from lakecdc.transform.rules import SOFT_DELETE
 from lakecdc.transform.types import system_zone
 from lakecdc.transform.udf import parse_udfs, udf_functions
 
@@ -652,8 +651,7 @@ class _Parser:
         for rule in config.transforms:
             options = dict(config.sink.new_table_options)
             options.update(parse_table_options(rule.table_options, rule.table_options_delimiter))
-            soft_delete = (rule.converter_after_transform or "").strip().upper() == SOFT_DELETE
-            problem = pipeline_options_problem(options, ("-U",) if soft_delete else ("-U", "-D")) \
+            problem = pipeline_options_problem(options, ("-U",) if rule.soft_delete else ("-U", "-D")) \
                 or policy_problem(options)
             if problem:
                 raise self.error(f"{rule.path}.table-options", problem + " (options: sink table-default.* and "

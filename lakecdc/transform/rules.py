@@ -56,6 +56,11 @@ class TransformRuleConfig:
     def path(self) -> str:
         return f"transform[{self.index}]"
 
+    @property
+    def soft_delete(self) -> bool:
+        """``converter-after-transform: SOFT_DELETE``: a MySQL delete marks the row deleted instead of removing it."""
+        return (self.converter_after_transform or "").strip().upper() == SOFT_DELETE
+
 
 @dataclass
 class TransformContext:
