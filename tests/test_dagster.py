@@ -640,17 +640,22 @@ def test_a_broken_pipeline_file_fails_alone(mariadb, tutorial, tmp_path, monkeyp
     specs = {s.key: s for s in defs.resolve_all_asset_specs()}
     assert ORDERS_KEY in specs and MYSQL_ORDERS in specs
     assert defs.resolve_sensor_def(f"{config.slug}_binlog_sensor") is not None
-    broken = specs[dg.AssetKey(["lakecdc_invalid", "broken_yaml"])]
+    broken = specs[dg.AssetKey(["lakecdc_broken", "broken_yaml"])]
     lines = (pipelines / "broken.yaml").read_text().splitlines()
-    projection_line = next(i for i, line in enumerate(lines, 1) if line.strip().startswith("projection:"))
-    assert f"`{pipelines / 'broken.yaml'}`, line {projection_line}, key `transform[0].projection`" in \
-        broken.description
+    # the expression error points at the faulty part of the folded projection in the file: UPPER(product's "("
+    line = next(i for i, text in enumerate(lines, 1) if "UPPER(product AS" in text)
+    column = lines[line - 1].index("UPPER(") + len("UPPER(")
+    assert f"{pipelines / 'broken.yaml'}, line {line}, column {column} (key transform[0].projection)" in \
+        broken.description, broken.description
     assert "syntax error" in broken.description and "lakecdc validate --connect" in broken.description
-    assert broken.metadata["lakecdc/yaml_line"].value == projection_line
-    assert broken.group_name == "lakecdc_invalid_pipelines"
-    misfit = specs[dg.AssetKey(["lakecdc_invalid", "misfit_yaml"])]
-    assert misfit.metadata["lakecdc/yaml_line"].value == projection_line + 8  # its partition-keys line
-    assert "order_dya" in misfit.metadata["lakecdc/error"].value and r"order\_dya" in misfit.description
+    assert "[at line" not in broken.description and "**" not in broken.description
+    assert (broken.metadata["lakecdc/yaml_line"].value, broken.metadata["lakecdc/yaml_column"].value) == \
+        (line, column)
+    assert broken.group_name == "lakecdc_broken_pipelines" and broken.kinds == {"broken"}
+    misfit = specs[dg.AssetKey(["lakecdc_broken", "misfit_yaml"])]
+    partition_keys_line = next(i for i, text in enumerate(lines, 1) if "partition-keys:" in text)
+    assert misfit.metadata["lakecdc/yaml_line"].value == partition_keys_line
+    assert "order_dya" in misfit.metadata["lakecdc/error"].value and "order_dya" in misfit.description
     # the valid pipeline runs, its checks pass
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         result, metadata, checks = materialize(defs, instance, selection=[ORDERS_KEY])
@@ -673,7 +678,7 @@ def test_pipeline_files_sharing_a_name_fail_alone(mariadb, tutorial, tmp_path, m
     specs = {s.key: s for s in defs.resolve_all_asset_specs()}
     assert ORDERS_KEY in specs and defs.resolve_sensor_def(f"{config.slug}_binlog_sensor") is not None
     for name, other in (("twin_a", "twin_b"), ("twin_b", "twin_a")):
-        twin = specs[dg.AssetKey(["lakecdc_invalid", f"{name}_yaml"])]
+        twin = specs[dg.AssetKey(["lakecdc_broken", f"{name}_yaml"])]
         assert twin.metadata["lakecdc/yaml_key"].value == "pipeline.name"
         assert str(pipelines / f"{other}.yaml") in twin.metadata["lakecdc/error"].value
         assert "unique pipeline.name" in twin.metadata["lakecdc/error"].value
