@@ -388,6 +388,13 @@ def test_partition_resnapshot_is_refused_for_bad_partitions(mariadb, tutorial, t
         assert "order_day=<value>" in failure
         # Configuration errors are not retried.
         assert not any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)
+        # The re-snapshot job without a partition says how to name one.
+        job = defs.resolve_job_def("resnapshot__inventory__orders")
+        outcome = job.execute_in_process(instance=instance, raise_on_error=False, run_config={"ops": {
+            "resnapshot__inventory__orders_op": {"config": {"partitions": []}}}})
+        assert not outcome.success
+        failure = outcome.get_step_failure_events()[0].event_specific_data.error.message
+        assert "partitions: [order_day=value]" in failure, failure
 
 
 RESOURCE_PIPELINE = """
