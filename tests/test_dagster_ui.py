@@ -459,6 +459,9 @@ def assert_broken_pipeline_file(ui: Dagster, tmp_path: Path) -> None:
     page = page_text(ui, "/assets/lakecdc_broken/broken_yaml", tmp_path)
     assert where in page and "syntax error: Expecting )" in page and "[at line" not in page, page[:3000]
     assert "**" not in page and "broken" in page.split(), page[:3000]
+    graph = page_text(ui, f"/locations/{LOCATION}/asset-groups/lakecdc_broken_pipelines/lineage", tmp_path)
+    # its node: the name, no "Never materialized", the kind badge "broken" (a word of its own: not broken_yaml)
+    assert "broken_yaml" in graph and "Never materialized" not in graph and "broken" in graph.split(), graph[:3000]
 
 
 def assert_soft_delete_caveat(ui: Dagster) -> None:
