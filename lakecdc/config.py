@@ -31,7 +31,6 @@ from lakecdc.source.options import from_yaml as source_options_from_yaml
 from lakecdc.transform import TransformContext, TransformRuleConfig, parse_table_options, validate_rule
 from lakecdc.transform.metadata_columns import parse_metadata_columns
 from lakecdc.transform.routes import Router
-from lakecdc.transform.rules import SOFT_DELETE
 from lakecdc.transform.types import system_zone
 from lakecdc.transform.udf import parse_udfs, udf_functions
 
@@ -353,24 +352,36 @@ def parse_pipeline(text: str, *, path: str | None = None, env: dict[str, str] | 
 
 @dataclass(frozen=True)
 class ConfigErrorLocation:
-    """Where in which file a PipelineConfigError is, for a reader: the YAML line of its key path (an error inside
-    a transform expression names the expression's key, whose line this is), what is wrong and what to do."""
+    """Where in which file a PipelineConfigError is, for a reader: the YAML line of its key path, or for an error
+    inside a transform expression the line and column of the faulty part of the expression in the file; what is
+    wrong and what to do."""
 
     file: str
-    line: int | None  # 1-based line of the key in the file, None when it cannot be found
+    line: int | None  # 1-based line of the key (or of the expression's faulty part) in the file, None when unknown
     key: str  # the key path (``transform[0].projection``), "" for the whole file
     message: str
+    column: int | None = None  # 1-based column in the file of an expression error's faulty part
+
+    def where(self) -> str:
+        """``FILE, line N, column M`` (as far as known)."""
+        return self.file + (f", line {self.line}" if self.line else "") + \
+            (f", column {self.column}" if self.line and self.column else "")
 
     def text(self) -> str:
-        where = self.file + (f", line {self.line}" if self.line else "") + (f" ({self.key})" if self.key else "")
-        return f"{where}: {self.message}"
+        return f"{self.where()}" + (f" ({self.key})" if self.key else "") + f": {self.message}"
+
+
+# the position inside the expression that lakecdc.transform.expressions.located_at adds to an expression error
+_EXPRESSION_POSITION = re.compile(r" \[at line \d+, column \d+\]")
 
 
 def locate_config_error(error: PipelineConfigError, text: str | None = None, *, file: str | None = None,
                         key_prefix: str = "") -> ConfigErrorLocation:
-    """``error`` with the line of its key in the YAML ``text`` (read from ``error.file`` when not given).
-    ``file``/``key_prefix``: the file to name and where the pipeline sits in it, for a pipeline inside another
-    YAML (a ``dg`` component's ``defs.yaml``: ``attributes.pipeline``)."""
+    """``error`` with the line of its key in the YAML ``text`` (read from ``error.file`` when not given); an error
+    inside an expression (``error.offset``) with the file's line and column of its faulty part instead, so the
+    position inside the (folded) expression leaves the message. ``file``/``key_prefix``: the file to name and where
+    the pipeline sits in it, for a pipeline inside another YAML (a ``dg`` component's ``defs.yaml``:
+    ``attributes.pipeline``)."""
     shown = file or error.file or "the pipeline file"
     if text is None and error.file:
         try:
@@ -378,17 +389,30 @@ def locate_config_error(error: PipelineConfigError, text: str | None = None, *, 
         except (OSError, UnicodeDecodeError):
             text = None
     key = ".".join(part for part in (key_prefix, error.path or "") if part)
-    line = yaml_line(text, key) if text is not None and key else None
-    return ConfigErrorLocation(shown, line, error.path or "", getattr(error, "message", str(error)))
+    message = getattr(error, "message", str(error))
+    if text is None or not key:
+        return ConfigErrorLocation(shown, None, error.path or "", message)
+    line, node = _yaml_key(text, key)
+    offset = getattr(error, "offset", None)
+    position = _scalar_position(text, node, offset) if offset is not None and node is not None else None
+    if position is None:
+        return ConfigErrorLocation(shown, line, error.path or "", message)
+    return ConfigErrorLocation(shown, position[0], error.path or "", _EXPRESSION_POSITION.sub("", message),
+                               column=position[1])
 
 
 def yaml_line(text: str, key_path: str) -> int | None:
     """The 1-based line of the key a key path names in YAML ``text`` (``transform[0].projection``; keys may hold
     dots, ``pipeline.lakecdc.schedule``), or of the deepest part of it found; None when the text is not YAML."""
+    return _yaml_key(text, key_path)[0]
+
+
+def _yaml_key(text: str, key_path: str) -> tuple[int | None, yaml.Node | None]:
+    """yaml_line's line, and the value node of the key when the whole path was found (else None)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
-        return None
+        return None, None
     line = None
     rest = key_path
     while node is not None and rest:
@@ -409,7 +433,42 @@ def yaml_line(text: str, key_path: str) -> int | None:
             break
         key, key_node, node = max(matches, key=lambda m: len(m[0]))
         line, rest = key_node.start_mark.line + 1, rest[len(key):].lstrip(".")
-    return line
+    return line, (node if not rest else None)
+
+
+def _scalar_position(text: str, node: yaml.Node, offset: int) -> tuple[int, int] | None:
+    """The 1-based line and column in the file ``text`` of character ``offset`` of a scalar's value. YAML folding
+    (plain and block scalars: ``>-``, ``|``) changes only line breaks and indentation, so the value's other
+    characters are the file's, in order: walk both. None when they differ (escapes in a quoted scalar, a
+    substituted ``${VAR}``): the key's line is named instead."""
+    if not isinstance(node, yaml.ScalarNode) or not isinstance(node.value, str) or offset >= len(node.value):
+        return None
+    value = node.value
+    while offset < len(value) and value[offset].isspace():  # a position between tokens: the next token
+        offset += 1
+    if offset >= len(value):
+        return None
+    start, end = node.start_mark.index, node.end_mark.index
+    if node.style in ("|", ">"):
+        start = text.index("\n", start, end) + 1 if "\n" in text[start:end] else end  # after the header line
+    elif node.style in ("'", '"'):
+        start += 1
+    j = start
+    for i in range(offset + 1):
+        if value[i].isspace():
+            continue
+        while j < end and text[j].isspace():
+            j += 1
+        if j >= end:
+            return None
+        if node.style == "'" and value[i] == "'" and text.startswith("''", j):
+            j += 1  # '' is a quote in a single-quoted scalar
+        elif text[j] != value[i]:
+            return None
+        if i == offset:
+            break
+        j += 1
+    return text.count("\n", 0, j) + 1, j - (text.rfind("\n", 0, j) + 1) + 1
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -652,8 +711,7 @@ class _Parser:
         for rule in config.transforms:
             options = dict(config.sink.new_table_options)
             options.update(parse_table_options(rule.table_options, rule.table_options_delimiter))
-            soft_delete = (rule.converter_after_transform or "").strip().upper() == SOFT_DELETE
-            problem = pipeline_options_problem(options, ("-U",) if soft_delete else ("-U", "-D")) \
+            problem = pipeline_options_problem(options, ("-U",) if rule.soft_delete else ("-U", "-D")) \
                 or policy_problem(options)
             if problem:
                 raise self.error(f"{rule.path}.table-options", problem + " (options: sink table-default.* and "

@@ -8,9 +8,11 @@ class LakeCdcError(Exception):
 class PipelineConfigError(LakeCdcError):
     """The pipeline YAML is invalid. The message names the file and the key path."""
 
-    def __init__(self, message: str, *, file: str | None = None, path: str | None = None):
+    def __init__(self, message: str, *, file: str | None = None, path: str | None = None,
+                 offset: int | None = None):
         self.file = file
         self.path = path
+        self.offset = offset  # where in the value at ``path`` (an expression error's position), 0-based
         self.message = message  # without the file and key path
         where = ""
         if file:
@@ -27,6 +29,7 @@ class ExpressionError(LakeCdcError):
     located: bool = False
     line: int | None = None
     column: int | None = None
+    offset: int | None = None  # 0-based, in the expression text
 
 
 class SourceError(LakeCdcError):

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the UI screenshots in docs/img/ from a real run: runs the tutorial (scripts/tutorial.sh: sandbox
 # MariaDB, three micro-batches through Dagster), starts `dg dev` headless on a free loopback port against the
-# tutorial's DAGSTER_HOME, re-snapshots one partition as a backfill of the re-snapshot job, materialises the example
-# downstream asset (assets/order_totals.py), renders pages with headless Chromium, and stops Dagster again. The
-# sandbox MariaDB keeps running, as after scripts/tutorial.sh (scripts/mariadb.sh stop).
+# tutorial's DAGSTER_HOME, re-snapshots one partition with the re-snapshot job, materialises the example downstream
+# asset (assets/order_totals.py), renders pages with headless Chromium, and stops Dagster again. The sandbox MariaDB
+# keeps running, as after scripts/tutorial.sh (scripts/mariadb.sh stop).
 #
 #   scripts/screenshots.sh            # needs chromium (scripts/setup.sh --tests installs it)
 set -euo pipefail
@@ -50,19 +50,18 @@ done
 # Dismiss the "join the community" modal that would cover every page.
 curl -s -X POST -H 'Content-Type: application/json' "$URL/graphql" -d '{"query":"mutation { setNuxSeen }"}' >/dev/null
 
-# A partition re-snapshot, so the asset's history also shows one: launched as a backfill through the webserver, as a
-# user does from the job's Partitions tab. (A run started by `dg launch -m definitions` belongs to another code
-# location: Dagster leaves it out of the job's partition status, which then shows the partition as missing.)
+# A partition re-snapshot, so the asset's history also shows one: the re-snapshot job launched through the webserver
+# with the partition in its run config, as a user does from the job's Launchpad.
 gql() { curl -sf -X POST -H 'Content-Type: application/json' "$URL/graphql" -d "$1"; }
-gql '{"query":"mutation { launchPartitionBackfill(backfillParams: {selector: {partitionSetName: \"resnapshot__inventory__orders_partition_set\", repositorySelector: {repositoryLocationName: \"lakecdc\", repositoryName: \"__repository__\"}}, partitionNames: [\"order_day=20260103\"]}) { __typename } }"}' \
-  | grep -q LaunchBackfillSuccess || { echo "screenshots: the partition re-snapshot was not launched" >&2; exit 1; }
-STATUS_QUERY='{"query":"{ partitionSetOrError(repositorySelector: {repositoryLocationName: \"lakecdc\", repositoryName: \"__repository__\"}, partitionSetName: \"resnapshot__inventory__orders_partition_set\") { ... on PartitionSet { partitionStatusesOrError { ... on PartitionStatuses { results { partitionName runStatus } } } } } }"}'
+LAUNCHED=$(gql '{"query":"mutation { launchRun(executionParams: {selector: {repositoryLocationName: \"lakecdc\", repositoryName: \"__repository__\", jobName: \"resnapshot__inventory__orders\"}, runConfigData: {ops: {resnapshot__inventory__orders_op: {config: {partitions: [\"order_day=20260103\"]}}}}}) { __typename ... on LaunchRunSuccess { run { runId } } } }"}')
+RUN_ID=$(echo "$LAUNCHED" | sed -n 's/.*"runId": *"\([^"]*\)".*/\1/p')
+[ -n "$RUN_ID" ] || { echo "screenshots: the partition re-snapshot was not launched: $LAUNCHED" >&2; exit 1; }
+STATUS_QUERY="{\"query\":\"{ runOrError(runId: \\\"$RUN_ID\\\") { ... on Run { status } } }\"}"
 for _ in $(seq 1 180); do
-  gql "$STATUS_QUERY" | grep -Eq '"order_day=20260103", *"runStatus": *"(SUCCESS|FAILURE)"' && break
+  gql "$STATUS_QUERY" | grep -Eq '"status": *"(SUCCESS|FAILURE|CANCELED)"' && break
   sleep 1
 done
-gql "$STATUS_QUERY" | grep -Eq '"order_day=20260103", *"runStatus": *"SUCCESS"' \
-  || { echo "screenshots: the partition re-snapshot failed" >&2; exit 1; }
+gql "$STATUS_QUERY" | grep -Eq '"status": *"SUCCESS"' || { echo "screenshots: the partition re-snapshot failed" >&2; exit 1; }
 # The example downstream of the tutorial's table (assets/order_totals.py): its totals from the table's changes,
 # after the re-snapshot's commit (the lineage then shows it in sync).
 dg launch -m definitions --assets 'key:"analytics/daily_order_totals"' 2>&1 | grep -q RUN_SUCCESS \
@@ -79,5 +78,5 @@ shot lineage.png "/assets/paimon/inventory/orders?view=lineage&lineageScope=neig
 shot asset.png "/assets/paimon/inventory/orders"
 shot events.png "/assets/paimon/inventory/orders?view=events"
 shot checks.png "/assets/paimon/inventory/orders?view=checks"
-shot resnapshot.png "/locations/lakecdc/jobs/resnapshot__inventory__orders/partitions"
+shot resnapshot.png "/runs/$RUN_ID"
 shot downstream.png "/assets/analytics/daily_order_totals?view=lineage&lineageScope=upstream&lineageDepth=2"

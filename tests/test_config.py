@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecdc.config import load_pipeline, parse_pipeline
+from lakecdc.config import load_pipeline, locate_config_error, parse_pipeline
 from lakecdc.errors import PipelineConfigError
 from lakecdc.model import TableId
 
@@ -193,3 +193,28 @@ def test_the_parser_reads_the_declared_options(section, anchor):
     for spec in written:
         message = error_of(BASE.replace(anchor, f"{anchor}  {spec.key}s: 1\n"))
         assert f"{section}.{spec.key}s: unknown option (did you mean '{spec.key}'?)" in message
+
+
+@pytest.mark.parametrize("style", ["folded", "literal", "plain", "single-quoted", "filter", "double-quoted"])
+def test_expression_error_names_the_file_line_and_column(style):
+    """An error inside a transform expression is located in the file: the faulty part of the expression, through
+    YAML's folding of block and multi-line plain scalars and a single-quoted scalar's '' (a double-quoted one with
+    escapes would name the key's line)."""
+    expression = {"folded": "projection: >-\n      id,\n      UPPER(product AS up,\n      'x''s' AS q",
+                  "literal": "projection: |\n      id,\n      UPPER(product AS up,\n      'x''s' AS q",
+                  "plain": "projection: id,\n      UPPER(product AS up,\n      'x''s' AS q",
+                  "single-quoted": "projection: 'id,\n      UPPER(product AS up,\n      ''x''''s'' AS q'",
+                  "filter": "filter: id > 0 AND\n      FOO(product) > 1",
+                  "double-quoted": 'projection: "id,\\tUPPER(product AS up"'}[style]
+    text = BASE.replace("pipeline:", f"transform:\n  - source-table: inventory.orders\n    {expression}\npipeline:")
+    with pytest.raises(PipelineConfigError) as info:
+        parse(text)
+    location = locate_config_error(info.value, text)
+    lines = text.splitlines()
+    faulty = "FOO(" if style == "filter" else "(product AS"  # the unknown function; the parenthesis left open
+    line = next(i for i, line in enumerate(lines, 1) if faulty in line)
+    if style == "double-quoted":  # the escape \t is one character of the value: the key's line, no column
+        assert (location.line, location.column) == (line, None), location
+        return
+    assert (location.line, location.column) == (line, lines[line - 1].index(faulty) + 1), location
+    assert "[at line" not in location.message and f"line {line}, column {location.column}" in location.text()

@@ -18,7 +18,7 @@ import pytest
 from lakecdc.config import load_pipeline, parse_pipeline
 from lakecdc.dagster import (DagsterLakeCdcTranslator, MySqlResource, PaimonCatalogResource, PaimonTableProps,
                              build_definitions, build_pipeline_definitions)
-from lakecdc.dagster.assets import partitions_name, pool_name
+from lakecdc.dagster.assets import pool_name
 from lakecdc.dagster.invalid import VALIDATION_ENV
 from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import BinlogOffset, TableId
@@ -129,7 +129,6 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         assert partitions["order_day=20260101"]["+I"] == 1
         # a routine commit lists what it wrote, not the partitions' sizes (that would read each partition)
         assert "rows_now" not in partitions["order_day=20260101"]
-        assert sorted(instance.get_dynamic_partitions(partitions_name(ORDERS))) == sorted(partitions)
         # The checks of the run's commit ran with the materialisation and passed: the two keys it wrote hold its rows.
         assert set(checks) == RUN_CHECKS
         assert all(c.passed for c in checks.values()), {n: c.description for n, c in checks.items()}
@@ -174,12 +173,12 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         assert "2 active rows in Paimon but 1 in MySQL" in failed.description
         assert reconciled["primary_key_unique"].passed and outcome.success
 
-        # Re-snapshot one partition through the partitioned job: 103 is marked deleted; a row missing from
+        # Re-snapshot one partition through the re-snapshot job: 103 is marked deleted; a row missing from
         # another partition stays missing (that partition is not re-read).
         without_binlog(mariadb, "INSERT INTO inventory.orders VALUES (104, 'ink', 2.00, '2026-01-01 08:00:00')")
         job = defs.resolve_job_def("resnapshot__inventory__orders")
-        outcome = job.execute_in_process(instance=instance, partition_key="order_day=20260103",
-                                         raise_on_error=False)
+        outcome = job.execute_in_process(instance=instance, raise_on_error=False, run_config={"ops": {
+            "resnapshot__inventory__orders_op": {"config": {"partitions": ["order_day=20260103"]}}}})
         assert outcome.success
         assert (103, "PENCIL", "-D") in active_rows(config)
         assert all(row[0] != 104 for row in active_rows(config))
@@ -389,6 +388,13 @@ def test_partition_resnapshot_is_refused_for_bad_partitions(mariadb, tutorial, t
         assert "order_day=<value>" in failure
         # Configuration errors are not retried.
         assert not any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)
+        # The re-snapshot job without a partition says how to name one.
+        job = defs.resolve_job_def("resnapshot__inventory__orders")
+        outcome = job.execute_in_process(instance=instance, raise_on_error=False, run_config={"ops": {
+            "resnapshot__inventory__orders_op": {"config": {"partitions": []}}}})
+        assert not outcome.success
+        failure = outcome.get_step_failure_events()[0].event_specific_data.error.message
+        assert "partitions: [order_day=value]" in failure, failure
 
 
 RESOURCE_PIPELINE = """
@@ -575,7 +581,6 @@ def test_translator_prefixes_every_key_and_names_groups(mariadb, tutorial, tmp_p
         assert {c.asset_key for c in checks.values()} == {key}
         lineage = metadata[key]["dagster/column_lineage"].value.deps_by_column
         assert [(d.asset_key, d.column_name) for d in lineage["product_upper"]] == [(source_key, "product")]
-        assert instance.get_dynamic_partitions(partitions_name(ORDERS, key))
         mariadb.execute("UPDATE inventory.orders SET product = 'notebook' WHERE id = 101")
         sensor = defs.resolve_sensor_def(f"{config.slug}_binlog_sensor")
         tick = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
@@ -642,17 +647,22 @@ def test_a_broken_pipeline_file_fails_alone(mariadb, tutorial, tmp_path, monkeyp
     specs = {s.key: s for s in defs.resolve_all_asset_specs()}
     assert ORDERS_KEY in specs and MYSQL_ORDERS in specs
     assert defs.resolve_sensor_def(f"{config.slug}_binlog_sensor") is not None
-    broken = specs[dg.AssetKey(["lakecdc_invalid", "broken_yaml"])]
+    broken = specs[dg.AssetKey(["lakecdc_broken", "broken_yaml"])]
     lines = (pipelines / "broken.yaml").read_text().splitlines()
-    projection_line = next(i for i, line in enumerate(lines, 1) if line.strip().startswith("projection:"))
-    assert f"`{pipelines / 'broken.yaml'}`, line {projection_line}, key `transform[0].projection`" in \
-        broken.description
+    # the expression error points at the faulty part of the folded projection in the file: UPPER(product's "("
+    line = next(i for i, text in enumerate(lines, 1) if "UPPER(product AS" in text)
+    column = lines[line - 1].index("UPPER(") + len("UPPER(")
+    assert f"{pipelines / 'broken.yaml'}, line {line}, column {column} (key transform[0].projection)" in \
+        broken.description, broken.description
     assert "syntax error" in broken.description and "lakecdc validate --connect" in broken.description
-    assert broken.metadata["lakecdc/yaml_line"].value == projection_line
-    assert broken.group_name == "lakecdc_invalid_pipelines"
-    misfit = specs[dg.AssetKey(["lakecdc_invalid", "misfit_yaml"])]
-    assert misfit.metadata["lakecdc/yaml_line"].value == projection_line + 8  # its partition-keys line
-    assert "order_dya" in misfit.metadata["lakecdc/error"].value and r"order\_dya" in misfit.description
+    assert "[at line" not in broken.description and "**" not in broken.description
+    assert (broken.metadata["lakecdc/yaml_line"].value, broken.metadata["lakecdc/yaml_column"].value) == \
+        (line, column)
+    assert broken.group_name == "lakecdc_broken_pipelines" and broken.kinds == {"broken"}
+    misfit = specs[dg.AssetKey(["lakecdc_broken", "misfit_yaml"])]
+    partition_keys_line = next(i for i, text in enumerate(lines, 1) if "partition-keys:" in text)
+    assert misfit.metadata["lakecdc/yaml_line"].value == partition_keys_line
+    assert "order_dya" in misfit.metadata["lakecdc/error"].value and "order_dya" in misfit.description
     # the valid pipeline runs, its checks pass
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         result, metadata, checks = materialize(defs, instance, selection=[ORDERS_KEY])
@@ -675,7 +685,7 @@ def test_pipeline_files_sharing_a_name_fail_alone(mariadb, tutorial, tmp_path, m
     specs = {s.key: s for s in defs.resolve_all_asset_specs()}
     assert ORDERS_KEY in specs and defs.resolve_sensor_def(f"{config.slug}_binlog_sensor") is not None
     for name, other in (("twin_a", "twin_b"), ("twin_b", "twin_a")):
-        twin = specs[dg.AssetKey(["lakecdc_invalid", f"{name}_yaml"])]
+        twin = specs[dg.AssetKey(["lakecdc_broken", f"{name}_yaml"])]
         assert twin.metadata["lakecdc/yaml_key"].value == "pipeline.name"
         assert str(pipelines / f"{other}.yaml") in twin.metadata["lakecdc/error"].value
         assert "unique pipeline.name" in twin.metadata["lakecdc/error"].value

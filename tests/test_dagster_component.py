@@ -154,7 +154,7 @@ def test_component_scaffold_check_list_launch(mariadb, fresh_db, tmp_path, monke
     dagster.Definitions.validate_loadable(loaded)
     specs = {s.key.to_user_string(): s for s in loaded.resolve_all_asset_specs()}
     assert f"good/paimon/{fresh_db}/orders" in specs
-    [invalid] = [s for k, s in specs.items() if k.startswith("lakecdc_invalid/")]
+    [invalid] = [s for k, s in specs.items() if k.startswith("lakecdc_broken/")]
     line = next(i for i, text in enumerate(defs_yaml.read_text().splitlines(), 1) if "hostnme" in text)
-    assert f"defs.yaml`, line {line}, key `source.hostnme`" in invalid.description, invalid.description
+    assert f"defs.yaml, line {line} (key source.hostnme)" in invalid.description, invalid.description
     assert "did you mean 'hostname'" in invalid.description

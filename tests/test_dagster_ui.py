@@ -3,10 +3,12 @@
 through GraphQL: the asset graph's mysql → paimon edge, both assets' definitions (column schemas with the types
 `lakecdc describe` prints, where each table lives, Markdown-safe descriptions), the latest materialisation's
 metadata, the asset checks, the binlog sensor's cursor after a real tick, the new column in the run that applies
-ADD COLUMN, the checks passing after FLUSH BINARY LOGS, the reconcile job, a partition re-snapshot backfill in the
-job's partition status. Headless Chromium (installed by scripts/setup.sh; the test fails without it) renders the
-pages and the test asserts what they show: the table's columns (with the new one), each check's result, the broken
-file's error with its YAML line; and renders the asset lineage page to a PNG."""
+ADD COLUMN, the checks passing after FLUSH BINARY LOGS, the reconcile job, a partition re-snapshot (no Dagster
+partitions: nothing missing, nothing to create; the partition's rows in its log; no stored output), the SOFT_DELETE
+note only on a SOFT_DELETE table. Headless Chromium (installed by scripts/setup.sh; the test fails without it) renders
+the pages and the test asserts what they show: the table's columns (with the new one), each check's result, the
+re-snapshot job's pages, the broken file in the catalog list and on its page (plain text, its group and kind, the
+file's line and column of the faulty expression); and renders the asset lineage page to a PNG."""
 
 import html.parser
 import json
@@ -153,6 +155,8 @@ def ui(mariadb, tmp_path):
     # A fast sensor that starts stopped, so the test launches the first run itself.
     text = text.rstrip("\n") + "\n  lakecdc.sensor.interval: 1s\n  lakecdc.sensor.default-status: stopped\n"
     (pipelines / "tutorial.yaml").write_text(text)
+    # a pipeline without SOFT_DELETE, of another table (never run here)
+    (pipelines / "plain.yaml").write_text(plain_pipeline(text))
     # a broken pipeline file next to it: it must fail alone (the tutorial still loads and runs)
     (pipelines / "broken.yaml").write_text(text.replace("Enrich MySQL orders", "Broken orders")
                                            .replace("UPPER(product) AS", "UPPER(product AS"))
@@ -162,6 +166,7 @@ def ui(mariadb, tmp_path):
     mariadb.execute("DROP DATABASE IF EXISTS inventory")
     mariadb.execute("CREATE DATABASE inventory")
     mariadb.execute(CREATE_ORDERS)
+    mariadb.execute("CREATE TABLE inventory.customers (id INT PRIMARY KEY, name VARCHAR(20))")
     mariadb.execute("INSERT INTO inventory.orders VALUES (101, 'book', 29.90, '2026-01-01 12:00:00'), "
                     "(102, 'pen', 5.00, '2026-01-02 09:30:00')")
     env = {**os.environ, "DAGSTER_HOME": str(home), "LAKECDC_PIPELINES_DIR": str(pipelines),
@@ -175,6 +180,14 @@ def ui(mariadb, tmp_path):
     finally:
         dagster.stop()
         mariadb.execute("DROP DATABASE IF EXISTS inventory")
+
+
+def plain_pipeline(tutorial: str) -> str:
+    """The tutorial's server and warehouse, no transform, for inventory.customers."""
+    source = tutorial[tutorial.index("source:"):tutorial.index("transform:")]
+    sink = tutorial[tutorial.index("sink:"):tutorial.index("pipeline:")]
+    return (source.replace("tables: inventory.orders", "tables: inventory.customers") + sink +
+            "pipeline:\n  name: Plain customers\n  lakecdc.sensor.default-status: stopped\n")
 
 
 class _Text(html.parser.HTMLParser):
@@ -210,9 +223,10 @@ def page_text(ui: Dagster, path: str, tmp_path: Path) -> str:
     return text
 
 
-def launch_job(ui: Dagster, job: str, **params) -> str:
+def launch_job(ui: Dagster, job: str, run_config: dict | None = None, **params) -> str:
     launched = ui.query(LAUNCH, {"params": {"selector": {
-        "repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "jobName": job, **params}}})
+        "repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "jobName": job, **params},
+        **({"runConfigData": run_config} if run_config else {})}})
     assert launched["launchRun"]["__typename"] == "LaunchRunSuccess", launched
     return launched["launchRun"]["run"]["runId"]
 
@@ -223,11 +237,10 @@ CHECK_EXECUTIONS = """query($key: AssetKeyInput!, $name: String!) {
 STOP_SENSOR = """mutation($id: String!) { stopSensor(id: $id) { __typename
   ... on StopSensorMutationResult { instigationState { status } } ... on PythonError { message } } }"""
 RUNS = "{ runsOrError(limit: 20) { ... on Runs { results { runId status } } } }"
-BACKFILL = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) { __typename
-  ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
-PARTITION_STATUSES = """query($r: RepositorySelector!, $name: String!) {
-  partitionSetOrError(repositorySelector: $r, partitionSetName: $name) { ... on PartitionSet {
-    partitionStatusesOrError { ... on PartitionStatuses { results { partitionName runStatus } } } } } }"""
+PARTITION_SETS = """query($r: RepositorySelector!, $job: String!) {
+  partitionSetsOrError(repositorySelector: $r, pipelineName: $job) { ... on PartitionSets { results { name } } } }"""
+RUN_LOGS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events { __typename
+  ... on MessageEvent { message } } } } }"""
 
 
 RUN_CHECKS = ("changed_rows_match", "changed_keys_unique", "schema_matches_source")
@@ -385,29 +398,9 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
         assert f"{name} {name} Succeeded" in page, page[:3000]
     assert "Failed" not in page.split() and "Passed" in page.split(), page[:3000]
 
-    # A re-snapshot of one partition launched as a backfill: the job's partition status shows it.
-    repository = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY}
-    backfill = ui.query(BACKFILL, {"p": {"selector": {"partitionSetName": "resnapshot__inventory__orders_partition_set",
-                                                      "repositorySelector": repository},
-                                         "partitionNames": ["order_day=20260101"]}})["launchPartitionBackfill"]
-    assert backfill["__typename"] == "LaunchBackfillSuccess", backfill
-    deadline = time.monotonic() + 180
-    statuses = {}
-    while time.monotonic() < deadline:
-        result = ui.query(PARTITION_STATUSES, {"r": repository, "name": "resnapshot__inventory__orders_partition_set"})
-        statuses = {r["partitionName"]: r["runStatus"]
-                    for r in result["partitionSetOrError"]["partitionStatusesOrError"]["results"]}
-        if statuses.get("order_day=20260101") in ("SUCCESS", "FAILURE"):
-            break
-        time.sleep(0.5)
-    assert statuses["order_day=20260101"] == "SUCCESS", (statuses, ui.tail())
-    assert statuses["order_day=20260102"] is None  # not re-snapshotted: "Missing"
-
-    # The broken pipeline file failed alone: its asset names the file, the YAML line and what to do.
-    invalid = nodes_by_key(ui)["lakecdc_invalid/broken_yaml"]
-    assert "broken.yaml`, line 16, key `transform[0].projection`" in invalid["description"], invalid
-    page = page_text(ui, "/assets/lakecdc_invalid/broken_yaml", tmp_path)
-    assert "This pipeline file does not load" in page and "line 16" in page, page[:3000]
+    assert_partition_resnapshot(ui, tmp_path)
+    assert_broken_pipeline_file(ui, tmp_path)
+    assert_soft_delete_caveat(ui)
 
     # The asset lineage page, rendered by headless Chromium (scripts/setup.sh installs it).
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -419,3 +412,60 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
                     f"http://127.0.0.1:{ui.port}/assets/paimon/inventory/orders?view=lineage"],
                    capture_output=True, timeout=120)
     assert png.exists() and png.stat().st_size > 20_000
+
+
+def assert_partition_resnapshot(ui: Dagster, tmp_path: Path) -> None:
+    """The re-snapshot job is no Dagster partitioned job (nothing shows as missing, no picker creates partitions):
+    its run config names the Paimon partition; the run reports the partition's rows and stores no output."""
+    job = "resnapshot__inventory__orders"
+    repository = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY}
+    sets = ui.query(PARTITION_SETS, {"r": repository, "job": job})["partitionSetsOrError"]["results"]
+    assert sets == [], sets
+    # the launchpad: no partition picker (nor its "Add a partition"), no Partitions tab with "Missing" partitions
+    page = page_text(ui, f"/locations/{LOCATION}/jobs/{job}/playground", tmp_path)
+    assert "Launch Run" in page and "partitions" in page, page[:3000]
+    assert "Partitions" not in page.split() and "Add a partition" not in page and "Missing partitions" not in page, \
+        page[:3000]
+    config = {"ops": {f"{job}_op": {"config": {"partitions": ["order_day=20260101"]}}}}
+    run_id = launch_job(ui, job, run_config=config)
+    assert ui.wait_for_run(run_id) == "SUCCESS", ui.tail()
+    events = ui.query(RUN_LOGS, {"id": run_id})["logsForRun"]["events"]
+    kinds = {e["__typename"] for e in events}
+    messages = [e.get("message") or "" for e in events]
+    assert "HandledOutputEvent" not in kinds and not any("IOManager" in m for m in messages), messages
+    assert "MaterializationEvent" in kinds
+    # the tutorial's order_day=20260101 holds one row (id 101)
+    assert any("partition order_day=20260101: 1 rows from MySQL" in m for m in messages), messages
+    entries, _ = metadata_of(ui)
+    assert entries["lakecdc/resnapshot_partition"]["text"] == "order_day=20260101"
+
+
+def assert_broken_pipeline_file(ui: Dagster, tmp_path: Path) -> None:
+    """The broken pipeline file fails alone and stands out: group and kind say broken; its text reads cleanly in
+    the catalog list (plain text, no Markdown markup) and on its page; the error names the file's line and column
+    of the faulty part of the folded projection."""
+    invalid = nodes_by_key(ui)["lakecdc_broken/broken_yaml"]
+    assert invalid["kinds"] == ["broken"] and invalid["groupName"] == "lakecdc_broken_pipelines", invalid
+    lines = (ROOT / "assets" / "tutorial.yaml").read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if "UPPER(product)" in text)
+    column = lines[line - 1].index("UPPER(") + len("UPPER(")  # the parenthesis left open
+    where = f"broken.yaml, line {line}, column {column} (key transform[0].projection)"
+    assert where in invalid["description"], invalid["description"]
+    catalog = page_text(ui, "/assets?view=flat", tmp_path)
+    # its row of the catalog list: key, kind, description (plain text, truncated), group
+    row = catalog[catalog.index("lakecdc_broken / broken_yaml"):catalog.index("lakecdc_broken_pipelines")]
+    assert "broken Broken pipeline file: it does not load" in row, row
+    assert not any(markup in row for markup in ("**", "\\*", "\\_", "`")), row
+    page = page_text(ui, "/assets/lakecdc_broken/broken_yaml", tmp_path)
+    assert where in page and "syntax error: Expecting )" in page and "[at line" not in page, page[:3000]
+    assert "**" not in page and "broken" in page.split(), page[:3000]
+    graph = page_text(ui, f"/locations/{LOCATION}/asset-groups/lakecdc_broken_pipelines/lineage", tmp_path)
+    # its node: the name, no "Never materialized", the kind badge "broken" (a word of its own: not broken_yaml)
+    assert "broken_yaml" in graph and "Never materialized" not in graph and "broken" in graph.split(), graph[:3000]
+
+
+def assert_soft_delete_caveat(ui: Dagster) -> None:
+    """The SOFT_DELETE note is on the SOFT_DELETE table's description only."""
+    nodes = nodes_by_key(ui)
+    assert "Its transform is SOFT_DELETE" in nodes["paimon/inventory/orders"]["description"]
+    assert "SOFT_DELETE" not in nodes["paimon/inventory/customers"]["description"]

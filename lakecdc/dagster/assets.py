@@ -40,7 +40,7 @@ from lakecdc.config import PipelineConfig
 from lakecdc.dagster.checks import asset_check_evaluation, asset_check_result, run_check_specs
 from lakecdc.dagster.failures import as_failure, retry_policy
 from lakecdc.dagster.metadata import (CHECKPOINT_ONLY_KEY, as_asset_materialization, column_origins, column_schema,
-                                      commit_event, paimon_key, unrecorded_commit, without_not_null)
+                                      commit_event, unrecorded_commit, without_not_null)
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.dagster.translator import (PIPELINE_TAG, AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps,
                                         PaimonTableProps)
@@ -55,7 +55,7 @@ from lakecdc.transform.rules import select_rule
 from lakecdc.transform.routes import Router
 
 __all__ = ["discover_tables", "table_lineage", "build_pipeline_assets", "PipelineAssets", "TableRunConfig",
-           "pool_name", "pipeline_op_name", "declared_partition_keys", "partitions_name", "load_time_plan"]
+           "pool_name", "pipeline_op_name", "declared_partition_keys", "load_time_plan"]
 # Reading the MySQL schemas while the definitions load must not hold the code location up for long.
 LOAD_CONNECT_TIMEOUT_SECONDS = 5.0
 
@@ -119,12 +119,6 @@ def declared_partition_keys(config: PipelineConfig, target: TableId, sources: li
         if rule is not None and rule.partition_keys and rule.partition_keys.strip():
             return [k.strip() for k in rule.partition_keys.split(",") if k.strip()]
     return []
-
-
-def partitions_name(target: TableId, key: Optional[dg.AssetKey] = None) -> str:
-    """The name of the Dagster dynamic partitions that list a table's Paimon partitions (``key``: the table's
-    asset key, default the default translator's)."""
-    return f"{(key or paimon_key(target)).to_python_identifier()}__partitions"
 
 
 def code_version(config: PipelineConfig, target: TableId, sources: list[TableId]) -> str:
@@ -227,7 +221,6 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
     sink = sink or open_sink(config)
     if committed is not None:
         event = commit_event(committed, plan, config.sink.catalog_options, key=key, source_keys=keys.mysql)
-        register_partitions(context.instance, target, committed, key)
         if isinstance(event, dg.AssetObservation):  # only the checkpoint moved: the last change stays the latest
             context.log.info(f"{target}: {event.metadata[CHECKPOINT_ONLY_KEY].value}")
             context.log_event(event)
@@ -245,18 +238,6 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
             verify_run(config, sink, target, result, plan, with_checks, plan_error=plan_error)
         for one in results:
             yield asset_check_result(key, one) if as_output else asset_check_evaluation(key, one, blocking=True)
-
-
-def register_partitions(instance, target: TableId, committed, key: dg.AssetKey) -> None:
-    """Add the Paimon partitions a commit touched to the table's dynamic partitions (the re-snapshot job's)."""
-    partitions = getattr(committed, "partitions", None)
-    if not partitions:
-        return
-    name = partitions_name(target, key)
-    known = set(instance.get_dynamic_partitions(name))
-    new = sorted(p for p in partitions if p not in known)
-    if new:
-        instance.add_dynamic_partitions(name, new)
 
 
 class ReportingError(LakeCdcError):

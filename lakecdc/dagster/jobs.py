@@ -2,12 +2,11 @@
 a long-running run that commits every ``pipeline.checkpoint-interval``), the table upkeep job
 (``<pipeline>_upkeep``), the reconcile job (``<pipeline>_reconcile``: every table's row count against MySQL and
 primary-key uniqueness over the whole table, on ``pipeline.lakecdc.reconcile.schedule``), and for each partitioned
-Paimon table a re-snapshot job partitioned by the table's Paimon partitions.
+Paimon table a re-snapshot job of some of its Paimon partitions.
 
-The re-snapshot job is how a user re-loads one partition from the UI: open the job, pick partitions in its
-Partitions tab, *Launch backfill*. Each run re-snapshots one partition of the one table in commit groups, in the
-pipeline's concurrency pool; it holds only that table's lock. Its partitions are filled in by the
-table's own materialisations (every commit adds the Paimon partitions it touched).
+The re-snapshot job is how a user re-loads partitions from the UI: open the job's *Launchpad*, name the partitions in
+its run config, *Launch run*. The run re-snapshots them one after the other, each in commit groups, in the
+pipeline's concurrency pool; it holds only that table's lock.
 """
 
 import signal
@@ -18,10 +17,11 @@ from types import FrameType
 from typing import Any, Callable, Optional
 
 import dagster as dg
+from pydantic import Field
 
 from lakecdc.config import PipelineConfig
-from lakecdc.dagster.assets import (ReportingError, partitions_name, plans_without_run, pool_name, register_partitions,
-                                    report, run_table, table_lineage)
+from lakecdc.dagster.assets import (ReportingError, declared_partition_keys, plans_without_run, pool_name, report,
+                                    run_table, table_lineage)
 from lakecdc.dagster.checks import asset_check_evaluation, asset_check_result, reconcile_check_specs
 from lakecdc.runtime import follow_pipeline
 from lakecdc.runtime.connect import open_sink
@@ -52,36 +52,49 @@ def resnapshot_job_name(target: TableId) -> str:
     return f"resnapshot__{target.database}__{target.table}".replace("-", "_")
 
 
+class ResnapshotRunConfig(dg.Config):
+    """Run config of a re-snapshot job: the Paimon partitions to re-read from MySQL."""
+
+    partitions: list[str] = Field(description="Paimon partitions of the table to re-snapshot, one after the other, "
+                                              "spelled as Paimon and lakecdc list them (the materialisations' "
+                                              "lakecdc/partitions_changed), e.g. order_day=20260101")
+
+
 def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[TableId], *,
                          use_resources: bool = False, keys: Optional[AssetKeys] = None) -> dg.JobDefinition:
-    """A job partitioned by ``target``'s Paimon partitions; each run re-snapshots one partition. ``keys``: the
-    pipeline's asset keys (default: the default translator's)."""
+    """A job that re-snapshots the Paimon partitions its run config names, one after the other, each a
+    materialisation of the table's asset. ``keys``: the pipeline's asset keys (default: the default translator's).
+
+    Not a Dagster partitioned job: Dagster shows an op job's partitions as "missing" until a run of that job took
+    them, which says nothing true of a table whose every partition lakecdc's commits have written; and a dynamic
+    partition picker offers to create partitions, which only Paimon's data makes. The op has no output, so no IO
+    manager stores anything."""
     pipeline = config
     keys = keys or AssetKeys.default([target], sources)
-    partitions = dg.DynamicPartitionsDefinition(name=partitions_name(target, keys.paimon[target]))
+    example = "=".join((declared_partition_keys(config, target, sources) or ["key"])[:1] + ["value"])
 
     @dg.op(name=f"{resnapshot_job_name(target)}_op", pool=pool_name(config), retry_policy=retry_policy(config),
            required_resource_keys=resource_keys(config) if use_resources else set(), tags={TABLE_TAG: str(target)},
-           description=f"Re-snapshot one Paimon partition of {target} from MySQL")
-    def _resnapshot(context: dg.OpExecutionContext):
+           out={}, description=f"Re-snapshot Paimon partitions of {target} from MySQL")
+    def _resnapshot(context: dg.OpExecutionContext, config: ResnapshotRunConfig):
+        partitions = [p.strip() for p in config.partitions if p.strip()]
+        if not partitions:
+            raise dg.Failure(f"name the Paimon partitions of {target} to re-snapshot in the run config: "
+                             f"partitions: [{example}]", allow_retries=False)
         effective = effective_config(pipeline, context.resources)
-        committed = run_table(context, effective, target, resnapshot=True, partition=context.partition_key)
         plans, plan_error = plans_without_run(effective, [target])  # the schema check's, from MySQL now
-        for event in report(context, effective, target, committed, with_checks=set(RUN_CHECKS),
-                            expect_materialization=False, keys=keys, result=committed, plan=plans.get(target),
-                            plan_error=plan_error):
-            if isinstance(event, dg.MaterializeResult):
-                context.log_event(as_asset_materialization(event))
-            else:
-                # dagster logs check evaluations too, though log_event's annotation leaves them out
-                context.log_event(dg.AssetCheckEvaluation(  # type: ignore[arg-type]
-                    asset_key=event.asset_key, check_name=event.check_name, passed=event.passed,
-                    metadata=event.metadata, severity=event.severity, description=event.description))
+        for partition in partitions:
+            committed = run_table(context, effective, target, resnapshot=True, partition=partition)
+            for event in report(context, effective, target, committed, with_checks=set(RUN_CHECKS),
+                                expect_materialization=False, keys=keys, result=committed, plan=plans.get(target),
+                                plan_error=plan_error, as_output=False):
+                context.log_event(event)  # materialisations and check evaluations: events, not outputs
 
-    @dg.job(name=resnapshot_job_name(target), partitions_def=partitions, executor_def=dg.in_process_executor,
+    @dg.job(name=resnapshot_job_name(target), executor_def=dg.in_process_executor,
             tags={PIPELINE_TAG: config.slug, TABLE_TAG: str(target)},
-            description=f"Re-snapshot one Paimon partition of {target} (pipeline {config.name!r}): pick partitions "
-                        "and launch a backfill; the pipeline's other tables keep flowing")
+            description=f"Re-snapshot Paimon partitions of {target} from MySQL (pipeline {config.name!r}): name them "
+                        f"in the launchpad's run config (partitions: [{example}]); the pipeline's other tables keep "
+                        "flowing")
     def _job():
         _resnapshot()
 
@@ -138,7 +151,6 @@ def build_follow_job(config: PipelineConfig, *, use_resources: bool = False,
                     continue
                 event = commit_event(table, table.plan, effective.sink.catalog_options, key=key,
                                      source_keys=keys.mysql)
-                register_partitions(context.instance, table.target, table, key)
                 # a commit that only moved the checkpoint is an observation (the last change stays the latest)
                 context.log_event(event if isinstance(event, dg.AssetObservation) else as_asset_materialization(event))
                 for checked in verify_run(effective, sink, table.target, table, table.plan):
@@ -228,7 +240,7 @@ def build_upkeep_job(config: PipelineConfig, targets: list[TableId], *,
     def table_op(target: TableId):
         @dg.op(name=f"upkeep__{target.database}__{target.table}".replace("-", "_"), pool=pool_name(config),
                required_resource_keys=resource_keys(config) if use_resources else set(),
-               tags={TABLE_TAG: str(target)},
+               tags={TABLE_TAG: str(target)}, out={},  # no output: nothing for an IO manager to store
                description=f"Compact, merge manifests, expire snapshots and remove orphan files of {target}")
         def _upkeep(context: dg.OpExecutionContext, config: UpkeepRunConfig):
             effective = effective_config(pipeline, context.resources)

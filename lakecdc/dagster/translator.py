@@ -26,6 +26,7 @@ import dagster as dg
 
 from lakecdc.config import PipelineConfig
 from lakecdc.model import SourceTable, TableId
+from lakecdc.transform.rules import select_rule
 
 __all__ = ["DagsterLakeCdcTranslator", "PaimonTableProps", "MySqlTableProps", "AssetKeys", "code", "prose"]
 
@@ -124,8 +125,11 @@ class DagsterLakeCdcTranslator:
             feeds = ", ".join(code(s) for s in props.sources)
             text = (f"Paimon table {code(props.table)} in {code(warehouse(props.pipeline))}, fed by {feeds} "
                     f"(pipeline {code(props.pipeline.name)}). `dagster/row_count` counts every row of the merged "
-                    "table; in a SOFT_DELETE table rows marked deleted are included (the reconcile job's "
-                    "`row_count_matches_source` check counts the others).")
+                    "table.")
+            if soft_deletes(props.pipeline, props.sources):
+                text += (" Its transform is SOFT_DELETE: a MySQL delete marks the row deleted, so `dagster/row_count` "
+                         "includes the rows marked deleted (the reconcile job's `row_count_matches_source` check "
+                         "counts the others).")
         else:
             text = f"MySQL table {code(props.table)} on {code(f'{props.hostname}:{props.port}')}"
             if props.schema is not None and props.schema.comment:
@@ -169,6 +173,12 @@ def freshness_policy(config: PipelineConfig) -> Optional[dg.FreshnessPolicy]:
         warn = max(AUTO_WARN_INTERVALS * interval, 60.0)
         return dg.FreshnessPolicy.time_window(fail_window=timedelta(seconds=fail), warn_window=timedelta(seconds=warn))
     return dg.FreshnessPolicy.time_window(fail_window=timedelta(seconds=float(setting)))
+
+
+def soft_deletes(config: PipelineConfig, sources: Sequence[TableId]) -> bool:
+    """Whether the rule of one of ``sources`` has ``converter-after-transform: SOFT_DELETE`` (deletes mark rows)."""
+    rules = (select_rule(config.transforms, source) for source in sources)
+    return any(rule is not None and rule.soft_delete for rule in rules)
 
 
 def warehouse(config: PipelineConfig) -> str:

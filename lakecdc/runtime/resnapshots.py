@@ -184,9 +184,11 @@ def resnapshot(config: PipelineConfig, target: TableId, partition: str | None = 
             replacement.close()
         result.schema_changes = schema_changes
     result.row_count = sink.row_count(target)
-    log.info("re-snapshot of %s%s committed: snapshot %s in %d commit(s), %d rows read, %d stale rows deleted, "
-             "checkpoint %s", target, f" partition {partition}" if partition else "", result.snapshot_id,
-             result.commits, result.snapshot_rows, result.stale_deleted, result.offset)
+    # the rows of what was re-snapshotted (the partition's, not the table's), then the table's
+    log.info("re-snapshot of %s%s committed: snapshot %s in %d commit(s); %s: %d rows from MySQL, %d stale rows "
+             "deleted; the table holds %s rows; checkpoint %s", target, f" partition {partition}" if partition else "",
+             result.snapshot_id, result.commits, f"partition {partition}" if partition else "the table",
+             result.snapshot_rows, result.stale_deleted, result.row_count, result.offset)
     return result
 
 

@@ -102,9 +102,19 @@ MAX_DEPTH = 200  # nesting levels of one expression: compiling recurses once per
 
 
 def _parse_select(text: str) -> exp.Select:
+    sql = f"{_PREFIX}{text}\nFROM __lakecdc_input__"
     try:
-        tree = sqlglot.parse_one(f"{_PREFIX}{text}\nFROM __lakecdc_input__", dialect=FlinkCdcSql)
-    except (ParseError, TokenError) as exc:
+        tree = sqlglot.parse_one(sql, dialect=FlinkCdcSql)
+    except ParseError as exc:
+        details = exc.errors[0] if exc.errors else {}
+        offset = _syntax_error_offset(sql, details, text)
+        problem = details.get("description") or _first_line(exc)
+        if offset is None:
+            raise ExpressionError(f"syntax error in {text!r}: {problem}") from None
+        excerpt = " ".join(text[offset:].split())  # where it stopped, on one line
+        excerpt = excerpt if len(excerpt) <= 40 else excerpt[:37] + "..."
+        raise located_at(ExpressionError(f"syntax error: {problem}, at {excerpt!r}"), text, offset) from None
+    except TokenError as exc:
         raise ExpressionError(f"syntax error in {text!r}: {_first_line(exc)}") from None
     except RecursionError:
         raise ExpressionError(f"expression nests too deeply ({len(text)} characters): split it into several "
@@ -129,6 +139,31 @@ def _check_depth(tree: exp.Expr, text: str) -> None:
             raise ExpressionError(f"expression nests more than {MAX_DEPTH} levels deep (e.g. a long chain of "
                                   f"operators) in {text[:80]!r}...: split it into several projected columns")
         stack.extend((child, depth + 1) for child in node.iter_expressions())
+
+
+def _syntax_error_offset(sql: str, details: dict, text: str) -> int | None:
+    """Where in ``text`` (the expression inside ``sql``) sqlglot's parse error is: the start of the token it
+    stopped at, or, when it stopped past the expression's end (an unclosed parenthesis), the innermost ``(`` left
+    open. None when it cannot tell."""
+    line, col, token = details.get("line"), details.get("col"), details.get("highlight") or ""
+    if not isinstance(line, int) or not isinstance(col, int):
+        return None
+    lines = sql.split("\n")
+    end = sum(len(part) + 1 for part in lines[:line - 1]) + col - 1  # sqlglot's col: the token's last character
+    offset = end - max(len(token), 1) + 1 - len(_PREFIX)
+    if 0 <= offset < len(text.rstrip()):
+        return offset
+    try:
+        tokens = FlinkCdcSql().tokenize(text)
+    except TokenError:
+        return None
+    open_parens: list[int] = []
+    for tok in tokens:
+        if tok.token_type == TokenType.L_PAREN:
+            open_parens.append(tok.start)
+        elif tok.token_type == TokenType.R_PAREN and open_parens:
+            open_parens.pop()
+    return open_parens[-1] if open_parens else None
 
 
 def _first_line(exc: Exception) -> str:
@@ -222,16 +257,21 @@ def located(error: ExpressionError, node: exp.Expression, text: str | None) -> E
     start = _start(node)
     if start is None:
         return error
-    offset = max(0, min(start - len(_PREFIX), len(text)))
-    line = text.count("\n", 0, offset) + 1
-    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
     fragment = sql_text(node)
     message = str(error)
     if fragment not in message:
-        message = f"{message} (in {fragment})"
-    located_error = ExpressionError(f"{message} [at line {line}, column {column}]")
+        error = ExpressionError(f"{message} (in {fragment})")
+    return located_at(error, text, max(0, min(start - len(_PREFIX), len(text))))
+
+
+def located_at(error: ExpressionError, text: str, offset: int) -> ExpressionError:
+    """``error`` at ``offset`` (0-based) of the rule text: its line and column there are added to the message, and
+    the offset kept, so the config layer can name the line and column in the YAML file."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    located_error = ExpressionError(f"{error} [at line {line}, column {column}]")
     located_error.located = True
-    located_error.line, located_error.column = line, column
+    located_error.line, located_error.column, located_error.offset = line, column, offset
     return located_error
 
 

@@ -56,6 +56,11 @@ class TransformRuleConfig:
     def path(self) -> str:
         return f"transform[{self.index}]"
 
+    @property
+    def soft_delete(self) -> bool:
+        """``converter-after-transform: SOFT_DELETE``: a MySQL delete marks the row deleted instead of removing it."""
+        return (self.converter_after_transform or "").strip().upper() == SOFT_DELETE
+
 
 @dataclass
 class TransformContext:
@@ -86,8 +91,9 @@ def select_rule(rules: list[TransformRuleConfig], table_id: TableId) -> Transfor
 
 # ------------------------------------------------------------------------------------------------ validation
 
-def _error(ctx: TransformContext, path: str, message: str) -> PipelineConfigError:
-    return PipelineConfigError(message, file=ctx.source_file, path=path)
+def _error(ctx: TransformContext, path: str, message: str, cause: Exception | None = None) -> PipelineConfigError:
+    """The config error at ``path``; an expression error ``cause`` gives its position in the expression."""
+    return PipelineConfigError(message, file=ctx.source_file, path=path, offset=getattr(cause, "offset", None))
 
 
 def _key_list(text: str | None) -> list[str] | None:
@@ -136,7 +142,7 @@ def validate_rule(rule: TransformRuleConfig, ctx: TransformContext) -> None:
         try:
             items = parse_projection(rule.projection)
         except ExpressionError as exc:
-            raise _error(ctx, path, str(exc)) from None
+            raise _error(ctx, path, str(exc), exc) from None
         names: list[str] = []
         for item in items:
             if item.star:
@@ -146,12 +152,12 @@ def validate_rule(rule: TransformRuleConfig, ctx: TransformContext) -> None:
                                                 f"allowed (in {item.expression.sql()} AS {item.alias})"),
                                 item.expression,
                                 normalise_projection(rule.projection))
-                raise _error(ctx, path, str(error))
+                raise _error(ctx, path, str(error), error)
             try:
                 names += check_tree(item.expression, ctx.udfs, text=normalise_projection(rule.projection),
                                     max_precision=ctx.decimal_precision)
             except ExpressionError as exc:
-                raise _error(ctx, path, str(exc)) from None
+                raise _error(ctx, path, str(exc), exc) from None
         _check_op_ts(names, ctx, path)
     if rule.filter is not None and rule.filter.strip():
         path = f"{rule.path}.filter"
@@ -159,7 +165,7 @@ def validate_rule(rule: TransformRuleConfig, ctx: TransformContext) -> None:
             names = check_tree(parse_filter(rule.filter), ctx.udfs, text=rule.filter,
                                max_precision=ctx.decimal_precision)
         except ExpressionError as exc:
-            raise _error(ctx, path, str(exc)) from None
+            raise _error(ctx, path, str(exc), exc) from None
         _check_op_ts(names, ctx, path)
     _converter(rule, ctx)
     try:
@@ -354,7 +360,7 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
     try:
         items = parse_projection(text)
     except ExpressionError as exc:
-        raise PipelineConfigError(str(exc), file=ctx.source_file, path=path) from None
+        raise _error(ctx, path, str(exc), exc) from None
     compiler = Compiler(projection_resolver(path), ctx.udfs, max_precision=ctx.decimal_precision,
                         text=normalise_projection(text))
     names: list[str] = []
@@ -378,7 +384,7 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
             output = _output_field(item, node)
         except ExpressionError as exc:
             exc = located(exc, item.expression, normalise_projection(text))
-            raise PipelineConfigError(str(exc), file=ctx.source_file, path=path) from None
+            raise _error(ctx, path, str(exc), exc) from None
         if item.bare_column is not None and isinstance(node, ColumnRef) and node.kind == "source":
             output = _source_field(source_fields[node.name]).with_name(output.name)  # comment, VARCHAR(n)
         put(item.output_name, output, node)
@@ -432,7 +438,7 @@ def compile_transform(rule: TransformRuleConfig | None, source: SourceTable,
                 raise ExpressionError(f"the filter must be a BOOLEAN expression, got "
                                       f"{flink_name(filter_node.dtype)}: {rule.filter.strip()}")
         except ExpressionError as exc:
-            raise PipelineConfigError(str(exc), file=ctx.source_file, path=fpath) from None
+            raise _error(ctx, fpath, str(exc), exc) from None
 
     try:
         options = parse_table_options(rule.table_options, rule.table_options_delimiter)
