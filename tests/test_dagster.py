@@ -24,6 +24,7 @@ from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import BinlogOffset, TableId
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
+from lakecdc.source.activity import parse_offset
 
 ROOT = Path(__file__).resolve().parent.parent
 ORDERS = TableId("inventory", "orders")
@@ -292,6 +293,22 @@ def test_the_run_that_adds_a_column_reports_it(mariadb, tutorial, tmp_path):
         lineage = meta["dagster/column_lineage"].value.deps_by_column
         assert [(d.asset_key, d.column_name) for d in lineage["note"]] == [(MYSQL_ORDERS, "note")]
         assert set(lineage) <= set(columns)  # lineage names only columns the table has
+        # The DDL is in that materialisation (statement, binlog position, what Paimon did) and in the run's log
+        [ddl] = [r.data for r in meta["lakecdc/schema_changes"].value.records]
+        assert ddl["statement"] == "ALTER TABLE inventory.orders ADD COLUMN note VARCHAR(20)", ddl
+        assert ddl["source"] == "inventory.orders" and "note" in ddl["paimon"], ddl
+        assert parse_offset(ddl["binlog_position"]) <= parse_offset(meta["lakecdc/binlog_offset"].value)
+        logs = [e.message for e in instance.all_logs(result.run_id)]
+        assert any("ADD COLUMN note" in m and ddl["binlog_position"] in m and ddl["paimon"] in m for m in logs), logs
+        # ... and the MySQL table's columns follow without reloading the definitions: an observation of the
+        # MySQL asset at the new position carries them, with the run's last change of it as its data version
+        observed = instance.fetch_observations(MYSQL_ORDERS, limit=1).records[0].event_log_entry
+        mysql_meta = observed.asset_observation.metadata
+        assert mysql_meta["dagster/column_schema"].value.columns[-1].name == "note"
+        assert mysql_meta["dagster/column_schema"].value.columns[-1].type == "varchar(20)"
+        assert observed.run_id == result.run_id
+        assert observed.asset_observation.tags["dagster/data_version"] == \
+            f"binlog-{mysql_meta['lakecdc/last_change'].value}"
 
         # A DDL after the table's last commit is not in the next report: a run with nothing new for the table
         # reports nothing; the schema check names the new column until a run applies it.
@@ -321,9 +338,25 @@ def test_a_refresh_that_only_moves_the_checkpoint_is_an_observation(mariadb, tut
         latest = instance.get_latest_materialization_event(ORDERS_KEY).asset_materialization.metadata
         assert latest["lakecdc/paimon_snapshot_id"] == first["lakecdc/paimon_snapshot_id"]
         assert latest["lakecdc/inserted"].value == 2
-        # a run with nothing new reports nothing (the observed commit is not reported as a recovered one)
+        # a run with nothing new reports no materialisation (the observed commit is not reported as a recovered
+        # one): it says so once in its log, and observes the table at its checkpoint
+        versions = {r.event_log_entry.asset_observation.tags["dagster/data_version"]
+                    for r in instance.fetch_observations(MYSQL_ORDERS, limit=10).records}
         result, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])
         assert result.success and ORDERS_KEY not in metadata
+        quiet = [m for m in (e.message for e in instance.all_logs(result.run_id)) if "no new changes" in m]
+        assert len(quiet) == 1 and quiet[0].startswith("summary inventory.orders: no new changes since its "
+                                                       f"checkpoint {observation['lakecdc/binlog_offset'].value}"), \
+            quiet
+        [observed] = [r.event_log_entry for r in instance.fetch_observations(ORDERS_KEY, limit=1).records]
+        assert observed.run_id == result.run_id
+        assert observed.asset_observation.metadata["lakecdc/binlog_offset"] == observation["lakecdc/binlog_offset"]
+        assert "no new changes since its checkpoint" in \
+            observed.asset_observation.metadata["lakecdc/no_new_changes"].value
+        # the MySQL table was observed by every run (it was read), its data version unchanged without a change
+        mysql = instance.fetch_observations(MYSQL_ORDERS, limit=10).records
+        assert len(mysql) == 3 and mysql[0].event_log_entry.run_id == result.run_id
+        assert {r.event_log_entry.asset_observation.tags["dagster/data_version"] for r in mysql} == versions
         # a real change is a materialisation again
         mariadb.execute("UPDATE inventory.orders SET product = 'notebook' WHERE id = 101")
         _, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])
