@@ -300,15 +300,17 @@ def test_the_run_that_adds_a_column_reports_it(mariadb, tutorial, tmp_path):
         assert parse_offset(ddl["binlog_position"]) <= parse_offset(meta["lakecdc/binlog_offset"].value)
         logs = [e.message for e in instance.all_logs(result.run_id)]
         assert any("ADD COLUMN note" in m and ddl["binlog_position"] in m and ddl["paimon"] in m for m in logs), logs
-        # ... and the MySQL table's columns follow without reloading the definitions: an observation of the
-        # MySQL asset at the new position carries them, with the run's last change of it as its data version
-        observed = instance.fetch_observations(MYSQL_ORDERS, limit=1).records[0].event_log_entry
-        mysql_meta = observed.asset_observation.metadata
+        # ... and the MySQL table's columns follow without reloading the definitions: the run that read the change
+        # records it as a materialisation of the external MySQL asset, with the columns at the new position and
+        # the table's last change as its data version
+        changed = instance.get_latest_materialization_event(MYSQL_ORDERS)
+        mysql_meta = changed.asset_materialization.metadata
         assert mysql_meta["dagster/column_schema"].value.columns[-1].name == "note"
         assert mysql_meta["dagster/column_schema"].value.columns[-1].type == "varchar(20)"
-        assert observed.run_id == result.run_id
-        assert observed.asset_observation.tags["dagster/data_version"] == \
+        assert changed.run_id == result.run_id
+        assert changed.asset_materialization.tags["dagster/data_version"] == \
             f"binlog-{mysql_meta['lakecdc/last_change'].value}"
+        assert [r.data for r in mysql_meta["lakecdc/schema_changes"].value.records] == [ddl]
 
         # A DDL after the table's last commit is not in the next report: a run with nothing new for the table
         # reports nothing; the schema check names the new column until a run applies it.
@@ -340,8 +342,8 @@ def test_a_refresh_that_only_moves_the_checkpoint_is_an_observation(mariadb, tut
         assert latest["lakecdc/inserted"].value == 2
         # a run with nothing new reports no materialisation (the observed commit is not reported as a recovered
         # one): it says so once in its log, and observes the table at its checkpoint
-        versions = {r.event_log_entry.asset_observation.tags["dagster/data_version"]
-                    for r in instance.fetch_observations(MYSQL_ORDERS, limit=10).records}
+        first_read = instance.get_latest_materialization_event(MYSQL_ORDERS).asset_materialization
+        version = first_read.tags["dagster/data_version"]
         result, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])
         assert result.success and ORDERS_KEY not in metadata
         quiet = [m for m in (e.message for e in instance.all_logs(result.run_id)) if "no new changes" in m]
@@ -353,10 +355,13 @@ def test_a_refresh_that_only_moves_the_checkpoint_is_an_observation(mariadb, tut
         assert observed.asset_observation.metadata["lakecdc/binlog_offset"] == observation["lakecdc/binlog_offset"]
         assert "no new changes since its checkpoint" in \
             observed.asset_observation.metadata["lakecdc/no_new_changes"].value
-        # the MySQL table was observed by every run (it was read), its data version unchanged without a change
+        # the MySQL table: its first read (the snapshot) is its materialisation; the later runs read it without a
+        # change, each an observation with the same data version
         mysql = instance.fetch_observations(MYSQL_ORDERS, limit=10).records
-        assert len(mysql) == 3 and mysql[0].event_log_entry.run_id == result.run_id
-        assert {r.event_log_entry.asset_observation.tags["dagster/data_version"] for r in mysql} == versions
+        assert len(mysql) == 2 and mysql[0].event_log_entry.run_id == result.run_id
+        assert {r.event_log_entry.asset_observation.tags["dagster/data_version"] for r in mysql} == {version}
+        assert mysql[0].event_log_entry.asset_observation.metadata["lakecdc/binlog_read_to"].value == \
+            observed.asset_observation.metadata["lakecdc/binlog_read_to"].value
         # a real change is a materialisation again
         mariadb.execute("UPDATE inventory.orders SET product = 'notebook' WHERE id = 101")
         _, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])

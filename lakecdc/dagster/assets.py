@@ -40,8 +40,8 @@ from lakecdc.config import PipelineConfig
 from lakecdc.dagster.checks import asset_check_evaluation, asset_check_result, run_check_specs
 from lakecdc.dagster.failures import as_failure, retry_policy
 from lakecdc.dagster.metadata import (CHECKPOINT_ONLY_KEY, as_asset_materialization, column_origins, column_schema,
-                                      commit_event, paimon_key, quiet_observation, source_data_version,
-                                      source_observation, unrecorded_commit, without_not_null)
+                                      commit_event, paimon_key, quiet_observation, recorded_data_version,
+                                      source_event, unrecorded_commit, without_not_null)
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.dagster.translator import (PIPELINE_TAG, AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps,
                                         PaimonTableProps)
@@ -253,13 +253,13 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
 
 
 def observe_sources(context, tables, head: Optional[BinlogOffset], keys: AssetKeys) -> None:
-    """An observation of each MySQL table the run read (lakecdc.runtime.report.source_reads), before the Paimon
-    tables' materialisations: where it was read up to, its last change as the data version, and after a DDL its
-    columns at the new position."""
+    """An event of each MySQL table the run read (lakecdc.runtime.report.source_reads), before the Paimon tables'
+    materialisations (metadata.source_event: a materialisation of the external asset when the read found it
+    changed, else an observation), with its last change as the data version."""
     for source, read in sorted(source_reads(tables, head).items()):
         key = keys.mysql.get(source)
         if key is not None:
-            context.log_event(source_observation(read, key, source_data_version(context.instance, key, read)))
+            context.log_event(source_event(read, key, recorded_data_version(context.instance, key)))
 
 
 def register_partitions(instance, target: TableId, committed, key: dg.AssetKey) -> None:

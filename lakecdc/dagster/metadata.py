@@ -273,30 +273,42 @@ def quiet_observation(result, head: BinlogOffset | None, key: dg.AssetKey) -> dg
     return dg.AssetObservation(asset_key=key, metadata=metadata)
 
 
-def source_observation(read, key: dg.AssetKey, data_version: str) -> dg.AssetObservation:
-    """A read of a MySQL table (``lakecdc.runtime.report.SourceRead``) as an observation of its external asset:
-    where the binlog was read up to, its last change the run wrote (the data version: the commit position of the
-    table's last change lakecdc knows of) and, after a DDL, its columns at the new position."""
+def source_event(read, key: dg.AssetKey, recorded_version: str | None
+                 ) -> dg.AssetMaterialization | dg.AssetObservation:
+    """A read of a MySQL table (``lakecdc.runtime.report.SourceRead``) as an event of its external asset.
+
+    A read that found the table changed (a change the run wrote, a DDL) or that is the first one recorded is a
+    **materialisation** of the external asset (how Dagster records that an external asset was updated): the data
+    version is the commit position of the table's last change lakecdc knows of, and its metadata has the columns
+    at that position (after a DDL, the new ones, without a reload of the definitions). A read that found nothing
+    new is an **observation** with the same data version (``recorded_version``: the asset's latest). Both say where
+    the binlog was read up to."""
     metadata: dict = {"lakecdc/binlog_read_to": str(read.read_to),
                       "lakecdc/last_change": str(read.last_change) if read.last_change is not None else
                       "none in this read"}
+    if read.last_change is None and not read.ddl and recorded_version is not None:
+        return dg.AssetObservation(asset_key=key, metadata=metadata, tags={DATA_VERSION_TAG: recorded_version},
+                                   description="read by lakecdc: no change since the last one recorded")
     if read.ddl:
         metadata[SCHEMA_CHANGES_KEY] = ddl_table(read.ddl)
-        if read.schema is not None:
-            metadata["dagster/column_schema"] = mysql_column_schema(read.schema)
-    return dg.AssetObservation(asset_key=key, metadata=metadata, tags={DATA_VERSION_TAG: data_version})
+    if read.schema is not None:
+        metadata["dagster/column_schema"] = mysql_column_schema(read.schema)
+    changed = [offset for offset in (read.last_change, *(d.offset for d in read.ddl)) if offset is not None]
+    version = f"binlog-{max(changed) if changed else read.read_to}"  # a first read: its state at read_to
+    return dg.AssetMaterialization(asset_key=key, metadata=metadata, tags={DATA_VERSION_TAG: version},
+                                   description="changes of this MySQL table read by lakecdc from the binlog (or "
+                                               "its first read)")
 
 
-def source_data_version(instance, key: dg.AssetKey, read) -> str:
-    """The MySQL table's data version after a read: the position of the last change the read found; without one,
-    the version the asset already has (nothing changed), else (first read) the position it was read up to."""
-    if read.last_change is not None:
-        return f"binlog-{read.last_change}"
-    for record in instance.fetch_observations(key, limit=1).records:
-        observation = record.event_log_entry.asset_observation
-        if observation is not None and observation.tags.get(DATA_VERSION_TAG):
-            return observation.tags[DATA_VERSION_TAG]
-    return f"binlog-{read.read_to}"
+def recorded_data_version(instance, key: dg.AssetKey) -> str | None:
+    """The data version of the asset's latest materialisation or observation (whichever is newer), if any."""
+    latest = [record for fetch in (instance.fetch_materializations, instance.fetch_observations)
+              for record in fetch(key, limit=1).records]
+    for record in sorted(latest, key=lambda r: r.storage_id, reverse=True):
+        event = record.event_log_entry.asset_materialization or record.event_log_entry.asset_observation
+        if event is not None and event.tags and event.tags.get(DATA_VERSION_TAG):
+            return event.tags[DATA_VERSION_TAG]
+    return None
 
 
 def moves_checkpoint_only(result, stored_schema=None) -> bool:
