@@ -43,8 +43,8 @@ from lakecdc.dagster.metadata import (CHECKPOINT_ONLY_KEY, as_asset_materializat
                                       commit_event, paimon_key, quiet_observation, recorded_data_version,
                                       source_event, unrecorded_commit, without_not_null)
 from lakecdc.dagster.resources import effective_config, resource_keys
-from lakecdc.dagster.translator import (PIPELINE_TAG, AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps,
-                                        PaimonTableProps)
+from lakecdc.dagster.translator import (CHECKPOINT_REFRESH_TAG, PIPELINE_TAG, RUN_REASON_TAG, AssetKeys,
+                                        DagsterLakeCdcTranslator, MySqlTableProps, PaimonTableProps)
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
 from lakecdc.model import BinlogOffset, TableId
 from lakecdc.runtime.connect import open_sink, open_source, shared_source
@@ -327,6 +327,11 @@ def materialize_tables(context, config: PipelineConfig, targets: list[TableId], 
     materialisation: "Execute check"), from the plan the micro-batch committed with. A table that failed is not
     reported; after every other table, one Failure names each failed table with its error (Dagster shows those
     failed: planned in a failed run, not materialised)."""
+    refreshed = context.run.tags.get(CHECKPOINT_REFRESH_TAG)
+    if refreshed:  # the sensor's tags: say once, up front, why this run has little or nothing to commit
+        context.log.info(f"started by the binlog sensor ({context.run.tags.get(RUN_REASON_TAG)}): {refreshed} had "
+                         "no changes but their checkpoints are due a refresh (their binlog file is no longer the "
+                         "newest): the run only moves those checkpoints")
     runs = run_tables_of_run(context, config, targets, resnapshot, partition)
     failed: dict[TableId, BaseException] = dict(runs.errors)
     plans = dict(runs.plans)  # a micro-batch's; a re-snapshot, or checks selected alone, plan here (once)

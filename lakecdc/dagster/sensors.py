@@ -20,7 +20,7 @@ import dagster as dg
 
 from lakecdc.config import PipelineConfig
 from lakecdc.dagster.jobs import PIPELINE_TAG, TABLE_TAG
-from lakecdc.dagster.translator import AssetKeys
+from lakecdc.dagster.translator import CHECKPOINT_REFRESH_TAG, RUN_REASON_TAG, AssetKeys
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import BinlogOffset, TableId
@@ -109,8 +109,6 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
     return _sensor
 
 
-RUN_REASON_TAG = "lakecdc/run_reason"
-CHECKPOINT_REFRESH_TAG = "lakecdc/checkpoint_refresh"
 CHECKPOINT_REFRESH_ONLY = "checkpoint refresh only"
 
 
