@@ -291,9 +291,9 @@ def assert_ddl_is_traced(ui: Dagster, run_id: str, tmp_path: Path) -> None:
     assert "Never materialized" not in page, page[:3000]
 
 
-def assert_follow_cancel_and_quiet_run(ui: Dagster, mariadb) -> None:
+def assert_follow_cancel_is_clean(ui: Dagster, mariadb) -> None:
     """The follow job, terminated from the UI, stops cleanly and counts what it committed; its commit's checks ran.
-    Then a run with nothing new says so once and observes the table at its checkpoint."""
+    (A run with nothing new is checked in process, tests/test_dagster.py: a run here costs ~15 s.)"""
     mariadb.execute("INSERT INTO inventory.orders VALUES (104, 'glue', 3.10, '2026-01-03 12:00:00', NULL)")
     follow = launch_job(ui, f"{SLUG}_follow")
     deadline = time.monotonic() + 180
@@ -309,15 +309,7 @@ def assert_follow_cancel_and_quiet_run(ui: Dagster, mariadb) -> None:
     assert any(m.startswith("summary inventory.orders: binlog") and "1 inserted" in m for _, m in events), events
     _, checks = metadata_of(ui)
     assert all(checks[c]["executionForLatestMaterialization"]["status"] == "SUCCEEDED" for c in RUN_CHECKS), checks
-
-    quiet = launch_job(ui, f"{SLUG}_job")
-    assert ui.wait_for_run(quiet) == "SUCCESS", ui.tail()
-    said = [m for _, m in run_events(ui, quiet) if "no new changes" in m]
-    assert len(said) == 1 and said[0].startswith("summary inventory.orders: no new changes since"), said
-    _, observed = latest_events(ui, ORDERS_PATH)
-    assert observed["runId"] == quiet and "no new changes" in observed["lakecdc/no_new_changes"]["text"], observed
-    _, read = latest_events(ui, MYSQL_PATH)
-    assert read["runId"] == quiet and read["lakecdc/last_change"]["text"] == "none in this read", read
+    assert latest_events(ui, MYSQL_PATH)[0]["runId"] == follow  # the follow's commit recorded the MySQL change
 
 
 def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
@@ -463,7 +455,7 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
         assert f"{name} {name} Succeeded" in page, page[:3000]
     assert "Failed" not in page.split() and "Passed" in page.split(), page[:3000]
 
-    assert_follow_cancel_and_quiet_run(ui, mariadb)
+    assert_follow_cancel_is_clean(ui, mariadb)
 
     # A re-snapshot of one partition launched as a backfill: the job's partition status shows it.
     repository = {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY}

@@ -661,7 +661,6 @@ class MicroBatch:
             raise
         self.run.binlog_reads += 1
         for target, total in totals.items():  # the result (and the summary) count what the whole run committed
-            _add_into(total, self.results[target])
             _take_counts(self.results[target], total)
 
     def _follow_checkpoints(self) -> tuple[dict[TableId, BinlogOffset], dict[TableId, BinlogOffset | None]]:
