@@ -340,8 +340,10 @@ def commit_event(result, plan=None, catalog_options: dict[str, str] | None = Non
                     **({SCHEMA_CHANGES_KEY: ddl_table(result.ddl)} if getattr(result, "ddl", None) else {}),
                     CHECKPOINT_ONLY_KEY: dg.MetadataValue.text(
                         f"snapshot {result.snapshot_id} moved the checkpoint to {result.offset} with no change to "
-                        "the table (a binlog rotation or a long idle stretch); the latest materialisation still "
-                        "shows the table's last change")}
+                        "the table (" + ("a DDL the table did not take, see lakecdc/schema_changes"
+                                         if getattr(result, "ddl", None) else "a binlog rotation or a long idle "
+                                         "stretch") + "); the latest materialisation still shows the table's last "
+                        "change")}
         return dg.AssetObservation(asset_key=key or paimon_key(result.target), metadata=metadata)
     return materialization(result, plan, catalog_options, key=key, source_keys=source_keys,
                            soft_delete_marker=soft_delete_marker)
