@@ -51,6 +51,7 @@ def _table_row(table) -> dict:
         "row_count": table.row_count,
         "decoder_fallbacks": table.decoder_fallbacks,  # binlog rows events decoded in Python, per cause
         "upkeep": table.upkeep.summary() if table.upkeep is not None else None,  # table upkeep after the commit
+        "ddl": [ddl.describe() for ddl in table.ddl],  # each DDL met: statement, binlog position, what Paimon did
     }
 
 
@@ -59,6 +60,8 @@ def _print_table(row: dict) -> None:
           + (f", snapshot {row['snapshot_id']} at {row['offset']}, +{row['inserted']} ~{row['updated']} "
              f"-{row['deleted']}" + (f", {row['row_count']} rows" if row["row_count"] is not None else "")
              if row["snapshot_id"] else ""), flush=True)
+    for ddl in row["ddl"]:
+        print(f"    {ddl}", flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from lakecdc.config import parse_pipeline
 from lakecdc.dagster import build_pipeline_definitions
 from lakecdc.model import BinlogOffset, TableId
 from lakecdc.runtime import pipeline_status, run_micro_batch
-from lakecdc.runtime.checkpoint import IDLE_CHECKPOINT_BYTES, idle_checkpoint_due
+from lakecdc.runtime.checkpoint import IDLE_CHECKPOINT_BYTES, idle_checkpoint_due, idle_checkpoint_urgent
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
 from lakecdc.source import MySqlSource
@@ -243,9 +243,11 @@ def test_an_idle_table_survives_a_purge_of_its_checkpoints_binlog(mariadb, other
         noise(mariadb, 3)
         status = by_table(pipeline_status(config))
         assert status[a].behind and not status[b].behind and status[b].refresh_due
-        # The sensor runs a for its change and b for a checkpoint refresh.
+        # The sensor runs a for its change and b for a checkpoint refresh, and its tags say so.
         result = tick(defs, config, instance, cursor)
         assert requested(result) == [[key(a), key(b)]]
+        assert result.run_requests[0].tags["lakecdc/run_reason"] == "changes and checkpoint refresh"
+        assert result.run_requests[0].tags["lakecdc/checkpoint_refresh"] == str(b)
         cursor = result.cursor
         ran = run_micro_batch(config, targets={a, b})
         head = ran.head
@@ -268,6 +270,21 @@ def test_an_idle_table_survives_a_purge_of_its_checkpoints_binlog(mariadb, other
         assert [t.target for t in ran.committed] == [b]
         rows = run_sql(config.sink.catalog_options, f"SELECT id, v FROM {b.database}.b ORDER BY id").to_pylist()
         assert rows == [{"id": 1, "v": "one"}, {"id": 3, "v": "three"}]
+        cursor = result.cursor
+
+        # One rotation (a server restart) with no change: the refreshes wait for a run with real work...
+        mariadb.execute("FLUSH BINARY LOGS")
+        noise(mariadb, 1)
+        result = tick(defs, config, instance, cursor)
+        assert result.run_requests == [] and "left for the next run with changes" in result.skip_message, \
+            result.skip_message
+        # ... until a second rotation brings a purge of their checkpoints' file closer: a run of its own, saying so
+        mariadb.execute("FLUSH BINARY LOGS")
+        noise(mariadb, 1)
+        result = tick(defs, config, instance, result.cursor)
+        assert requested(result) == [[key(a), key(b)]]
+        assert result.run_requests[0].tags["lakecdc/run_reason"] == "checkpoint refresh only"
+        assert result.run_requests[0].tags["lakecdc/checkpoint_refresh"] == f"{a}, {b}"
 
 
 def test_a_scan_cut_by_its_time_limit_goes_on_from_where_it_stopped(mariadb, other_db, pipeline, monkeypatch):
@@ -351,6 +368,13 @@ def test_an_idle_tables_checkpoint_keeps_up_within_one_binlog_file(mariadb, othe
         assert bytes_between(binlog_sizes(source.options), refreshed.checkpoint, source.head_offset()) == 0
         rows = run_sql(config.sink.catalog_options, f"SELECT id, v FROM {b.database}.b ORDER BY id").to_pylist()
         assert rows == [{"id": 1, "v": "one"}]
+
+
+def test_a_checkpoint_refresh_is_urgent_two_binlog_files_behind():
+    checkpoint = BinlogOffset("mysql-bin.000007", 4096)
+    assert not idle_checkpoint_urgent(checkpoint, BinlogOffset("mysql-bin.000007", 4096 + IDLE_CHECKPOINT_BYTES))
+    assert not idle_checkpoint_urgent(checkpoint, BinlogOffset("mysql-bin.000008", 4))
+    assert idle_checkpoint_urgent(checkpoint, BinlogOffset("mysql-bin.000009", 4))
 
 
 def test_idle_checkpoint_due_counts_bytes_within_a_file_and_any_file_change():

@@ -24,6 +24,7 @@ from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import BinlogOffset, TableId
 from lakecdc.sink import PaimonSink
 from lakecdc.sink.sql import run_sql
+from lakecdc.source.activity import parse_offset
 
 ROOT = Path(__file__).resolve().parent.parent
 ORDERS = TableId("inventory", "orders")
@@ -73,7 +74,7 @@ def orders_report() -> None:
     """A user's asset downstream of the Paimon table: the blocking checks decide whether it runs."""
 
 
-def materialize(defs, instance, *, run_config=None, selection=(ORDERS_KEY, REPORT_KEY)):
+def materialize(defs, instance, *, run_config=None, selection=(ORDERS_KEY, REPORT_KEY), tags=None):
     """Materialise ``selection`` (by default the orders table and ``orders_report`` downstream of it) or run only
     the given checks: (result, metadata by asset key, check evaluations by name)."""
     if all(isinstance(item, dg.AssetCheckKey) for item in selection):
@@ -81,7 +82,8 @@ def materialize(defs, instance, *, run_config=None, selection=(ORDERS_KEY, REPOR
     else:
         selection = list(selection)
     result = dg.materialize([*defs.assets, *defs.asset_checks, orders_report], instance=instance,
-                            selection=selection, raise_on_error=False, run_config=run_config, resources=defs.resources)
+                            selection=selection, raise_on_error=False, run_config=run_config, resources=defs.resources,
+                            tags=tags)
     materializations = {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
     checks = {e.check_name: e
               for e in result.get_asset_check_evaluations()}
@@ -293,6 +295,24 @@ def test_the_run_that_adds_a_column_reports_it(mariadb, tutorial, tmp_path):
         lineage = meta["dagster/column_lineage"].value.deps_by_column
         assert [(d.asset_key, d.column_name) for d in lineage["note"]] == [(MYSQL_ORDERS, "note")]
         assert set(lineage) <= set(columns)  # lineage names only columns the table has
+        # The DDL is in that materialisation (statement, binlog position, what Paimon did) and in the run's log
+        [ddl] = [r.data for r in meta["lakecdc/schema_changes"].value.records]
+        assert ddl["statement"] == "ALTER TABLE inventory.orders ADD COLUMN note VARCHAR(20)", ddl
+        assert ddl["source"] == "inventory.orders" and "note" in ddl["paimon"], ddl
+        assert parse_offset(ddl["binlog_position"]) <= parse_offset(meta["lakecdc/binlog_offset"].value)
+        logs = [e.message for e in instance.all_logs(result.run_id)]
+        assert any("ADD COLUMN note" in m and ddl["binlog_position"] in m and ddl["paimon"] in m for m in logs), logs
+        # ... and the MySQL table's columns follow without reloading the definitions: the run that read the change
+        # records it as a materialisation of the external MySQL asset, with the columns at the new position and
+        # the table's last change as its data version
+        changed = instance.get_latest_materialization_event(MYSQL_ORDERS)
+        mysql_meta = changed.asset_materialization.metadata
+        assert mysql_meta["dagster/column_schema"].value.columns[-1].name == "note"
+        assert mysql_meta["dagster/column_schema"].value.columns[-1].type == "varchar(20)"
+        assert changed.run_id == result.run_id
+        assert changed.asset_materialization.tags["dagster/data_version"] == \
+            f"binlog-{mysql_meta['lakecdc/last_change'].value}"
+        assert [r.data for r in mysql_meta["lakecdc/schema_changes"].value.records] == [ddl]
 
         # A DDL after the table's last commit is not in the next report: a run with nothing new for the table
         # reports nothing; the schema check names the new column until a run applies it.
@@ -312,9 +332,13 @@ def test_a_refresh_that_only_moves_the_checkpoint_is_an_observation(mariadb, tut
         first = instance.get_latest_materialization_event(ORDERS_KEY).asset_materialization.metadata
         snapshot = sink.latest_snapshot_id(ORDERS)
         mariadb.execute("FLUSH BINARY LOGS")
-        result, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])
+        # (the tags the binlog sensor gives such a run: tests/test_behind.py)
+        refresh = {"lakecdc/run_reason": "checkpoint refresh only", "lakecdc/checkpoint_refresh": "inventory.orders"}
+        result, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY], tags=refresh)
         assert result.success and ORDERS_KEY not in metadata
         assert sink.latest_snapshot_id(ORDERS) == snapshot + 1  # the checkpoint moved to the new binlog file
+        said = [e.message for e in instance.all_logs(result.run_id) if "checkpoint refresh only" in e.message]
+        assert said and "inventory.orders had no changes but their checkpoints are due a refresh" in said[0], said
         [observed] = instance.fetch_observations(ORDERS_KEY, limit=5).records
         observation = observed.event_log_entry.asset_observation.metadata
         assert observation["lakecdc/paimon_snapshot_id"].value == snapshot + 1
@@ -322,9 +346,28 @@ def test_a_refresh_that_only_moves_the_checkpoint_is_an_observation(mariadb, tut
         latest = instance.get_latest_materialization_event(ORDERS_KEY).asset_materialization.metadata
         assert latest["lakecdc/paimon_snapshot_id"] == first["lakecdc/paimon_snapshot_id"]
         assert latest["lakecdc/inserted"].value == 2
-        # a run with nothing new reports nothing (the observed commit is not reported as a recovered one)
+        # a run with nothing new reports no materialisation (the observed commit is not reported as a recovered
+        # one): it says so once in its log, and observes the table at its checkpoint
+        first_read = instance.get_latest_materialization_event(MYSQL_ORDERS).asset_materialization
+        version = first_read.tags["dagster/data_version"]
         result, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])
         assert result.success and ORDERS_KEY not in metadata
+        quiet = [m for m in (e.message for e in instance.all_logs(result.run_id)) if "no new changes" in m]
+        assert len(quiet) == 1 and quiet[0].startswith("summary inventory.orders: no new changes since its "
+                                                       f"checkpoint {observation['lakecdc/binlog_offset'].value}"), \
+            quiet
+        [observed] = [r.event_log_entry for r in instance.fetch_observations(ORDERS_KEY, limit=1).records]
+        assert observed.run_id == result.run_id
+        assert observed.asset_observation.metadata["lakecdc/binlog_offset"] == observation["lakecdc/binlog_offset"]
+        assert "no new changes since its checkpoint" in \
+            observed.asset_observation.metadata["lakecdc/no_new_changes"].value
+        # the MySQL table: its first read (the snapshot) is its materialisation; the later runs read it without a
+        # change, each an observation with the same data version
+        mysql = instance.fetch_observations(MYSQL_ORDERS, limit=10).records
+        assert len(mysql) == 2 and mysql[0].event_log_entry.run_id == result.run_id
+        assert {r.event_log_entry.asset_observation.tags["dagster/data_version"] for r in mysql} == {version}
+        assert mysql[0].event_log_entry.asset_observation.metadata["lakecdc/binlog_read_to"].value == \
+            observed.asset_observation.metadata["lakecdc/binlog_read_to"].value
         # a real change is a materialisation again
         mariadb.execute("UPDATE inventory.orders SET product = 'notebook' WHERE id = 101")
         _, metadata, _ = materialize(defs, instance, selection=[ORDERS_KEY])

@@ -258,6 +258,73 @@ def nodes_by_key(ui: Dagster) -> dict:
     return {"/".join(n["assetKey"]["path"]): n for n in ui.query(ASSET_NODES)["assetNodes"]}
 
 
+# --- issue 35, part A: the follow job's cancel, DDL, the MySQL assets, quiet runs ------------------------------
+RUN_LOGS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events { __typename
+  ... on MessageEvent { message } } } } }"""
+TERMINATE = """mutation($id: String!) { terminateRun(runId: $id) { __typename ... on PythonError { message }
+  ... on TerminateRunFailure { message } } }"""
+LATEST_EVENTS = """query($path: [String!]!) { assetOrError(assetKey: {path: $path}) { ... on Asset {
+  assetMaterializations(limit: 1) { runId tags { key value } metadataEntries { label
+    ... on TextMetadataEntry { text } ... on TableSchemaMetadataEntry { schema { columns { name type } } }
+    ... on TableMetadataEntry { table { records } } } }
+  assetObservations(limit: 1) { runId tags { key value } metadataEntries { label
+    ... on TextMetadataEntry { text } } } } } }"""
+MYSQL_PATH = ["mysql", "inventory", "orders"]
+
+
+def run_events(ui: Dagster, run_id: str) -> list[tuple[str, str]]:
+    events = ui.query(RUN_LOGS, {"id": run_id})["logsForRun"]["events"]
+    return [(e["__typename"], e.get("message") or "") for e in events]
+
+
+def latest_events(ui: Dagster, path: list[str]) -> tuple[dict, dict]:
+    """The asset's latest materialisation and latest observation (each {} when none), metadata by label."""
+    asset = ui.query(LATEST_EVENTS, {"path": path})["assetOrError"]
+    found = []
+    for kind in ("assetMaterializations", "assetObservations"):
+        event = (asset[kind] or [{}])[0]
+        found.append({"runId": event.get("runId"), "tags": {t["key"]: t["value"] for t in event.get("tags", [])},
+                      **{e["label"]: e for e in event.get("metadataEntries", [])}})
+    return found[0], found[1]
+
+
+def assert_ddl_is_traced(ui: Dagster, run_id: str, tmp_path: Path) -> None:
+    """The run that applied ADD COLUMN: a log line and lakecdc/schema_changes name the DDL; the MySQL asset shows
+    the new column without a reload, and is not 'Never materialized'."""
+    assert any("ADD COLUMN note" in m and "DDL on inventory.orders at" in m for _, m in run_events(ui, run_id))
+    changed, _ = latest_events(ui, ORDERS_PATH)
+    [ddl] = [json.loads(r) for r in changed["lakecdc/schema_changes"]["table"]["records"]]
+    assert ddl["statement"].endswith("ADD COLUMN note VARCHAR(20)") and "note" in ddl["paimon"], ddl
+    source, _ = latest_events(ui, MYSQL_PATH)
+    assert source["runId"] == run_id and source["tags"]["dagster/data_version"].startswith("binlog-"), source
+    assert {c["name"]: c["type"] for c in source["dagster/column_schema"]["schema"]["columns"]}["note"] == \
+        "varchar(20)"
+    page = page_text(ui, "/assets/mysql/inventory/orders", tmp_path)
+    assert "note" in page.split() and "varchar(20)" in page.split(), page[:3000]
+    assert "Never materialized" not in page, page[:3000]
+
+
+def assert_follow_cancel_is_clean(ui: Dagster, mariadb) -> None:
+    """The follow job, terminated from the UI, stops cleanly and counts what it committed; its commit's checks ran.
+    (A run with nothing new is checked in process, tests/test_dagster.py: a run here costs ~15 s.)"""
+    mariadb.execute("INSERT INTO inventory.orders VALUES (104, 'glue', 3.10, '2026-01-03 12:00:00', NULL)")
+    follow = launch_job(ui, f"{SLUG}_follow")
+    deadline = time.monotonic() + 180
+    while latest_events(ui, ORDERS_PATH)[0]["runId"] != follow:
+        assert time.monotonic() < deadline, ui.tail()
+        time.sleep(0.5)
+    assert ui.query(TERMINATE, {"id": follow})["terminateRun"]["__typename"] == "TerminateRunSuccess"
+    assert ui.wait_for_run(follow) == "SUCCESS", ui.tail()
+    events = run_events(ui, follow)
+    assert not [e for e in events if e[0] in ("ExecutionStepFailureEvent", "RunFailureEvent")], events
+    assert not [m for _, m in events if "Interrupted" in m or "Traceback" in m], events
+    assert any("the run was cancelled (Terminate)" in m for _, m in events), events
+    assert any(m.startswith("summary inventory.orders: binlog") and "1 inserted" in m for _, m in events), events
+    _, checks = metadata_of(ui)
+    assert all(checks[c]["executionForLatestMaterialization"]["status"] == "SUCCEEDED" for c in RUN_CHECKS), checks
+    assert latest_events(ui, MYSQL_PATH)[0]["runId"] == follow  # the follow's commit recorded the MySQL change
+
+
 def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     # The asset graph: mysql/inventory/orders → paimon/inventory/orders, with its pool and code version.
     nodes = nodes_by_key(ui)
@@ -354,6 +421,10 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     mariadb.execute("ALTER TABLE inventory.orders ADD COLUMN note VARCHAR(20)")
     mariadb.execute("INSERT INTO inventory.orders VALUES (103, 'tape', 2.50, '2026-01-03 11:00:00', 'gift')")
     assert ui.wait_for_run(launch_job(ui, f"{SLUG}_job")) == "SUCCESS", ui.tail()
+    # the running sensor saw the change too: its run (queued behind this one by the pool limit) must be done, or
+    # its checks are still "planned" for the latest materialisation
+    for run in ui.query(RUNS)["runsOrError"]["results"]:
+        assert ui.wait_for_run(run["runId"]) == "SUCCESS", ui.tail()
     entries, checks = metadata_of(ui)
     assert entries["lakecdc/inserted"]["intValue"] == 1
     assert columns_of(entries["dagster/column_schema"])["note"]["type"] == "VARCHAR(20)"
@@ -362,6 +433,7 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     page = page_text(ui, "/assets/paimon/inventory/orders", tmp_path)
     for column in ("id", "product_upper", "order_day", "note", "VARCHAR(20)"):
         assert column in page.split(), (column, page[:3000])
+    assert_ddl_is_traced(ui, latest_events(ui, ORDERS_PATH)[0]["runId"], tmp_path)
 
     # FLUSH BINARY LOGS, then the checks alone (a check-only run, as "Execute checks" in the UI: the schema against
     # MySQL now, the reconciliation) and the reconcile job: they pass. (The sensor is stopped first: it would start
@@ -397,6 +469,8 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     for name in names:  # the checks list shows each check with its latest result
         assert f"{name} {name} Succeeded" in page, page[:3000]
     assert "Failed" not in page.split() and "Passed" in page.split(), page[:3000]
+
+    assert_follow_cancel_is_clean(ui, mariadb)
 
     assert_partition_resnapshot(ui, tmp_path)
     assert_broken_pipeline_file(ui, tmp_path)

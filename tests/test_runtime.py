@@ -229,7 +229,8 @@ def test_sensor_requests_a_run_only_when_the_binlog_moved(mariadb, shop):
         result = dg.materialize(defs.assets, instance=instance,
                                 selection=dg.AssetSelection.groups(config.slug))
         assert result.success
-        materialized = {e.asset_key for e in result.get_asset_materialization_events()}
+        materialized = {e.asset_key for e in result.get_asset_materialization_events()
+                        if e.asset_key.path[0] == "paimon"}  # (the MySQL tables read are recorded too)
         assert materialized == {dg.AssetKey(["paimon", f"lake_{db}", "orders"]),
                                 dg.AssetKey(["paimon", db, "customers"])}
         assert tick().run_requests == []

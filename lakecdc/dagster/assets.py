@@ -40,14 +40,16 @@ from lakecdc.config import PipelineConfig
 from lakecdc.dagster.checks import asset_check_evaluation, asset_check_result, run_check_specs
 from lakecdc.dagster.failures import as_failure, retry_policy
 from lakecdc.dagster.metadata import (CHECKPOINT_ONLY_KEY, as_asset_materialization, column_origins, column_schema,
-                                      commit_event, unrecorded_commit, without_not_null)
+                                      commit_event, quiet_observation, recorded_data_version,
+                                      source_event, unrecorded_commit, without_not_null)
 from lakecdc.dagster.resources import effective_config, resource_keys
-from lakecdc.dagster.translator import (PIPELINE_TAG, AssetKeys, DagsterLakeCdcTranslator, MySqlTableProps,
-                                        PaimonTableProps)
+from lakecdc.dagster.translator import (CHECKPOINT_REFRESH_TAG, PIPELINE_TAG, RUN_REASON_TAG, AssetKeys,
+                                        DagsterLakeCdcTranslator, MySqlTableProps, PaimonTableProps)
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
-from lakecdc.model import TableId
+from lakecdc.model import BinlogOffset, TableId
 from lakecdc.runtime.connect import open_sink, open_source, shared_source
 from lakecdc.runtime.plan import TargetPlan, build_plan, captured_tables
+from lakecdc.runtime.report import source_reads
 from lakecdc.runtime.table_runs import TableRuns, resnapshot_tables, run_tables
 from lakecdc.runtime.verify import expected_types, verify_run
 from lakecdc.selectors import TableSelector
@@ -205,7 +207,7 @@ def tables_failure(errors: dict[TableId, BaseException]) -> dg.Failure:
 def report(context, config: PipelineConfig, target: TableId, committed, *, with_checks: set[str],
            expect_materialization: bool, keys: Optional[AssetKeys] = None, sink=None, result=None,
            plan: Optional[TargetPlan] = None, plan_error: str = "", as_output: bool = True,
-           checked: Optional[Future] = None):
+           checked: Optional[Future] = None, head: Optional[BinlogOffset] = None):
     """Yield the materialisation of ``committed`` (or of an unrecorded earlier commit) and the results of the
     selected checks of the run's commit (lakecdc.runtime.verify.verify_run). ``result``: the table's result of the
     run (``committed`` when it committed; None when no run wrote the table here); ``plan``: the target's plan the
@@ -215,7 +217,8 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
     them); else events, which Dagster records without an output's bookkeeping (a failed blocking check still fails
     the step). ``keys``: the pipeline's asset keys (default: the default
     translator's); ``sink``: the op's (one per run); ``checked``: the checks' results already under way
-    (:func:`verify_in_background`)."""
+    (:func:`verify_in_background`); ``head``: where the run read the binlog up to (a table with nothing new is
+    observed with its checkpoint and this)."""
     keys = keys or AssetKeys.default([target])
     key = keys.paimon[target]
     sink = sink or open_sink(config)
@@ -231,13 +234,23 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
                                  run_id=context.run.run_id)
         if late is not None:
             yield late if as_output else as_asset_materialization(late)
-        else:
-            context.log.info(f"{target}: no new changes")
+        elif result is not None:  # nothing new: the run's summary line says so; the asset page shows it too
+            context.log_event(quiet_observation(result, head, key))
     if with_checks:
         results = checked.result() if checked is not None else \
             verify_run(config, sink, target, result, plan, with_checks, plan_error=plan_error)
         for one in results:
             yield asset_check_result(key, one) if as_output else asset_check_evaluation(key, one, blocking=True)
+
+
+def observe_sources(context, tables, head: Optional[BinlogOffset], keys: AssetKeys) -> None:
+    """An event of each MySQL table the run read (lakecdc.runtime.report.source_reads), before the Paimon tables'
+    materialisations (metadata.source_event: a materialisation of the external asset when the read found it
+    changed, else an observation), with its last change as the data version."""
+    for source, read in sorted(source_reads(tables, head).items()):
+        key = keys.mysql.get(source)
+        if key is not None:
+            context.log_event(source_event(read, key, recorded_data_version(context.instance, key)))
 
 
 class ReportingError(LakeCdcError):
@@ -293,6 +306,11 @@ def materialize_tables(context, config: PipelineConfig, targets: list[TableId], 
     materialisation: "Execute check"), from the plan the micro-batch committed with. A table that failed is not
     reported; after every other table, one Failure names each failed table with its error (Dagster shows those
     failed: planned in a failed run, not materialised)."""
+    refreshed = context.run.tags.get(CHECKPOINT_REFRESH_TAG)
+    if refreshed:  # the sensor's tags: say once, up front, why this run has little or nothing to commit
+        context.log.info(f"started by the binlog sensor ({context.run.tags.get(RUN_REASON_TAG)}): {refreshed} had "
+                         "no changes but their checkpoints are due a refresh (their binlog file is no longer the "
+                         "newest): the run only moves those checkpoints")
     runs = run_tables_of_run(context, config, targets, resnapshot, partition)
     failed: dict[TableId, BaseException] = dict(runs.errors)
     plans = dict(runs.plans)  # a micro-batch's; a re-snapshot, or checks selected alone, plan here (once)
@@ -303,6 +321,7 @@ def materialize_tables(context, config: PipelineConfig, targets: list[TableId], 
     read = outputs_read_in_run(context, targets, keys)
     reported = [t for t in sorted(set(targets) | set(checks)) if t not in failed]
     results = {t: runs.results.get(t, runs.committed.get(t)) if t in targets else None for t in reported}
+    observe_sources(context, [r for t, r in results.items() if t in runs.results], runs.head, keys)
     with verify_in_background(config, sink, {t: checks[t] for t in reported if checks.get(t)}, results, plans,
                               plan_error) as checked:
         for target in reported:
@@ -310,7 +329,8 @@ def materialize_tables(context, config: PipelineConfig, targets: list[TableId], 
                 yield from report(context, config, target, runs.committed.get(target),
                                   with_checks=checks.get(target, set()), expect_materialization=target in targets,
                                   keys=keys, sink=sink, result=results[target], plan=plans.get(target),
-                                  plan_error=plan_error, as_output=target in read, checked=checked.get(target))
+                                  plan_error=plan_error, as_output=target in read, checked=checked.get(target),
+                                  head=runs.head)
             except Exception as exc:  # noqa: BLE001 - reporting after a commit fails this table alone, never retried
                 failed[target] = ReportingError(f"{target}: reporting the commit failed: {exc}")
     as_events = [t for t in reported if checks.get(t) and t not in read and t not in failed]

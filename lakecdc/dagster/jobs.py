@@ -20,8 +20,8 @@ import dagster as dg
 from pydantic import Field
 
 from lakecdc.config import PipelineConfig
-from lakecdc.dagster.assets import (ReportingError, declared_partition_keys, plans_without_run, pool_name, report,
-                                    run_table, table_lineage)
+from lakecdc.dagster.assets import (ReportingError, declared_partition_keys, observe_sources, plans_without_run,
+                                    pool_name, report, run_table, table_lineage)
 from lakecdc.dagster.checks import asset_check_evaluation, asset_check_result, reconcile_check_specs
 from lakecdc.runtime import follow_pipeline
 from lakecdc.runtime.connect import open_sink
@@ -119,14 +119,14 @@ def build_follow_job(config: PipelineConfig, *, use_resources: bool = False,
     commit of each table is recorded as a materialisation of its asset (``keys``: the pipeline's asset keys, default
     the default translator's), followed by the checks of that commit (lakecdc.runtime.verify, as after a
     micro-batch): a failed one stops the follow at its next checkpoint and fails the run. Cancelling the run
-    (SIGINT/SIGTERM to the run worker) lets it commit what it read up to the binlog head, then ends the run as
-    cancelled."""
+    (SIGINT/SIGTERM to the run worker) lets it commit what it read up to the binlog head, then ends the op cleanly
+    (the run succeeds; its log says the cancel stopped it). Each commit also observes the MySQL tables it read."""
     pipeline = config
 
     lineage = table_lineage(config)
     keys = keys or AssetKeys.default(sorted(lineage), sorted({s for feeds in lineage.values() for s in feeds}))
 
-    @dg.op(name=f"{follow_job_name(config)}_op", tags={PIPELINE_TAG: config.slug},
+    @dg.op(name=f"{follow_job_name(config)}_op", tags={PIPELINE_TAG: config.slug}, out={},  # nothing to store
            required_resource_keys=resource_keys(config) if use_resources else set(),
            description=f"Follow the binlog of {config.name!r} and commit every "
                        f"{config.checkpoint_interval_seconds:g} s until the run is cancelled")
@@ -143,6 +143,7 @@ def build_follow_job(config: PipelineConfig, *, use_resources: bool = False,
                 (0 < config.max_seconds <= time.monotonic() - started)
 
         def on_commit(tables) -> None:
+            observe_sources(context, tables, None, keys)
             for table in tables:
                 key = keys.paimon.get(table.target)
                 if key is None:  # a table the pipeline did not have when the definitions were loaded
@@ -161,22 +162,25 @@ def build_follow_job(config: PipelineConfig, *, use_resources: bool = False,
             if any(t.phase != "snapshot" for t in tables):
                 commits[0] += 1
 
-        with _stop_on_interrupt(interrupted) as interrupt:
+        with _stop_on_interrupt(interrupted):
             try:
                 result = follow_pipeline(effective, should_stop=should_stop, on_commit=on_commit,
                                          run_id=context.run.run_id, log=context.log, record_writes=True)
             except LakeCdcError as exc:
                 raise as_failure(exc) from None
-        context.log.info(f"pipeline {pipeline.name!r}: follow stopped after {result.follow_commits} commit(s)")
+        why = "the run was cancelled (Terminate), so it committed what it had read up to the binlog head and " \
+              "stopped cleanly" if interrupted.is_set() else "it reached max_commits or max_seconds"
+        context.log.info(f"pipeline {pipeline.name!r}: follow stopped after {result.follow_commits} commit(s): "
+                         f"{why}")
         if failed_checks:
             raise dg.Failure(description="a commit's check failed, so the follow stopped:\n" + "\n".join(
                 f"- {line}" for line in failed_checks), allow_retries=False)
-        interrupt()  # a cancel that asked for the stop now ends the run as cancelled
 
     @dg.job(name=follow_job_name(config), executor_def=dg.in_process_executor, tags={PIPELINE_TAG: config.slug},
             description=f"Follow mode of {config.name!r}: one long-running run that commits every "
                         f"pipeline.checkpoint-interval ({config.checkpoint_interval_seconds:g} s) and records each "
-                        "commit as a materialisation; cancel the run to stop it (it commits first)")
+                        "commit as a materialisation; Terminate the run to stop it (it commits first and ends "
+                        "as a success)")
     def _job():
         _follow()
 
@@ -185,30 +189,23 @@ def build_follow_job(config: PipelineConfig, *, use_resources: bool = False,
 
 class _stop_on_interrupt:
     """While following, SIGINT/SIGTERM (how Dagster cancels a run) only ask the follow to stop at its next
-    checkpoint; the handler that was there is called afterwards (``interrupt()``), so the run still ends as
-    cancelled. Outside the main thread signals cannot be caught: the interrupt then stops the run at once (the
-    commits already made stay consistent; what was read since the last one is read again by the next run)."""
+    checkpoint: the op commits, says why it stopped and returns, so a cancel is a clean stop (no step failure, no
+    interrupt trace; the run ends as a success). Dagster's own handler is put back afterwards and never sees the
+    signal. Outside the main thread signals cannot be caught: the interrupt then stops the run at once (the commits
+    already made stay consistent; what was read since the last one is read again by the next run)."""
 
     def __init__(self, interrupted: threading.Event):
         self.interrupted = interrupted
         self.previous: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}  # signal.getsignal's
-        self.frame = None
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 self.previous[signum] = signal.signal(signum, self._handle)
-        return self._interrupt
+        return self
 
     def _handle(self, signum, frame) -> None:
-        self.signum, self.frame = signum, frame
         self.interrupted.set()
-
-    def _interrupt(self) -> None:
-        if self.interrupted.is_set():
-            handler = self.previous.get(self.signum)
-            if callable(handler):
-                handler(self.signum, self.frame)
 
     def __exit__(self, *exc):
         for signum, handler in self.previous.items():

@@ -9,12 +9,12 @@ import re
 
 import dagster as dg
 
-from lakecdc.dagster.translator import code, paimon_table_name
+from lakecdc.dagster.translator import code, mysql_column_schema, paimon_table_name
 from lakecdc.model import BinlogOffset, TableCounts, TableId
 from lakecdc.runtime.checkpoint import (PHASE, PHASE_BINLOG, PHASE_RESNAPSHOT, RUN_ID, counts_from_properties,
                                         offset_from_properties)
 from lakecdc.runtime.connect import open_warehouse
-from lakecdc.runtime.report import partition_name
+from lakecdc.runtime.report import partition_name, quiet_text
 from lakecdc.sink.sql import run_sql
 from lakecdc.sink.upkeep import latest_change_snapshot_id
 from lakecdc.source.rows_decoder import fallback_summary
@@ -189,7 +189,9 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
         metadata["lakecdc/unchanged"] = dg.MetadataValue.int(getattr(result, "unchanged", 0))
         schema_changes = getattr(result, "schema_changes", None)
         if schema_changes:  # what the re-snapshot changed in the Paimon schema to match MySQL
-            metadata["lakecdc/schema_changes"] = "; ".join(schema_changes)
+            metadata[SCHEMA_CHANGES_KEY] = "; ".join(schema_changes)
+    if getattr(result, "ddl", None):  # the DDL statements the run met, each with what Paimon did
+        metadata[SCHEMA_CHANGES_KEY] = ddl_table(result.ddl)
     # The columns as the table has them after the run's last commit (and its upkeep), not as the run found it: a
     # DDL the run applied (ADD COLUMN) shows in this materialisation, with its lineage. The lineage is restricted to
     # the stored columns, so the two never disagree. A micro-batch's result has them (TableResult.paimon_types);
@@ -231,6 +233,69 @@ def materialization(result, plan=None, catalog_options: dict[str, str] | None = 
 
 
 CHECKPOINT_ONLY_KEY = "lakecdc/checkpoint_only"
+SCHEMA_CHANGES_KEY = "lakecdc/schema_changes"
+NO_NEW_CHANGES_KEY = "lakecdc/no_new_changes"
+
+
+def ddl_table(ddl: list) -> dg.MetadataValue:
+    """The DDL statements a commit met (``lakecdc.runtime.schema_evolution.AppliedDdl``): source table, statement,
+    binlog position (the end of the statement) and what Paimon did."""
+    records = [dg.TableRecord({"source": str(d.source), "statement": d.statement[:1000],
+                               "binlog_position": str(d.offset), "paimon": d.outcome()}) for d in ddl]
+    columns = [dg.TableColumn("source", "string", description="the MySQL table the statement changed"),
+               dg.TableColumn("statement", "string", description="the DDL statement as the binlog has it"),
+               dg.TableColumn("binlog_position", "string", description="the end of the statement in the binlog"),
+               dg.TableColumn("paimon", "string", description="what lakecdc did to the Paimon table")]
+    return dg.MetadataValue.table(records, schema=dg.TableSchema(columns=columns))
+
+
+def quiet_observation(result, head: BinlogOffset | None, key: dg.AssetKey) -> dg.AssetObservation:
+    """A run that had nothing to commit to a table: an observation of its asset with the checkpoint it stays at
+    (the asset page then shows the run looked, and where the table stands)."""
+    metadata: dict = {NO_NEW_CHANGES_KEY: dg.MetadataValue.text(quiet_text(result, head))}
+    if getattr(result, "checkpoint", None) is not None:
+        metadata["lakecdc/binlog_offset"] = str(result.checkpoint)
+    if head is not None:
+        metadata["lakecdc/binlog_read_to"] = str(head)
+    return dg.AssetObservation(asset_key=key, metadata=metadata)
+
+
+def source_event(read, key: dg.AssetKey, recorded_version: str | None
+                 ) -> dg.AssetMaterialization | dg.AssetObservation:
+    """A read of a MySQL table (``lakecdc.runtime.report.SourceRead``) as an event of its external asset.
+
+    A read that found the table changed (a change the run wrote, a DDL) or that is the first one recorded is a
+    **materialisation** of the external asset (how Dagster records that an external asset was updated): the data
+    version is the commit position of the table's last change lakecdc knows of, and its metadata has the columns
+    at that position (after a DDL, the new ones, without a reload of the definitions). A read that found nothing
+    new is an **observation** with the same data version (``recorded_version``: the asset's latest). Both say where
+    the binlog was read up to."""
+    metadata: dict = {"lakecdc/binlog_read_to": str(read.read_to),
+                      "lakecdc/last_change": str(read.last_change) if read.last_change is not None else
+                      "none in this read"}
+    if read.last_change is None and not read.ddl and recorded_version is not None:
+        return dg.AssetObservation(asset_key=key, metadata=metadata, tags={DATA_VERSION_TAG: recorded_version},
+                                   description="read by lakecdc: no change since the last one recorded")
+    if read.ddl:
+        metadata[SCHEMA_CHANGES_KEY] = ddl_table(read.ddl)
+    if read.schema is not None:
+        metadata["dagster/column_schema"] = mysql_column_schema(read.schema)
+    changed = [offset for offset in (read.last_change, *(d.offset for d in read.ddl)) if offset is not None]
+    version = f"binlog-{max(changed) if changed else read.read_to}"  # a first read: its state at read_to
+    return dg.AssetMaterialization(asset_key=key, metadata=metadata, tags={DATA_VERSION_TAG: version},
+                                   description="changes of this MySQL table read by lakecdc from the binlog (or "
+                                               "its first read)")
+
+
+def recorded_data_version(instance, key: dg.AssetKey) -> str | None:
+    """The data version of the asset's latest materialisation or observation (whichever is newer), if any."""
+    latest = [record for fetch in (instance.fetch_materializations, instance.fetch_observations)
+              for record in fetch(key, limit=1).records]
+    for record in sorted(latest, key=lambda r: r.storage_id, reverse=True):
+        event = record.event_log_entry.asset_materialization or record.event_log_entry.asset_observation
+        if event is not None and event.tags and event.tags.get(DATA_VERSION_TAG):
+            return event.tags[DATA_VERSION_TAG]
+    return None
 
 
 def moves_checkpoint_only(result, stored_schema=None) -> bool:
@@ -259,10 +324,13 @@ def commit_event(result, plan=None, catalog_options: dict[str, str] | None = Non
         checkpoint_only = moves_checkpoint_only(result, stored.schema if stored is not None else None)
     if checkpoint_only:
         metadata = {**_commit_metadata(result.snapshot_id, result.phase, result.offset, result.counts),
+                    **({SCHEMA_CHANGES_KEY: ddl_table(result.ddl)} if getattr(result, "ddl", None) else {}),
                     CHECKPOINT_ONLY_KEY: dg.MetadataValue.text(
                         f"snapshot {result.snapshot_id} moved the checkpoint to {result.offset} with no change to "
-                        "the table (a binlog rotation or a long idle stretch); the latest materialisation still "
-                        "shows the table's last change")}
+                        "the table (" + ("a DDL the table did not take, see lakecdc/schema_changes"
+                                         if getattr(result, "ddl", None) else "a binlog rotation or a long idle "
+                                         "stretch") + "); the latest materialisation still shows the table's last "
+                        "change")}
         return dg.AssetObservation(asset_key=key or paimon_key(result.target), metadata=metadata)
     return materialization(result, plan, catalog_options, key=key, source_keys=source_keys)
 

@@ -20,7 +20,7 @@ import dagster as dg
 
 from lakecdc.config import PipelineConfig
 from lakecdc.dagster.jobs import PIPELINE_TAG, TABLE_TAG
-from lakecdc.dagster.translator import AssetKeys
+from lakecdc.dagster.translator import CHECKPOINT_REFRESH_TAG, RUN_REASON_TAG, AssetKeys
 from lakecdc.dagster.resources import effective_config, resource_keys
 from lakecdc.errors import LakeCdcError, PipelineConfigError
 from lakecdc.model import BinlogOffset, TableId
@@ -75,6 +75,10 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
             return dg.SkipReason(f"cannot read the pipeline's state: {exc}")
         busy = busy_tables(context.instance, pipeline, [t.target for t in status.tables], keys)
         wanted = [t for t in status.tables if _wanted(t, status.head, previous.requested_at.get(t.target))]
+        # checkpoint refreshes that can wait ride along with a run that has real work, instead of a run of their own
+        waiting_refresh = [] if any(t.target not in busy and not t.refresh_can_wait(status.head) for t in wanted) \
+            else [t for t in wanted if t.refresh_can_wait(status.head)]
+        wanted = [t for t in wanted if t not in waiting_refresh]
         ready = sorted(t.target for t in wanted if t.target not in busy)
         requested_at = {t: o for t, o in previous.requested_at.items()
                         if any(s.target == t and s.needs_run(status.head) for s in status.tables)}
@@ -85,20 +89,36 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
             "scan": status.activity.to_json() if status.activity is not None else None})
         scanned = f"scanned {status.scanned_bytes} binlog bytes"
         if not wanted:
+            folded = (f"; due a checkpoint refresh, left for the next run with changes: "
+                      f"{', '.join(str(t.target) for t in waiting_refresh)}") if waiting_refresh else ""
             return dg.SensorResult(skip_reason=f"no table needs a new run: none has a change after its checkpoint "
-                                               f"or its last requested run (head {status.head}, {scanned})",
+                                               f"or its last requested run (head {status.head}, {scanned}){folded}",
                                    cursor=cursor)
         if not ready:
             waiting = ", ".join(f"{t.target} (run {busy[t.target]})" for t in wanted)
             return dg.SensorResult(skip_reason=f"tables behind are being written: {waiting}", cursor=cursor)
         context.log.info(f"{scanned}; runs for: " + ", ".join(f"{t.target} ({t.lag(status.head)})" for t in wanted
                                                                if t.target in ready))
+        refresh_only = sorted(str(t.target) for t in wanted if t.target in ready and not t.behind)
         request = dg.RunRequest(
             run_key=f"{status.head}|{','.join(map(str, ready))}", asset_selection=[keys.paimon[t] for t in ready],
-            tags={"lakecdc/binlog_head": str(status.head), PIPELINE_TAG: pipeline.slug})
+            tags={"lakecdc/binlog_head": str(status.head), PIPELINE_TAG: pipeline.slug,
+                  **run_reason_tags(refresh_only, len(ready))})
         return dg.SensorResult(run_requests=[request], cursor=cursor)
 
     return _sensor
+
+
+CHECKPOINT_REFRESH_ONLY = "checkpoint refresh only"
+
+
+def run_reason_tags(refresh_only: list[str], tables: int) -> dict[str, str]:
+    """Why the sensor started a run: the tables with changes, and which (if any) only get their checkpoint moved
+    (idle tables due a checkpoint refresh: the run commits nothing but their new checkpoint)."""
+    if not refresh_only:
+        return {RUN_REASON_TAG: "changes"}
+    reason = CHECKPOINT_REFRESH_ONLY if len(refresh_only) == tables else "changes and checkpoint refresh"
+    return {RUN_REASON_TAG: reason, CHECKPOINT_REFRESH_TAG: ", ".join(refresh_only)}
 
 
 @dataclass

@@ -33,6 +33,10 @@ __all__ = ["DagsterLakeCdcTranslator", "PaimonTableProps", "MySqlTableProps", "A
 # Tags on the pipeline's assets, ops, jobs and runs: which pipeline (its slug) and which Paimon table they belong to
 PIPELINE_TAG = "lakecdc/pipeline"
 TABLE_TAG = "lakecdc/table"
+# why the binlog sensor started a run (``changes``, ``changes and checkpoint refresh``, ``checkpoint refresh only``)
+# and which of its tables only get their checkpoint moved
+RUN_REASON_TAG = "lakecdc/run_reason"
+CHECKPOINT_REFRESH_TAG = "lakecdc/checkpoint_refresh"
 
 # Markdown that the Dagster UI would interpret in plain text (``__namespace_name__`` turns bold).
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")

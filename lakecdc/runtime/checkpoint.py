@@ -55,6 +55,16 @@ def idle_checkpoint_due(checkpoint: BinlogOffset, head: BinlogOffset) -> bool:
         return True
     return head.pos - checkpoint.pos >= IDLE_CHECKPOINT_BYTES
 
+
+def idle_checkpoint_urgent(checkpoint: BinlogOffset, head: BinlogOffset) -> bool:
+    """Whether an idle table's checkpoint refresh should not wait for a run with real work: its checkpoint lies two
+    or more binlog files behind ``head`` (one rotation, e.g. a server restart, leaves the file of the checkpoint in
+    place; the next one brings a purge of it closer)."""
+    if head <= checkpoint or checkpoint.file == head.file:
+        return False
+    return head.sort_key[0] - checkpoint.sort_key[0] >= 2 or head.sort_key[0] < 0 or checkpoint.sort_key[0] < 0
+
+
 PHASE_SNAPSHOT = "snapshot"
 PHASE_BINLOG = "binlog"
 PHASE_RESNAPSHOT = "resnapshot"

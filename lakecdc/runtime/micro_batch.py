@@ -48,7 +48,8 @@ from lakecdc.runtime.connect import open_sink, open_source
 from lakecdc.runtime.plan import PipelinePlan, SourcePlan, TargetPlan, build_plan, planned_targets
 from lakecdc.runtime.report import (SnapshotProgress, count_partitions, estimate_rows, log_summary,
                                     report_fallbacks)
-from lakecdc.runtime.schema_evolution import IGNORE, SchemaChangeApplier, coerce_into_table, included_types
+from lakecdc.runtime.schema_evolution import (IGNORE, AppliedDdl, SchemaChangeApplier, coerce_into_table,
+                                              included_types)
 from lakecdc.runtime.upkeep import upkeep_after_commits
 from lakecdc.sink import PaimonSink, TableWriter
 from lakecdc.sink.written import WrittenRows
@@ -90,6 +91,13 @@ class TableResult:
     # column → Paimon type as stored after the run (``schema`` likewise): a DDL the run applied is in them
     paimon_types: dict[str, str] = field(default_factory=dict)
     schema_changes: list[str] = field(default_factory=list)  # what the run's DDL did to the table (in order)
+    # each DDL of its sources the run met: statement, binlog position, what Paimon did (schema_changes's source)
+    ddl: list[AppliedDdl] = field(default_factory=list)
+    # the checkpoint the run started from (None: the table had none); a run with nothing new leaves it there
+    checkpoint: BinlogOffset | None = None
+    # source table → the commit position of the last transaction with its rows that this run (in follow mode:
+    # this commit) wrote to the table; a source without changes is not listed
+    last_changes: dict[TableId, BinlogOffset] = field(default_factory=dict)
     # the table's plan the run committed with (its sources' schemas and transforms as the run left them)
     plan: TargetPlan | None = None
     # with record_writes: what the run (in follow mode: this commit) committed, kept to check the commit by
@@ -243,7 +251,7 @@ class MicroBatch:
             self._finish_results()
             if follow is not None:
                 self._start_follow(follow)
-        log_summary(self.results, time.monotonic() - started, self.log)
+        log_summary(self.results, time.monotonic() - started, self.log, head)
         self.run.seconds = time.monotonic() - started
         self.run.plan = self.plan
         return self.run
@@ -311,7 +319,8 @@ class MicroBatch:
                 target=target, sources=[s.source.table_id for s in target_plan.sources], phase=PHASE_BINLOG,
                 committed=False, snapshot_id=None, offset=None, schema=description.schema,
                 primary_keys=description.primary_keys, partition_keys=description.partition_keys,
-                created=description.created, paimon_types=description.paimon_types)
+                created=description.created, paimon_types=description.paimon_types,
+                checkpoint=checkpoint.offset if (checkpoint := checkpoints.get(target)) is not None else None)
             self.base_snapshots[target] = None if description.created else self.sink.latest_snapshot_id(target)
             # a run's writes are kept for its checks, and, unless it snapshots (whose files the statistics count),
             # to count the table's rows from its changes (lakecdc.runtime.row_counts)
@@ -527,9 +536,13 @@ class MicroBatch:
         if not wanted or batch.num_rows == 0:
             return
         output = source_plan.transform.apply(batch)
+        source_id = source_plan.source.table_id
         for target in wanted:
             result = self.results[target]
             _count_changes(batch, result.counts)
+            if batch.last_commit is not None:
+                seen = result.last_changes.get(source_id)
+                result.last_changes[source_id] = batch.last_commit if seen is None else max(seen, batch.last_commit)
             if output.num_rows:
                 self._writer(target).write(output)
                 result.rows_written += output.num_rows
@@ -583,14 +596,16 @@ class MicroBatch:
         """What the results need beyond the commits: the stored columns of the tables whose schema the run changed,
         and what each table's commits wrote (recording goes on per commit in follow mode)."""
         for index, evolver in enumerate(self.evolvers):
-            for target, applied in evolver.applied.items():
+            for target, met in evolver.ddl.items():
                 reported = self._changes_reported.get((index, target), 0)
                 result = self.results.get(target)
-                if result is None or reported == len(applied):
+                if result is None or reported == len(met):
                     continue
-                self._changes_reported[(index, target)] = len(applied)
-                result.schema_changes += applied[reported:]
-                if self.sink.table_exists(target):
+                self._changes_reported[(index, target)] = len(met)
+                result.ddl += met[reported:]
+                applied = [change for ddl in met[reported:] for change in ddl.paimon]
+                result.schema_changes += applied
+                if applied and self.sink.table_exists(target):
                     description = self.sink.describe(target)
                     result.schema, result.paimon_types = description.schema, description.paimon_types
         for target, result in self.results.items():
@@ -622,6 +637,8 @@ class MicroBatch:
             self.log.warning("pipeline %r: no table to follow", self.config.name)
             return
         targets = set(checkpoints)
+        # the run's totals (the first micro-batch and every commit after it) for its summary and result
+        totals = {t: _add_into(_counts_only(self.results[t]), self.results[t]) for t in targets}
         for target in targets:  # each checkpoint reports its own counts, as a binlog commit
             _reset_counts(self.results[target])
             self.results[target].phase = PHASE_BINLOG
@@ -633,7 +650,7 @@ class MicroBatch:
         self.sink.prepare_writes()  # the first micro-batch may have written nothing: import the writer's stack now
 
         def on_checkpoint(offset: BinlogOffset) -> None:
-            self._commit_checkpoint(targets, checkpoints, commits, evolver, follow)
+            self._commit_checkpoint(targets, checkpoints, commits, evolver, follow, totals)
 
         self.log.info("following the binlog of %d table(s), a commit every %g s", len(targets),
                       self.config.checkpoint_interval_seconds)
@@ -643,6 +660,8 @@ class MicroBatch:
             self._abort_writers()
             raise
         self.run.binlog_reads += 1
+        for target, total in totals.items():  # the result (and the summary) count what the whole run committed
+            _take_counts(self.results[target], total)
 
     def _follow_checkpoints(self) -> tuple[dict[TableId, BinlogOffset], dict[TableId, BinlogOffset | None]]:
         """Where each table's follow read starts (its checkpoint and oldest open XA after the first micro-batch)."""
@@ -659,9 +678,11 @@ class MicroBatch:
         return checkpoints, xa_scan_starts
 
     def _commit_checkpoint(self, targets: set[TableId], checkpoints: dict[TableId, BinlogOffset],
-                           commits: dict[TableId, int], evolver: SchemaChangeApplier, follow: Follow) -> None:
+                           commits: dict[TableId, int], evolver: SchemaChangeApplier, follow: Follow,
+                           totals: dict[TableId, TableResult]) -> None:
         """A follow read reached a checkpoint: commit what it read, then upkeep and report the tables that
-        committed. ``checkpoints`` and ``commits`` are the read's, moved forward here."""
+        committed. ``checkpoints`` and ``commits`` are the read's, moved forward here; ``totals`` add up what
+        each table's commits counted."""
         self._commit_writers()
         evolver.consumed.clear()
         committed = sorted(t for t in targets if self.results[t].commits > commits[t])
@@ -685,7 +706,39 @@ class MicroBatch:
         if follow.on_commit is not None:
             follow.on_commit([replace(self.results[t]) for t in committed])
         for target in committed:
+            _add_into(totals[target], self.results[target])
             _reset_counts(self.results[target])
+
+
+def _counts_only(result: TableResult) -> TableResult:
+    """An empty tally of what a follow run commits to ``result``'s table."""
+    return TableResult(target=result.target, sources=list(result.sources), phase=result.phase, committed=False,
+                       snapshot_id=None, offset=None)
+
+
+def _add_into(total: TableResult, part: TableResult) -> TableResult:
+    """Add what one commit (``part``) counted to ``total``: changes, rows written, partitions, DDL, fallbacks."""
+    for name in ("inserted", "updated", "deleted"):
+        setattr(total.counts, name, getattr(total.counts, name) + getattr(part.counts, name))
+    total.rows_written += part.rows_written
+    for name, kinds in part.partitions.items():
+        into = total.partitions.setdefault(name, {})
+        for kind, rows in kinds.items():
+            into[kind] = into.get(kind, 0) + rows
+    total.ddl += part.ddl
+    total.schema_changes += part.schema_changes
+    for cause, events in part.decoder_fallbacks.items():
+        total.decoder_fallbacks[cause] = total.decoder_fallbacks.get(cause, 0) + events
+    for source, offset in part.last_changes.items():
+        total.last_changes[source] = max(offset, total.last_changes.get(source, offset))
+    return total
+
+
+def _take_counts(result: TableResult, total: TableResult) -> None:
+    """``result`` (the table's latest commit) with the counts of the whole run from ``total``."""
+    result.counts, result.rows_written, result.partitions = total.counts, total.rows_written, total.partitions
+    result.ddl, result.schema_changes = total.ddl, total.schema_changes
+    result.decoder_fallbacks, result.last_changes = total.decoder_fallbacks, total.last_changes
 
 
 def _follows_new_columns(config: PipelineConfig) -> bool:
@@ -773,6 +826,8 @@ def _by_start(fresh: dict) -> dict[tuple, set[TableId]]:
 def _reset_counts(result: TableResult) -> None:
     result.counts = TableCounts()
     result.schema_changes = []
+    result.ddl = []
+    result.last_changes = {}
     result.rows_written = 0
     result.partitions = {}
     result.row_count = None

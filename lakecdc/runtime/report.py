@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakecdc.model import OP_COLUMN, TableId
+from lakecdc.model import OP_COLUMN, BinlogOffset, SourceTable, TableId
 from lakecdc.source.connection import connect, query
 from lakecdc.source.rows_decoder import fallback_summary
 
@@ -136,12 +137,24 @@ def report_fallbacks(reader, log: logging.Logger | logging.LoggerAdapter,
         log.info("binlog decoder fallbacks%s: none (every rows event decoded by the columnar decoder)", during)
 
 
-def log_summary(results, seconds: float, log: logging.Logger | logging.LoggerAdapter) -> None:
-    """One line per table: what the run did to it (or that it had nothing to do)."""
+def quiet_text(result, head: BinlogOffset | None) -> str:
+    """What a run that committed nothing to a table says about it (its checkpoint stayed where it was)."""
+    text = "no new changes"
+    if getattr(result, "checkpoint", None) is not None:
+        text += f" since its checkpoint {result.checkpoint}"
+    if head is not None:
+        text += f" (binlog read up to {head})"
+    return text + "; checkpoint unchanged, nothing committed"
+
+
+def log_summary(results, seconds: float, log: logging.Logger | logging.LoggerAdapter,
+                head: BinlogOffset | None = None) -> None:
+    """One line per table: what the run did to it (or that it had nothing to do, said once: ``head``, where the
+    binlog was read up to)."""
     for target in sorted(results):
         result = results[target]
         if not result.committed:
-            log.info("summary %s: no new changes, checkpoint unchanged", target)
+            log.info("summary %s: %s", target, quiet_text(result, head))
             continue
         counts = result.counts
         text = (f"summary {target}: {result.phase}, snapshot {result.snapshot_id} at {result.offset}; "
@@ -152,5 +165,42 @@ def log_summary(results, seconds: float, log: logging.Logger | logging.LoggerAda
         partitions = getattr(result, "partitions", None)
         if partitions:
             text += f"; {len(partitions)} partition(s) changed"
+        ddl = getattr(result, "ddl", None)
+        if ddl:
+            text += f"; {len(ddl)} DDL statement(s) met"
         log.info(text)
     log.info("run finished in %s", _duration(seconds))
+
+
+@dataclass
+class SourceRead:
+    """What a run read of one MySQL source table: up to where (``read_to``), the commit position of the last
+    change of it that the run wrote (None: none in this read), its columns as the run left them and the DDL
+    statements it met on it (``lakecdc.runtime.schema_evolution.AppliedDdl``)."""
+
+    source: TableId
+    read_to: BinlogOffset
+    last_change: BinlogOffset | None = None
+    schema: SourceTable | None = None
+    ddl: list = field(default_factory=list)
+
+
+def source_reads(tables: Iterable, head: BinlogOffset | None) -> dict[TableId, SourceRead]:
+    """The source tables a run read, from its tables' results (``TableResult``): a table that committed was read
+    up to its new checkpoint, one that did not up to ``head`` (None: follow mode, whose results are commits)."""
+    reads: dict[TableId, SourceRead] = {}
+    for table in tables:
+        read_to = table.offset if table.committed else head
+        if read_to is None:
+            continue
+        schemas = {p.source.table_id: p.source for p in table.plan.sources} if table.plan is not None else {}
+        for source in table.sources:
+            read = reads.setdefault(source, SourceRead(source, read_to, schema=schemas.get(source)))
+            read.read_to = max(read.read_to, read_to)
+            change = table.last_changes.get(source)
+            if change is not None:
+                read.last_change = change if read.last_change is None else max(read.last_change, change)
+            for ddl in table.ddl:
+                if ddl.source == source and all(ddl.offset != d.offset for d in read.ddl):
+                    read.ddl.append(ddl)
+    return reads

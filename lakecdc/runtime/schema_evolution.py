@@ -153,6 +153,25 @@ def _field_of(types: dict[str, str], name: str) -> pa.Field | None:
 
 
 @dataclass
+class AppliedDdl:
+    """One DDL statement a run met on a source of a table, and what it did to the Paimon table (``paimon``: each
+    change applied, in order; empty when the table kept its schema, ``note`` says why)."""
+
+    source: TableId
+    statement: str
+    offset: BinlogOffset  # the end of the statement in the binlog: the checkpoint after it
+    paimon: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def outcome(self) -> str:
+        """What Paimon did, in words."""
+        return "; ".join(self.paimon) if self.paimon else f"no change to the Paimon table ({self.note})"
+
+    def describe(self) -> str:
+        return f"DDL on {self.source} at {self.offset}: {self.statement[:300]!r}: {self.outcome()}"
+
+
+@dataclass
 class SchemaChangeApplier:
     """Applies the TableSchemaChanges of one binlog read to the run's Paimon tables (see the module docstring).
 
@@ -172,7 +191,8 @@ class SchemaChangeApplier:
     # targets that consumed a DDL after their checkpoint: their new schema history and offset must be committed
     # even when no row follows the DDL in this read (else the next run decodes with the old schema)
     consumed: set[TableId] = field(default_factory=set)
-    applied: dict[TableId, list[str]] = field(default_factory=dict)  # target → what was applied (for reports)
+    # target → each DDL met for it, with what Paimon did (for reports); its ``paimon`` lists are what was applied
+    ddl: dict[TableId, list[AppliedDdl]] = field(default_factory=dict)
 
     def apply(self, change: TableSchemaChange, open_writers: set[TableId]) -> None:
         source_plan = self.plan.sources.get(change.table_id)
@@ -186,8 +206,12 @@ class SchemaChangeApplier:
             if target in open_writers and change.previous is not None and target not in self.dropped:
                 self.commit(target, change.previous)
         self.consumed.update(targets)
+        for target in targets:
+            self.ddl.setdefault(target, []).append(AppliedDdl(change.table_id, change.statement, change.offset,
+                                                              note=f"schema.change.behavior {mode}"))
         if any(e.type == UNPARSED_DDL for e in change.events):
             self._unparsed(change, targets, mode)
+            self._log_applied(targets)
             return
         old_transform = source_plan.transform
         new_transform = self._recompile(source_plan, change)
@@ -198,6 +222,8 @@ class SchemaChangeApplier:
             for e in skipped:
                 self.log.info("%s: ignored schema change %s (not in include.schema.changes / in "
                               "exclude.schema.changes)", target, e.type)
+            if skipped:
+                self.ddl[target][-1].note += "; not in include.schema.changes / in exclude.schema.changes"
             events = [e for e in events if e.type in included]
             if mode == EXCEPTION and any(e.type != CREATE_TABLE for e in events):
                 raise SchemaChangeError(
@@ -213,7 +239,13 @@ class SchemaChangeApplier:
         for target in targets:
             if target not in self.dropped and self.sink.table_exists(target) and new_transform is not None:
                 coerce_into_table(self.sink, source_plan, target, new_transform)
+        self._log_applied(targets)
         self.failpoint("after-schema-change")
+
+    def _log_applied(self, targets: list[TableId]) -> None:
+        """One line per table for the DDL just met: the statement, where, and what Paimon did."""
+        for target in targets:
+            self.log.info("%s: %s", target, self.ddl[target][-1].describe())
 
     # --------------------------------------------------------------------------------------------------------
 
@@ -307,7 +339,7 @@ class SchemaChangeApplier:
         self._record(target, "create table")
 
     def _record(self, target: TableId, what: str) -> None:
-        self.applied.setdefault(target, []).append(what)
+        self.ddl[target][-1].paimon.append(what)
 
 
 def coerce_into_table(sink: PaimonSink, source_plan: SourcePlan, target: TableId, transform=None) -> None:

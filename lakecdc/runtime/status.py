@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from lakecdc.config import PipelineConfig
 from lakecdc.model import BinlogOffset, TableId
-from lakecdc.runtime.checkpoint import IDLE_CHECKPOINT_BYTES, idle_checkpoint_due, read_checkpoint
+from lakecdc.runtime.checkpoint import (IDLE_CHECKPOINT_BYTES, idle_checkpoint_due, idle_checkpoint_urgent,
+                                       read_checkpoint)
 from lakecdc.runtime.connect import open_sink, open_source
 from lakecdc.runtime.plan import build_plan
 from lakecdc.runtime.table_work import admit_tables, without_sources
@@ -51,6 +52,12 @@ class TableStatus:
 
     def needs_run(self, head: BinlogOffset) -> bool:
         return self.behind or self.refresh_due
+
+    def refresh_can_wait(self, head: BinlogOffset) -> bool:
+        """Only due a checkpoint refresh, and one that may wait for a run with real work (it is folded into the
+        next such run): at most one binlog file behind (checkpoint.idle_checkpoint_urgent)."""
+        return not self.behind and self.refresh_due and self.checkpoint is not None and \
+            not idle_checkpoint_urgent(self.checkpoint, head)
 
     def lag(self, head: BinlogOffset) -> str:
         if self.finished:

@@ -18,7 +18,7 @@ import dataclasses
 from typing import Iterable
 
 from lakecdc.config import PipelineConfig
-from lakecdc.model import TableId
+from lakecdc.model import BinlogOffset, TableId
 from lakecdc.runtime.micro_batch import Log, RunResult, TableResult, logger, run_micro_batch
 from lakecdc.runtime.plan import TargetPlan
 
@@ -38,8 +38,11 @@ class TableRuns:
     binlog_reads: int = 0
     results: dict[TableId, TableResult] = dataclasses.field(default_factory=dict)
     plans: dict[TableId, TargetPlan] = dataclasses.field(default_factory=dict)
+    head: BinlogOffset | None = None  # where the micro-batches read the binlog up to (the latest head)
 
     def record(self, target: TableId, result: RunResult) -> None:
+        if result.head is not None:
+            self.head = result.head if self.head is None else max(self.head, result.head)
         table = result.tables.get(target)
         self.committed[target] = table if table is not None and table.committed else None
         if table is not None:
