@@ -254,6 +254,53 @@ def test_automation_requests_the_downstream_asset_and_status_shows_its_lag(lake,
     assert sink.consumers(ORDERS).delete("gone")
 
 
+def test_follow_mode_and_the_sensors_run_feed_the_downstream_exactly_once(lake, mariadb, tmp_path):
+    """The table written by follow mode (commits every 500 ms, a random batch of changes after each of the first
+    ones) and then by the run the binlog sensor requests: the downstream asset, materialised after each, reads
+    exactly the snapshots committed since its last run and equals the full recompute."""
+    from lakecdc.runtime import follow_pipeline
+
+    config, defs, instance, sink, path = lake
+    rng = random.Random(3636)
+    next_id, deleted = [2000], []
+
+    def downstream_equals_recompute(context: str) -> None:
+        consumed_to = sink.consumers(ORDERS).get(TOTALS_CONSUMER).next_snapshot - 1
+        result, metadata = materialize(defs, instance, [TOTALS_KEY])
+        assert result.success, context
+        latest = sink.latest_snapshot_id(ORDERS)
+        assert metadata[TOTALS_KEY]["lakecdc/changes/inventory.orders/snapshots"].value == \
+            f"({consumed_to}, {latest}]", context
+        assert stored_totals(sink) == recomputed(sink), context
+
+    # Follow mode: three follow commits, a random batch written after each of the first two.
+    following = tmp_path / "tutorial.yaml"
+    following.write_text(path.read_text() + "  checkpoint-interval: 500ms\n")
+    commits: list = []
+
+    def on_commit(tables) -> None:
+        commits.append(tables)
+        if len(commits) < 3:
+            workload(mariadb, rng, next_id, deleted)
+
+    workload(mariadb, rng, next_id, deleted)
+    follow_pipeline(load_pipeline(following), should_stop=lambda: len(commits) >= 3, on_commit=on_commit)
+    assert sum(t.counts.inserted + t.counts.updated + t.counts.deleted for r in commits for t in r) > 0
+    downstream_equals_recompute("after follow mode")
+
+    # The binlog sensor: its tick requests the table with changes; that run, then the downstream asset.
+    sensor = defs.resolve_sensor_def(f"{config.slug}_binlog_sensor")
+    quiet = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert quiet.run_requests == [], quiet.skip_message
+    workload(mariadb, rng, next_id, deleted)
+    tick = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs, cursor=quiet.cursor))
+    [request] = tick.run_requests
+    assert list(request.asset_selection) == [ORDERS_KEY], tick.skip_message
+    result, _ = materialize(defs, instance, list(request.asset_selection))
+    assert result.success
+    downstream_equals_recompute("after the sensor's run")
+
+
 def test_consumer_api_on_a_python_written_table(tmp_path):
     """Consumers through lakecdc.paimon without a pipeline: exact -U/+U with changelog-producer input,
     ignore_delete, ignore-progress, an expired consumer's error, consumer.expiration-time, a conflicting commit."""
