@@ -278,6 +278,13 @@ def test_an_idle_table_survives_a_purge_of_its_checkpoints_binlog(mariadb, other
         result = tick(defs, config, instance, cursor)
         assert result.run_requests == [] and "left for the next run with changes" in result.skip_message, \
             result.skip_message
+        # ... for an hour at most (a purge comes with a rotation): a refresh that waited that long runs on its own
+        waited = json.loads(result.cursor)
+        assert set(waited["refresh_waiting_since"]) == {str(a), str(b)}
+        waited["refresh_waiting_since"] = {t: since - 3601 for t, since in waited["refresh_waiting_since"].items()}
+        late = tick(defs, config, instance, json.dumps(waited))
+        assert requested(late) == [[key(a), key(b)]]
+        assert late.run_requests[0].tags["lakecdc/run_reason"] == "checkpoint refresh only"
         # ... until a second rotation brings a purge of their checkpoints' file closer: a run of its own, saying so
         mariadb.execute("FLUSH BINARY LOGS")
         noise(mariadb, 1)

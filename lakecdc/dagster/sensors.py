@@ -12,6 +12,7 @@ at which it last requested each table, and the binlog scan (so the next tick sca
 """
 
 import json
+import time
 import urllib.request
 import zoneinfo
 from dataclasses import dataclass, field
@@ -76,8 +77,14 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
         busy = busy_tables(context.instance, pipeline, [t.target for t in status.tables], keys)
         wanted = [t for t in status.tables if _wanted(t, status.head, previous.requested_at.get(t.target))]
         # checkpoint refreshes that can wait ride along with a run that has real work, instead of a run of their own
-        waiting_refresh = [] if any(t.target not in busy and not t.refresh_can_wait(status.head) for t in wanted) \
-            else [t for t in wanted if t.refresh_can_wait(status.head)]
+        now = time.time()
+
+        def can_wait(table) -> bool:
+            since = previous.refresh_waiting_since.get(table.target, now)
+            return table.refresh_can_wait(status.head) and now - since < REFRESH_MAX_WAIT_SECONDS
+
+        waiting_refresh = [] if any(t.target not in busy and not can_wait(t) for t in wanted) \
+            else [t for t in wanted if can_wait(t)]
         wanted = [t for t in wanted if t not in waiting_refresh]
         ready = sorted(t.target for t in wanted if t.target not in busy)
         requested_at = {t: o for t, o in previous.requested_at.items()
@@ -86,7 +93,9 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
         cursor = json.dumps({
             "head": str(status.head), "requested": [str(t) for t in ready],
             "requested_at": {str(t): str(o) for t, o in sorted(requested_at.items())},
-            "scan": status.activity.to_json() if status.activity is not None else None})
+            "scan": status.activity.to_json() if status.activity is not None else None,
+            "refresh_waiting_since": {str(t.target): previous.refresh_waiting_since.get(t.target, now)
+                                      for t in waiting_refresh}})
         scanned = f"scanned {status.scanned_bytes} binlog bytes"
         if not wanted:
             folded = (f"; due a checkpoint refresh, left for the next run with changes: "
@@ -110,6 +119,12 @@ def build_binlog_sensor(config: PipelineConfig, job, tables: list[TableId], *,
 
 
 CHECKPOINT_REFRESH_ONLY = "checkpoint refresh only"
+# How long an idle table's checkpoint refresh may wait for a run with real work before it gets a run of its own:
+# a binlog file's purge comes with a rotation (expire_logs_days, binlog_expire_logs_seconds), so a refresh left
+# waiting across days of an idle pipeline could find its checkpoint's file purged by the rotation that makes it
+# urgent (checkpoint.idle_checkpoint_urgent). An hour folds the refresh into the next run in a busy pipeline and
+# bounds the exposure in an idle one.
+REFRESH_MAX_WAIT_SECONDS = 3600
 
 
 def run_reason_tags(refresh_only: list[str], tables: int) -> dict[str, str]:
@@ -125,6 +140,8 @@ def run_reason_tags(refresh_only: list[str], tables: int) -> dict[str, str]:
 class _Cursor:
     activity: BinlogActivity | None = None  # what the last tick's binlog scan found
     requested_at: dict = field(default_factory=dict)  # table → binlog head when the sensor last requested its run
+    # table → when (epoch seconds) its checkpoint refresh started waiting for a run with real work
+    refresh_waiting_since: dict = field(default_factory=dict)
 
 
 def _read_cursor(text: str | None) -> _Cursor:
@@ -133,7 +150,8 @@ def _read_cursor(text: str | None) -> _Cursor:
         data = json.loads(text) if text else {}
         scan = data.get("scan")
         return _Cursor(BinlogActivity.from_json(scan) if scan else None,
-                       {TableId.parse(t): parse_offset(o) for t, o in data.get("requested_at", {}).items()})
+                       {TableId.parse(t): parse_offset(o) for t, o in data.get("requested_at", {}).items()},
+                       {TableId.parse(t): float(s) for t, s in data.get("refresh_waiting_since", {}).items()})
     except (ValueError, KeyError, TypeError, AttributeError):
         return _Cursor()
 
