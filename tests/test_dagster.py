@@ -187,6 +187,11 @@ def test_checks_lineage_partitions_and_resnapshots(mariadb, tutorial, tmp_path):
         properties = sink.checkpoint(ORDERS)
         assert properties["lakecdc.phase"] == "resnapshot"
         assert properties["lakecdc.resnapshot.partition"] == "order_day=20260103"
+        # the MySQL table it read, on its asset: read up to where the re-snapshot's MySQL snapshot was taken
+        [read] = [e for e in outcome.all_events if e.event_type_value == "ASSET_OBSERVATION"
+                  and e.event_specific_data.asset_observation.asset_key == MYSQL_ORDERS]
+        assert read.event_specific_data.asset_observation.metadata["lakecdc/binlog_read_to"].value == \
+            properties["lakecdc.resnapshot.offset"]
         # A partition re-snapshot keeps the table's checkpoint: the other partitions are still there.
         assert (properties["lakecdc.binlog.file"], properties["lakecdc.binlog.pos"]) == (
             checkpoint["lakecdc.binlog.file"], checkpoint["lakecdc.binlog.pos"])

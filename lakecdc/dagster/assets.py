@@ -47,9 +47,10 @@ from lakecdc.dagster.translator import (CHECKPOINT_REFRESH_TAG, PIPELINE_TAG, RU
                                         DagsterLakeCdcTranslator, MySqlTableProps, PaimonTableProps)
 from lakecdc.errors import LakeCdcError, PipelineConfigError, SourceError
 from lakecdc.model import BinlogOffset, TableId
+from lakecdc.runtime.checkpoint import PHASE_RESNAPSHOT
 from lakecdc.runtime.connect import open_sink, open_source, shared_source
 from lakecdc.runtime.plan import TargetPlan, build_plan, captured_tables
-from lakecdc.runtime.report import source_reads
+from lakecdc.runtime.report import resnapshot_reads, source_reads
 from lakecdc.runtime.table_runs import TableRuns, resnapshot_tables, run_tables
 from lakecdc.runtime.verify import expected_types, verify_run
 from lakecdc.selectors import TableSelector
@@ -244,10 +245,12 @@ def report(context, config: PipelineConfig, target: TableId, committed, *, with_
 
 
 def observe_sources(context, tables, head: Optional[BinlogOffset], keys: AssetKeys) -> None:
-    """An event of each MySQL table the run read (lakecdc.runtime.report.source_reads), before the Paimon tables'
-    materialisations (metadata.source_event: a materialisation of the external asset when the read found it
-    changed, else an observation), with its last change as the data version."""
-    for source, read in sorted(source_reads(tables, head).items()):
+    """An event of each MySQL table the run read (lakecdc.runtime.report.source_reads; re-snapshots':
+    resnapshot_reads), before the Paimon tables' materialisations (metadata.source_event: a materialisation of the
+    external asset when the read found it changed, else an observation), with its last change as the data version."""
+    resnapshots = [t for t in tables if getattr(t, "phase", None) == PHASE_RESNAPSHOT]
+    reads = {**source_reads([t for t in tables if t not in resnapshots], head), **resnapshot_reads(resnapshots)}
+    for source, read in sorted(reads.items()):
         key = keys.mysql.get(source)
         if key is not None:
             context.log_event(source_event(read, key, recorded_data_version(context.instance, key)))
@@ -321,7 +324,8 @@ def materialize_tables(context, config: PipelineConfig, targets: list[TableId], 
     read = outputs_read_in_run(context, targets, keys)
     reported = [t for t in sorted(set(targets) | set(checks)) if t not in failed]
     results = {t: runs.results.get(t, runs.committed.get(t)) if t in targets else None for t in reported}
-    observe_sources(context, [r for t, r in results.items() if t in runs.results], runs.head, keys)
+    observe_sources(context, [r for t, r in results.items()
+                              if t in runs.results or getattr(r, "phase", None) == PHASE_RESNAPSHOT], runs.head, keys)
     with verify_in_background(config, sink, {t: checks[t] for t in reported if checks.get(t)}, results, plans,
                               plan_error) as checked:
         for target in reported:

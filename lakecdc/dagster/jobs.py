@@ -85,6 +85,8 @@ def build_resnapshot_job(config: PipelineConfig, target: TableId, sources: list[
         plans, plan_error = plans_without_run(effective, [target])  # the schema check's, from MySQL now
         for partition in partitions:
             committed = run_table(context, effective, target, resnapshot=True, partition=partition)
+            if committed is not None:  # the MySQL table read, on its asset (lakecdc.runtime.report.resnapshot_reads)
+                observe_sources(context, [committed], None, keys)
             for event in report(context, effective, target, committed, with_checks=set(RUN_CHECKS),
                                 expect_materialization=False, keys=keys, result=committed, plan=plans.get(target),
                                 plan_error=plan_error, as_output=False):

@@ -185,6 +185,17 @@ class SourceRead:
     ddl: list = field(default_factory=list)
 
 
+def resnapshot_reads(results: Iterable) -> dict[TableId, SourceRead]:
+    """The source tables re-snapshots read (``lakecdc.runtime.resnapshots.ResnapshotResult``): each up to where its
+    MySQL snapshot was taken; a re-snapshot reads rows, not changes, so it names no last change."""
+    reads: dict[TableId, SourceRead] = {}
+    for result in results:
+        for source in result.sources:
+            read = reads.setdefault(source, SourceRead(source, result.snapshot_offset))
+            read.read_to = max(read.read_to, result.snapshot_offset)
+    return reads
+
+
 def source_reads(tables: Iterable, head: BinlogOffset | None) -> dict[TableId, SourceRead]:
     """The source tables a run read, from its tables' results (``TableResult``): a table that committed was read
     up to its new checkpoint, one that did not up to ``head`` (None: follow mode, whose results are commits)."""
