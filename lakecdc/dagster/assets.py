@@ -252,8 +252,10 @@ def observe_sources(context, tables, head: Optional[BinlogOffset], keys: AssetKe
     reads = {**source_reads([t for t in tables if t not in resnapshots], head), **resnapshot_reads(resnapshots)}
     for source, read in sorted(reads.items()):
         key = keys.mysql.get(source)
-        if key is not None:
-            context.log_event(source_event(read, key, recorded_data_version(context.instance, key)))
+        if key is not None:  # the recorded version is only needed for a read that found nothing new (an observation)
+            found_nothing = read.last_change is None and not read.ddl
+            recorded = recorded_data_version(context.instance, key) if found_nothing else None
+            context.log_event(source_event(read, key, recorded))
 
 
 class ReportingError(LakeCdcError):
