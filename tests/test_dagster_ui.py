@@ -259,8 +259,6 @@ def nodes_by_key(ui: Dagster) -> dict:
 
 
 # --- issue 35, part A: the follow job's cancel, DDL, the MySQL assets, quiet runs ------------------------------
-RUN_LOGS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events { __typename
-  ... on MessageEvent { message } } } } }"""
 TERMINATE = """mutation($id: String!) { terminateRun(runId: $id) { __typename ... on PythonError { message }
   ... on TerminateRunFailure { message } } }"""
 LATEST_EVENTS = """query($path: [String!]!) { assetOrError(assetKey: {path: $path}) { ... on Asset {
@@ -305,8 +303,7 @@ def assert_ddl_is_traced(ui: Dagster, run_id: str, tmp_path: Path) -> None:
 
 
 def assert_follow_cancel_is_clean(ui: Dagster, mariadb) -> None:
-    """The follow job, terminated from the UI, stops cleanly and counts what it committed; its commit's checks ran.
-    (A run with nothing new is checked in process, tests/test_dagster.py: a run here costs ~15 s.)"""
+    """The follow job, terminated from the UI, stops cleanly and counts what it committed; its commit's checks ran."""
     mariadb.execute("INSERT INTO inventory.orders VALUES (104, 'glue', 3.10, '2026-01-03 12:00:00', NULL)")
     follow = launch_job(ui, f"{SLUG}_follow")
     deadline = time.monotonic() + 180
@@ -323,6 +320,22 @@ def assert_follow_cancel_is_clean(ui: Dagster, mariadb) -> None:
     _, checks = metadata_of(ui)
     assert all(checks[c]["executionForLatestMaterialization"]["status"] == "SUCCEEDED" for c in RUN_CHECKS), checks
     assert latest_events(ui, MYSQL_PATH)[0]["runId"] == follow  # the follow's commit recorded the MySQL change
+
+
+def assert_quiet_run_says_so(ui: Dagster, tmp_path: Path) -> None:
+    """The pipeline's job with nothing new to read: one line in the run says so, and the asset page shows an
+    observation with the checkpoint, not a materialisation."""
+    before, _ = latest_events(ui, ORDERS_PATH)
+    run = launch_job(ui, f"{SLUG}_job")
+    assert ui.wait_for_run(run) == "SUCCESS", ui.tail()
+    said = [m for _, m in run_events(ui, run) if "no new changes" in m]
+    assert len(said) == 1 and "inventory.orders" in said[0], said
+    materialized, observed = latest_events(ui, ORDERS_PATH)
+    assert materialized["runId"] == before["runId"], (materialized, before)  # nothing materialised
+    assert observed["runId"] == run and "no new changes since its checkpoint" in \
+        observed["lakecdc/no_new_changes"]["text"], observed
+    page = page_text(ui, "/assets/paimon/inventory/orders?view=events", tmp_path)
+    assert "lakecdc/no_new_changes" in page, page[:3000]
 
 
 def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
@@ -471,6 +484,7 @@ def test_tutorial_through_the_webserver(mariadb, ui, tmp_path):
     assert "Failed" not in page.split() and "Passed" in page.split(), page[:3000]
 
     assert_follow_cancel_is_clean(ui, mariadb)
+    assert_quiet_run_says_so(ui, tmp_path)
 
     assert_partition_resnapshot(ui, tmp_path)
     assert_broken_pipeline_file(ui, tmp_path)
