@@ -251,10 +251,19 @@ def test_racing_processes_lose_no_commit(s3_server, s3_warehouse):
     PaimonSink(s3_warehouse).ensure_table(TableId("db", "log"), table_schema(), [], [])  # an append table
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Manager().Barrier(n)
-    with ctx.Pool(n) as pool:
+    # close() and join(), not the context manager: its terminate() relies on SIGTERM killing the workers, and a
+    # worker blocked on the pool's queue lock never exits when the process inherited SIGTERM ignored
+    pool = ctx.Pool(n)
+    try:
         outcomes = pool.starmap(_race_once, [(s3_warehouse, w, barrier) for w in range(n)])
         assert sorted(outcomes) == ["conflict"] * (n - 1) + ["ok"]
         conflicts = pool.starmap(_commit_k, [(s3_warehouse, w, k) for w in range(n)])
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
     winner = outcomes.index("ok")
     expected = sorted([(winner * 1000, f"w{winner}-{winner * 1000}")]
                       + [(w * 1000 + c, f"w{w}-{w * 1000 + c}") for w in range(n) for c in range(1, k + 1)])
