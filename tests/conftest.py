@@ -4,12 +4,20 @@
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from contextlib import ExitStack, contextmanager
 
 import pytest
 
 from tests.mariadb_server import SERVER_FLAGS, MariaDBServer
+
+# A shell that starts the suite as a background job ignores SIGINT; Dagster's in-process runs copy SIGINT's handler
+# to SIGTERM (dagster._utils.interrupts), and every process a test starts then inherits SIGTERM ignored (a pool
+# worker that terminate() cannot stop hung the suite once). Python's own SIGINT handler makes both behave as in a
+# terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items):
